@@ -1,0 +1,103 @@
+// Per-thread decision slot, counters, and the public decision API.
+#include "decision_channel.h"
+
+#include <atomic>
+#include <cstdint>
+
+#include "dynamiccl_nccl.h"
+
+namespace dynamiccl {
+namespace nccl_plugin {
+namespace {
+
+// Constant-initialised POD: no TLS guard or constructor runs on first access, so the first
+// getCollInfo on a new NCCL thread costs the same as any other.
+thread_local ThreadSlot t_slot = {};
+
+// Relaxed: each counter is an independent statistic; nothing is ordered by them.
+std::atomic<uint64_t> g_applied{0};
+std::atomic<uint64_t> g_abstained{0};
+std::atomic<uint64_t> g_unavailable{0};
+std::atomic<uint64_t> g_mismatched{0};
+std::atomic<uint64_t> g_init_calls{0};
+std::atomic<int64_t> g_active_comms{0};
+
+void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
+
+}  // namespace
+
+ThreadSlot& this_thread_slot() { return t_slot; }
+
+Verdict match_call(const ThreadSlot& slot, int coll_type, size_t nbytes, int num_pipe_ops) {
+  if (!slot.armed) return Verdict::kNoDecision;
+  if (num_pipe_ops > 1) return Verdict::kMismatch;
+  if (slot.decision.coll_type != coll_type || slot.decision.nbytes != nbytes) {
+    return Verdict::kMismatch;
+  }
+  return Verdict::kMatch;
+}
+
+void finish_without_decision(ThreadSlot& slot) {
+  slot.outcome = DYNAMICCL_NCCL_ABSTAINED;
+  bump(g_abstained);
+}
+
+void finish_mismatch(ThreadSlot& slot) {
+  slot.outcome = DYNAMICCL_NCCL_MISMATCHED;
+  bump(g_mismatched);
+}
+
+void finish_match(ThreadSlot& slot, int outcome, bool consume) {
+  if (!slot.answered) {
+    slot.answered = true;
+    slot.outcome = outcome;
+    bump(outcome == DYNAMICCL_NCCL_APPLIED ? g_applied : g_unavailable);
+  }
+  if (consume) slot.armed = false;
+}
+
+void note_comm_init(bool has_context) {
+  bump(g_init_calls);
+  if (has_context) g_active_comms.fetch_add(1, std::memory_order_relaxed);
+}
+
+void note_comm_destroy() { g_active_comms.fetch_sub(1, std::memory_order_relaxed); }
+
+}  // namespace nccl_plugin
+}  // namespace dynamiccl
+
+using dynamiccl::nccl_plugin::t_slot;
+
+extern "C" {
+
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish(int coll_type, size_t nbytes, int algo,
+                                                  int proto, int nchannels) {
+  t_slot.decision = {coll_type, nbytes, algo < 0 ? -1 : algo, proto < 0 ? -1 : proto,
+                     nchannels <= 0 ? -1 : nchannels};
+  t_slot.armed = true;
+  t_slot.answered = false;
+  t_slot.outcome = DYNAMICCL_NCCL_NOT_CALLED;
+}
+
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_clear(void) { t_slot.armed = false; }
+
+DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_last_outcome(void) { return t_slot.outcome; }
+
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_get_counters(struct dynamiccl_nccl_counters* out) {
+  using namespace dynamiccl::nccl_plugin;
+  if (out == nullptr) return;
+  const auto relaxed = std::memory_order_relaxed;
+  out->applied = g_applied.load(relaxed);
+  out->abstained = g_abstained.load(relaxed);
+  out->unavailable = g_unavailable.load(relaxed);
+  out->mismatched = g_mismatched.load(relaxed);
+  out->init_calls = g_init_calls.load(relaxed);
+  const int64_t active = g_active_comms.load(relaxed);
+  out->active_comms = active > 0 ? static_cast<uint64_t>(active) : 0;
+}
+
+DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_loaded_by_nccl(void) {
+  return dynamiccl::nccl_plugin::g_init_calls.load(std::memory_order_relaxed) > 0 ? 1 : 0;
+}
+
+}  // extern "C"

@@ -1,0 +1,50 @@
+// The per-thread decision channel between the DynamICCL backend and NCCL's getCollInfo,
+// and the process-wide counters. Everything here is lock-free and allocation-free.
+#ifndef DYNAMICCL_NCCL_DECISION_CHANNEL_H_
+#define DYNAMICCL_NCCL_DECISION_CHANNEL_H_
+
+#include <stddef.h>
+
+namespace dynamiccl {
+namespace nccl_plugin {
+
+struct Decision {
+  int coll_type;
+  size_t nbytes;
+  int algo;       // -1 = NCCL's choice
+  int proto;      // -1 = NCCL's choice
+  int nchannels;  // <= 0 = NCCL's choice
+};
+
+struct ThreadSlot {
+  Decision decision;
+  bool armed;     // a decision is published and not consumed
+  bool answered;  // a matching call already counted it (NCCL 2.21 asks twice per call)
+  int outcome;    // enum dynamiccl_nccl_outcome
+};
+
+// The calling thread's slot (thread_local storage of this library).
+ThreadSlot& this_thread_slot();
+
+enum class Verdict { kNoDecision, kMismatch, kMatch };
+
+// Whether one getCollInfo call is the one the thread's decision was published for.
+// A call that stands for several merged tasks (numPipeOps > 1) is never a match.
+Verdict match_call(const ThreadSlot& slot, int coll_type, size_t nbytes, int num_pipe_ops);
+
+// Book-keeping after a getCollInfo call: outcome, counters, consumption.
+void finish_without_decision(ThreadSlot& slot);
+void finish_mismatch(ThreadSlot& slot);
+// `outcome` is APPLIED or UNAVAILABLE; `consume` disarms the decision (one per collective).
+void finish_match(ThreadSlot& slot, int outcome, bool consume);
+
+// Communicator life cycle, reported by the tuner's init and destroy/finalize.
+// `has_context`: init could allocate the per-communicator context (only those count as
+// active, since only those are destroyed with a context).
+void note_comm_init(bool has_context);
+void note_comm_destroy();
+
+}  // namespace nccl_plugin
+}  // namespace dynamiccl
+
+#endif  // DYNAMICCL_NCCL_DECISION_CHANNEL_H_

@@ -1,0 +1,179 @@
+/*
+ * libdynamiccl_nccl.so — public C API of the DynamICCL NCCL tuner/profiler plugin.
+ *
+ * NCCL loads this library as its tuner plugin (NCCL_TUNER_PLUGIN=<path of the .so>) and,
+ * optionally, as its profiler plugin (NCCL_PROFILER_PLUGIN=<same path>). The DynamICCL
+ * backend talks to the very same loaded copy: it dlopen()s the same path NCCL was given
+ * (glibc hands back the object NCCL already loaded) and resolves the functions below with
+ * dlsym(). Loading a second copy under another path would give it separate state, and
+ * NCCL would never see its decisions — dynamiccl_nccl_loaded_by_nccl() tells which case
+ * you are in.
+ *
+ * Decision channel (tuner):
+ *   1. right before issuing one NCCL collective on a blocking communicator, the calling
+ *      thread publishes the decision for that call with dynamiccl_nccl_publish();
+ *   2. NCCL calls the plugin's getCollInfo synchronously on that thread; the plugin
+ *      checks that the call is the published one (collective type and byte count, and a
+ *      lone, unmerged call) and then forces the algorithm/protocol and caps the channels;
+ *      anything else leaves NCCL to decide as usual;
+ *   3. after the call returns, dynamiccl_nccl_last_outcome() says what happened, and
+ *      dynamiccl_nccl_clear() drops a decision that was not consumed.
+ *
+ * Matching rules (all inputs are identical on every rank, so every rank reaches the same
+ * verdict for the same call):
+ *   - coll_type must equal NCCL's collective type and nbytes NCCL's byte count, which is
+ *     element size x the larger of the send/receive counts: for AllGather and
+ *     ReduceScatter that is the full gathered buffer (nRanks x count x element size);
+ *   - NCCL consults the tuner once per aggregate of a group (ncclGroupStart/End): tasks of
+ *     one type are merged and the tuner sees their summed bytes, or numPipeOps > 1. Such
+ *     calls never match; they abstain and count as `mismatched`, and the decision stays
+ *     published (it may still match a later call in the same group) until it is consumed,
+ *     replaced by the next publish, or cleared;
+ *   - a matching call consumes the decision (one decision per collective). With the v2
+ *     ABI (NCCL 2.21), NCCL asks twice about the same lone collective (once for the
+ *     algorithm, once for channels), so there the decision answers every matching call,
+ *     is counted once, and stays published until the next publish or clear.
+ *   - the decision lives in thread-local storage: calls made on other threads (non-
+ *     blocking communicators, NCCL helper threads) never see it and abstain.
+ *
+ * Forcing never goes beyond what NCCL offers: a requested algorithm/protocol whose cost
+ * entry NCCL marked unavailable (-1: unsupported, disabled by NCCL_ALGO/NCCL_PROTO, not
+ * applicable) is never written; the call abstains entirely and counts `unavailable`.
+ * getCollInfo never returns an error to NCCL.
+ */
+#ifndef DYNAMICCL_NCCL_H_
+#define DYNAMICCL_NCCL_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define DYNAMICCL_NCCL_EXPORT __attribute__((visibility("default")))
+#else
+#define DYNAMICCL_NCCL_EXPORT
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* NCCL's collective types as the tuner sees them (ncclFunc_t; only these five reach it). */
+#define DYNAMICCL_NCCL_COLL_BROADCAST 0
+#define DYNAMICCL_NCCL_COLL_REDUCE 1
+#define DYNAMICCL_NCCL_COLL_ALLGATHER 2
+#define DYNAMICCL_NCCL_COLL_REDUCESCATTER 3
+#define DYNAMICCL_NCCL_COLL_ALLREDUCE 4
+#define DYNAMICCL_NCCL_NUM_COLLS 5
+
+/* NCCL's algorithm ids (NCCL_ALGO_*). PAT exists from NCCL 2.23 on. -1 = leave to NCCL. */
+#define DYNAMICCL_NCCL_ALGO_UNDEF (-1)
+#define DYNAMICCL_NCCL_ALGO_TREE 0
+#define DYNAMICCL_NCCL_ALGO_RING 1
+#define DYNAMICCL_NCCL_ALGO_COLLNET_DIRECT 2
+#define DYNAMICCL_NCCL_ALGO_COLLNET_CHAIN 3
+#define DYNAMICCL_NCCL_ALGO_NVLS 4
+#define DYNAMICCL_NCCL_ALGO_NVLS_TREE 5
+#define DYNAMICCL_NCCL_ALGO_PAT 6
+#define DYNAMICCL_NCCL_NUM_ALGOS 7
+
+/* NCCL's protocol ids (NCCL_PROTO_*). -1 = leave to NCCL. */
+#define DYNAMICCL_NCCL_PROTO_UNDEF (-1)
+#define DYNAMICCL_NCCL_PROTO_LL 0
+#define DYNAMICCL_NCCL_PROTO_LL128 1
+#define DYNAMICCL_NCCL_PROTO_SIMPLE 2
+#define DYNAMICCL_NCCL_NUM_PROTOS 3
+
+/* NCCL never runs a collective on more channels than this (MAXCHANNELS). */
+#define DYNAMICCL_NCCL_MAX_CHANNELS 64
+
+/* Outcome of the last getCollInfo call on the calling thread. */
+enum dynamiccl_nccl_outcome {
+  DYNAMICCL_NCCL_NOT_CALLED = 0,  /* no getCollInfo on this thread since the last publish */
+  DYNAMICCL_NCCL_APPLIED = 1,     /* the published decision matched and was applied */
+  DYNAMICCL_NCCL_ABSTAINED = 2,   /* nothing was published: NCCL decided */
+  DYNAMICCL_NCCL_UNAVAILABLE = 3, /* matched, but NCCL does not offer the requested
+                                     algorithm/protocol here: NCCL decided */
+  DYNAMICCL_NCCL_MISMATCHED = 4   /* a decision was published but the call was another one
+                                     (type, bytes, merged group): NCCL decided */
+};
+
+/*
+ * Publishes the decision for the next collective this thread issues.
+ *   coll_type: DYNAMICCL_NCCL_COLL_*;  nbytes: the byte count NCCL will see (see above);
+ *   algo / proto: DYNAMICCL_NCCL_ALGO_* / DYNAMICCL_NCCL_PROTO_*, or -1 to leave that part to
+ *   NCCL (NCCL then picks the cheapest available entry among those that satisfy the other
+ *   part); nchannels: upper bound on channels (1..64; larger values are clamped to 64) or -1.
+ *   With NCCL >= 2.22 nchannels is a cap: NCCL may use fewer (it keeps >= 16 KiB per channel)
+ *   and never more than the communicator has; with NCCL 2.21 it is the channel count.
+ * A decision of -1/-1/-1 is honoured by changing nothing (it still counts as applied).
+ * Replaces any earlier decision of this thread and resets its outcome to NOT_CALLED.
+ * Never blocks and never allocates.
+ */
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish(int coll_type, size_t nbytes, int algo,
+                                                  int proto, int nchannels);
+
+/* Drops this thread's published decision, if any. The outcome is kept. */
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_clear(void);
+
+/* enum dynamiccl_nccl_outcome of the last getCollInfo on this thread. */
+DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_last_outcome(void);
+
+/* Process-wide counters (relaxed atomics: each value is exact, the set is not a snapshot). */
+struct dynamiccl_nccl_counters {
+  uint64_t applied;      /* getCollInfo calls that applied a published decision */
+  uint64_t abstained;    /* getCollInfo calls with no decision published on their thread */
+  uint64_t unavailable;  /* matching decisions NCCL could not honour (cost entry -1) */
+  uint64_t mismatched;   /* calls that did not match the published decision */
+  uint64_t init_calls;   /* tuner init calls (one per communicator NCCL created) */
+  uint64_t active_comms; /* communicators initialised and not yet destroyed/finalized */
+};
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_get_counters(struct dynamiccl_nccl_counters* out);
+
+/* 1 once NCCL called the tuner's init on this copy of the library, else 0. */
+DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_loaded_by_nccl(void);
+
+/*
+ * Profiler (NCCL >= 2.28, ABI ncclProfiler_v5, enabled with NCCL_PROFILER_PLUGIN=<path>).
+ * Every collective NCCL launches gets one record in a fixed-size, lock-free ring of
+ * DYNAMICCL_NCCL_PROFILER_RING_SIZE entries shared by all communicators of the process; the
+ * oldest records are overwritten. A record holds what NCCL actually ran (algorithm,
+ * protocol, channels) and, as the GPU reports them, the kernel's start/stop times. Kernel
+ * times arrive asynchronously (NCCL's proxy thread relays them after the kernel ran): a
+ * record is final once kernel_channels_done >= nchannels; re-read it later until then.
+ */
+#define DYNAMICCL_NCCL_PROFILER_RING_SIZE 2048
+
+struct dynamiccl_nccl_coll_record {
+  uint64_t id;              /* 1, 2, 3, ... in the order collectives were launched */
+  uint64_t comm_id;         /* NCCL's commHash: the same on every rank of the communicator */
+  uint64_t seq_number;      /* NCCL's per-communicator, per-collective-type sequence number */
+  uint64_t count;           /* element count NCCL was given */
+  uint64_t kernel_start_ns; /* earliest channel start (GPU globaltimer, ns); 0 = not yet */
+  uint64_t kernel_stop_ns;  /* latest channel stop (GPU globaltimer, ns); 0 = not yet */
+  int32_t coll_type;        /* DYNAMICCL_NCCL_COLL_*, -1 if NCCL named another function */
+  int32_t algo;             /* DYNAMICCL_NCCL_ALGO_* NCCL ran, -1 if not recognised */
+  int32_t proto;            /* DYNAMICCL_NCCL_PROTO_* NCCL ran, -1 if not recognised */
+  int32_t nchannels;        /* channels NCCL scheduled for this collective */
+  int32_t nwarps;           /* warps per channel */
+  int32_t rank;             /* this process's rank in the communicator */
+  int32_t kernel_channels_done; /* channels whose kernel stop time has been received */
+  int32_t reserved;
+};
+
+/*
+ * Copies, oldest first, up to max_records records whose id is greater than after_id and
+ * that are still in the ring. Returns how many were copied. Pass the id of the last record
+ * seen to continue; records overwritten meanwhile are skipped. Never blocks.
+ */
+DYNAMICCL_NCCL_EXPORT size_t dynamiccl_nccl_profiler_read(uint64_t after_id,
+                                                          struct dynamiccl_nccl_coll_record* out,
+                                                          size_t max_records);
+
+/* 1 once NCCL called the profiler's init on this copy of the library, else 0. */
+DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_profiler_loaded_by_nccl(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* DYNAMICCL_NCCL_H_ */

@@ -1,0 +1,137 @@
+// Loads libdynamiccl_nccl.so the way NCCL 2.26+ does (dlopen RTLD_NOW|RTLD_LOCAL, then
+// dlsym by name) and gives the tests its plugin tables and C API, plus a cost-table
+// stand-in laid out exactly as NCCL passes it.
+#ifndef DYNAMICCL_TESTS_NCCL_PLUGIN_UNDER_TEST_H_
+#define DYNAMICCL_TESTS_NCCL_PLUGIN_UNDER_TEST_H_
+
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "nccl_plugin/dynamiccl_nccl.h"
+#include "nccl_plugin/plugin_abi.h"
+
+namespace dynamiccl {
+namespace testing {
+
+class PluginUnderTest {
+ public:
+  static PluginUnderTest& get() {
+    static PluginUnderTest plugin;
+    return plugin;
+  }
+
+  void* handle() const { return handle_; }
+
+  template <class T>
+  const T* table(const char* symbol) const {
+    return static_cast<const T*>(dlsym(handle_, symbol));
+  }
+
+  const nccl_abi::TunerV2* v2() const { return table<nccl_abi::TunerV2>("ncclTunerPlugin_v2"); }
+  const nccl_abi::TunerV3* v3() const { return table<nccl_abi::TunerV3>("ncclTunerPlugin_v3"); }
+  const nccl_abi::TunerV4* v4() const { return table<nccl_abi::TunerV4>("ncclTunerPlugin_v4"); }
+  const nccl_abi::TunerV5* v5() const { return table<nccl_abi::TunerV5>("ncclTunerPlugin_v5"); }
+  const nccl_abi::TunerV6* v6() const { return table<nccl_abi::TunerV6>("ncclTunerPlugin_v6"); }
+  const nccl_abi::ProfilerV5* profiler() const {
+    return table<nccl_abi::ProfilerV5>("ncclProfiler_v5");
+  }
+
+  void (*publish)(int, size_t, int, int, int) = nullptr;
+  void (*clear)() = nullptr;
+  int (*last_outcome)() = nullptr;
+  void (*get_counters)(dynamiccl_nccl_counters*) = nullptr;
+  int (*loaded_by_nccl)() = nullptr;
+  size_t (*profiler_read)(uint64_t, dynamiccl_nccl_coll_record*, size_t) = nullptr;
+  int (*profiler_loaded_by_nccl)() = nullptr;
+
+  dynamiccl_nccl_counters counters() const {
+    dynamiccl_nccl_counters c{};
+    get_counters(&c);
+    return c;
+  }
+
+ private:
+  PluginUnderTest() {
+    handle_ = dlopen(DYNAMICCL_NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
+    if (handle_ == nullptr) return;
+    resolve(publish, "dynamiccl_nccl_publish");
+    resolve(clear, "dynamiccl_nccl_clear");
+    resolve(last_outcome, "dynamiccl_nccl_last_outcome");
+    resolve(get_counters, "dynamiccl_nccl_get_counters");
+    resolve(loaded_by_nccl, "dynamiccl_nccl_loaded_by_nccl");
+    resolve(profiler_read, "dynamiccl_nccl_profiler_read");
+    resolve(profiler_loaded_by_nccl, "dynamiccl_nccl_profiler_loaded_by_nccl");
+  }
+
+  template <class Fn>
+  void resolve(Fn& fn, const char* symbol) {
+    fn = reinterpret_cast<Fn>(dlsym(handle_, symbol));
+  }
+
+  void* handle_ = nullptr;
+};
+
+// Every test starts from a loaded library and an empty decision slot on its thread.
+class PluginTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(plugin().handle(), nullptr) << dlerror();
+    ASSERT_NE(plugin().publish, nullptr);
+    ASSERT_NE(plugin().get_counters, nullptr);
+    plugin().clear();
+  }
+  static PluginUnderTest& plugin() { return PluginUnderTest::get(); }
+};
+
+// NCCL's cost table: float[num_algo][num_proto] on the stack, passed as float**. Guard
+// cells after the table catch writes past num_algo x num_proto.
+struct CostTable {
+  static constexpr int kProto = DYNAMICCL_NCCL_NUM_PROTOS;
+  static constexpr int kGuard = 8;
+  static constexpr float kGuardValue = 12345.0f;
+  int num_algo;
+  float cells[DYNAMICCL_NCCL_NUM_ALGOS * kProto + kGuard];
+
+  // Every (algo, proto) available with a distinct positive cost, except those listed.
+  explicit CostTable(int algos) : num_algo(algos) {
+    for (int i = 0; i < num_algo * kProto; ++i) cells[i] = 10.0f + 1.5f * static_cast<float>(i);
+    for (int i = num_algo * kProto; i < num_algo * kProto + kGuard; ++i) cells[i] = kGuardValue;
+  }
+  float& at(int algo, int proto) { return cells[algo * kProto + proto]; }
+  float** arg() { return reinterpret_cast<float**>(cells); }
+  void mark_unavailable(int algo, int proto) { at(algo, proto) = -1.0f; }
+
+  bool guards_intact() const {
+    for (int i = num_algo * kProto; i < num_algo * kProto + kGuard; ++i) {
+      if (cells[i] != kGuardValue) return false;
+    }
+    return true;
+  }
+
+  // NCCL's selection after the tuner returns: strict minimum over entries >= 0, scanning
+  // algorithms then protocols. {-1, -1} when nothing is available.
+  std::pair<int, int> nccl_choice() const {
+    std::pair<int, int> best{-1, -1};
+    float best_cost = 0.0f;
+    for (int a = 0; a < num_algo; ++a) {
+      for (int p = 0; p < kProto; ++p) {
+        const float c = cells[a * kProto + p];
+        if (c < 0.0f) continue;
+        if (best.first < 0 || c < best_cost) {
+          best = {a, p};
+          best_cost = c;
+        }
+      }
+    }
+    return best;
+  }
+};
+
+}  // namespace testing
+}  // namespace dynamiccl
+
+#endif  // DYNAMICCL_TESTS_NCCL_PLUGIN_UNDER_TEST_H_

@@ -1,0 +1,133 @@
+// Communicator life cycle, counters and the outcome API, across all tuner ABIs.
+#include <thread>
+#include <vector>
+
+#include "table_abi.h"
+
+namespace dynamiccl {
+namespace testing {
+namespace {
+
+constexpr size_t kBytes = 256 << 10;
+
+using PluginTunerLifecycleTest = PluginTest;
+
+TEST_F(PluginTunerLifecycleTest, EveryAbiIsExportedUnderItsNcclName) {
+  ASSERT_NE(plugin().v2(), nullptr);
+  ASSERT_NE(plugin().v3(), nullptr);
+  ASSERT_NE(plugin().v4(), nullptr);
+  ASSERT_NE(plugin().v5(), nullptr);
+  ASSERT_NE(plugin().v6(), nullptr);
+  EXPECT_STREQ(plugin().v5()->name, "DynamICCL");
+  EXPECT_STREQ(plugin().v6()->name, "DynamICCL");
+  EXPECT_NE(plugin().v6()->get_coll_info, nullptr);
+  EXPECT_NE(plugin().v6()->finalize, nullptr);
+  EXPECT_EQ(plugin().v6()->get_chunk_size, nullptr) << "optional: NULL keeps NCCL's chunk size";
+  // v1 (NCCL 2.19-2.20) has no per-communicator context; it is deliberately not offered.
+  EXPECT_EQ(dlsym(plugin().handle(), "ncclTunerPlugin_v1"), nullptr);
+}
+
+TEST_F(PluginTunerLifecycleTest, InitAndFinalizeTrackActiveCommunicators) {
+  const auto before = plugin().counters();
+  std::vector<std::pair<TableAbi, void*>> comms;
+  for (const TableAbi& abi : kTableAbis) comms.emplace_back(abi, abi.init(4, 1, 0xabc));
+  void* v2_ctx = nullptr;
+  ASSERT_EQ(plugin().v2()->init(4, 1, nullptr, &v2_ctx), nccl_abi::kSuccess);
+  ASSERT_NE(v2_ctx, nullptr);
+
+  const auto during = plugin().counters();
+  EXPECT_EQ(during.init_calls, before.init_calls + comms.size() + 1);
+  EXPECT_EQ(during.active_comms, before.active_comms + comms.size() + 1);
+  EXPECT_EQ(plugin().loaded_by_nccl(), 1);
+
+  for (auto& [abi, ctx] : comms) {
+    ASSERT_NE(ctx, nullptr);
+    EXPECT_EQ(abi.fini(ctx), nccl_abi::kSuccess);
+  }
+  EXPECT_EQ(plugin().v2()->destroy(v2_ctx), nccl_abi::kSuccess);
+  const auto after = plugin().counters();
+  EXPECT_EQ(after.active_comms, before.active_comms);
+  EXPECT_EQ(after.init_calls, during.init_calls);
+}
+
+TEST_F(PluginTunerLifecycleTest, NullArgumentsNeverFailNccl) {
+  EXPECT_EQ(plugin().v5()->finalize(nullptr), nccl_abi::kSuccess);
+  EXPECT_EQ(plugin().v4()->destroy(nullptr), nccl_abi::kSuccess);
+  EXPECT_EQ(plugin().v5()->init(nullptr, 1, 2, 1, nullptr, nullptr, nullptr),
+            nccl_abi::kSuccess);
+  // A channel cap cannot be written without NCCL's output: the decision is not honoured.
+  void* ctx = kTableAbis[3].init();
+  CostTable t(7);
+  plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, -1, -1, 8);
+  EXPECT_EQ(plugin().v5()->get_coll_info(ctx, DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, 1, t.arg(),
+                                         7, 3, 0, nullptr),
+            nccl_abi::kSuccess);
+  EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_UNAVAILABLE);
+  // A missing table cannot take a forced pair either.
+  plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, DYNAMICCL_NCCL_ALGO_RING,
+                   DYNAMICCL_NCCL_PROTO_LL, -1);
+  int n_channels = 0;
+  EXPECT_EQ(plugin().v5()->get_coll_info(ctx, DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, 1, nullptr,
+                                         7, 3, 0, &n_channels),
+            nccl_abi::kSuccess);
+  EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_UNAVAILABLE);
+  EXPECT_EQ(kTableAbis[3].fini(ctx), nccl_abi::kSuccess);
+}
+
+TEST_F(PluginTunerLifecycleTest, OutcomeIsPerThreadAndResetByPublish) {
+  void* ctx = kTableAbis[4].init();
+  CostTable t(7);
+  int n_channels = 0;
+  plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, -1, -1, 2);
+  EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_NOT_CALLED);
+  kTableAbis[4].get(ctx, DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, 1, t, &n_channels);
+  EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_APPLIED);
+  plugin().clear();
+  EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_APPLIED) << "clear keeps the outcome";
+  int fresh_thread_outcome = -1;
+  std::thread([&] { fresh_thread_outcome = plugin().last_outcome(); }).join();
+  EXPECT_EQ(fresh_thread_outcome, DYNAMICCL_NCCL_NOT_CALLED);
+  plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, -1, -1, 2);
+  EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_NOT_CALLED);
+  EXPECT_EQ(kTableAbis[4].fini(ctx), nccl_abi::kSuccess);
+}
+
+// Many threads drive their own collectives on one communicator at once: each thread's
+// decisions reach only its own calls, and the relaxed counters lose nothing.
+TEST_F(PluginTunerLifecycleTest, ConcurrentThreadsKeepDecisionsApartAndCountersExact) {
+  constexpr int kThreads = 8;
+  constexpr int kCallsPerThread = 2000;
+  void* ctx = kTableAbis[3].init();
+  const auto before = plugin().counters();
+  std::vector<int> wrong(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < kCallsPerThread; ++k) {
+        // Thread i forces algorithm i % 2 with protocol k % 3 and i + 1 channels.
+        const int algo = i % 2, proto = k % 3;
+        const size_t bytes = kBytes + static_cast<size_t>(i);
+        plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, bytes, algo, proto, i + 1);
+        CostTable t(7);
+        int n_channels = 0;
+        kTableAbis[3].get(ctx, DYNAMICCL_NCCL_COLL_ALLREDUCE, bytes, 1, t, &n_channels);
+        if (t.nccl_choice() != std::make_pair(algo, proto) || n_channels != i + 1) ++wrong[i];
+        CostTable mismatched(7);
+        kTableAbis[3].get(ctx, DYNAMICCL_NCCL_COLL_BROADCAST, bytes, 1, mismatched, &n_channels);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int i = 0; i < kThreads; ++i) EXPECT_EQ(wrong[i], 0) << "thread " << i;
+  const auto after = plugin().counters();
+  const uint64_t total = static_cast<uint64_t>(kThreads) * kCallsPerThread;
+  EXPECT_EQ(after.applied - before.applied, total);
+  // The Broadcast after each consumed decision finds nothing published on its thread.
+  EXPECT_EQ(after.abstained - before.abstained, total);
+  EXPECT_EQ(after.mismatched - before.mismatched, 0u);
+  EXPECT_EQ(kTableAbis[3].fini(ctx), nccl_abi::kSuccess);
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace dynamiccl
