@@ -1,0 +1,29 @@
+// Per-group configuration of the backend. Built and validated in Python (dynamiccl_pg/config.py)
+// from DYNAMICCL_* environment variables and pg_options, identical on every rank.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/types.h"
+#include "policy/learner.h"
+
+namespace dynamiccl {
+
+enum class CostReduce : uint8_t { kMin = 0, kMax = 1 };
+
+struct BackendConfig {
+  Mode mode = Mode::kLearn;
+  int round_calls = 32;                 // K: learned calls between consensus rounds (same on all ranks)
+  CostReduce cost_reduce = CostReduce::kMin;
+  std::map<std::string, std::string> force;  // op name -> arm name (DYNAMICCL_FORCE)
+  std::map<std::string, Role> role_map;      // group description -> role
+  LearnerConfig learner;
+  size_t decision_log_capacity = 1 << 16;    // entries kept for decision_log(); 0 = off
+  bool trace = false;                        // keep per-call records for DYNAMICCL_TRACE
+  bool nccl_tuning = true;                   // false: NCCL decides alone (plugin not ours, NCCL_ALGO set)
+};
+
+}  // namespace dynamiccl

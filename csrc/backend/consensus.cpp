@@ -1,0 +1,144 @@
+#include "backend/consensus.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+
+namespace dynamiccl {
+
+namespace {
+constexpr float kMissing = std::numeric_limits<float>::infinity();
+}
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+Consensus::Consensus(int round_calls, CostReduce reduce,
+                     c10::intrusive_ptr<c10d::Backend> control)
+    : k_(round_calls), reduce_(reduce), control_(std::move(control)), ring_(2 * round_calls) {}
+
+CallRecord& Consensus::begin_call(uint8_t engine, const Decision& d) {
+  const uint64_t index = next_index_;
+  CallRecord& rec = ring_[index % ring_.size()];
+  rec.end_ns.store(0, std::memory_order_relaxed);
+  rec.unavailable.store(false, std::memory_order_relaxed);
+  rec.timed_work.reset();
+  rec.engine = engine;
+  rec.state_id = d.state_id;
+  rec.arm = d.arm;
+  rec.start_ns = now_ns();
+  rec.call_index.store(index, std::memory_order_release);
+  return rec;
+}
+
+void Consensus::complete(CallRecord& rec, uint64_t index) {
+  const int64_t t = now_ns();
+  if (rec.call_index.load(std::memory_order_acquire) == index) {
+    rec.end_ns.store(t, std::memory_order_release);
+  }
+}
+
+void Consensus::end_call(std::array<Learner*, kNumEngines> learners) {
+  ++next_index_;
+  if (next_index_ % k_ != 0) return;
+  // Boundary after round r = next_index_/K - 1: apply round r-1 (its all-reduce has had K calls
+  // to finish), then start round r's. Every rank reaches this line at the same call index.
+  apply_pending(learners);
+  start_round(next_index_ - k_, k_);
+}
+
+void Consensus::start_round(uint64_t first, uint64_t count) {
+  // Payload: per call, the cost in µs (negated for max-reduction so one MIN all-reduce serves
+  // both), then per call -1 if this rank could not apply the arm, then the two signals.
+  const int64_t n = static_cast<int64_t>(count);
+  at::Tensor payload = at::empty({2 * n + 2}, at::kFloat);
+  float* p = payload.data_ptr<float>();
+  const float sign = reduce_ == CostReduce::kMax ? -1.f : 1.f;
+  pending_.engine.resize(count);
+  pending_.state.resize(count);
+  pending_.arm.resize(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    CallRecord& rec = ring_[(first + i) % ring_.size()];
+    pending_.engine[i] = rec.engine;
+    pending_.state[i] = rec.state_id;
+    pending_.arm[i] = rec.arm;
+    float cost = kMissing;
+    if (rec.timed_work) {
+      // NCCL: GPU time from the inner work's events, only once it is done (never block).
+      if (rec.timed_work->isCompleted()) {
+        const float ms = rec.timed_work->getDuration();
+        if (ms > 0) cost = ms * 1000.f;
+      }
+      rec.timed_work.reset();
+    } else {
+      const int64_t end = rec.end_ns.load(std::memory_order_acquire);
+      if (end > 0) cost = std::max(0.001f, static_cast<float>(end - rec.start_ns) / 1000.f);
+    }
+    p[i] = cost == kMissing ? kMissing : sign * cost;
+    p[n + i] = rec.unavailable.load(std::memory_order_relaxed) ? -1.f : 0.f;
+  }
+  {
+    std::lock_guard<std::mutex> lock(signal_mu_);
+    p[2 * n] = step_n_ ? static_cast<float>(step_sum_ / step_n_) : kMissing;
+    p[2 * n + 1] = loss_n_ ? static_cast<float>(loss_sum_ / loss_n_) : kMissing;
+    step_sum_ = loss_sum_ = 0;
+    step_n_ = loss_n_ = 0;
+  }
+  pending_.first = first;
+  pending_.count = count;
+  pending_.payload = {payload};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::MIN);
+  opts.timeout = timeout_;
+  pending_.work = control_->allreduce(pending_.payload, opts);
+}
+
+void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
+  if (!pending_.work) return;
+  pending_.work->wait(timeout_);  // a dead peer turns into the group's timeout error here
+  pending_.work.reset();
+  const float* p = pending_.payload[0].data_ptr<float>();
+  const int64_t n = static_cast<int64_t>(pending_.count);
+  const float sign = reduce_ == CostReduce::kMax ? -1.f : 1.f;
+  std::array<RoundResult, kNumEngines> rounds;
+  const double step = p[2 * n], loss = p[2 * n + 1];
+  for (auto& r : rounds) {
+    r.step_time_us = std::isinf(step) ? NAN : step;
+    r.loss = std::isinf(loss) ? NAN : loss;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    RoundResult& r = rounds[pending_.engine[i]];
+    if (p[n + i] < 0) r.unavailable.emplace_back(pending_.state[i], pending_.arm[i]);
+    if (std::isinf(p[i])) continue;  // no rank measured it (still running): not reported
+    r.calls.push_back(CallOutcome{pending_.state[i], pending_.arm[i], sign * p[i]});
+  }
+  for (int e = 0; e < kNumEngines; ++e) {
+    if (learners[e]) learners[e]->apply_round(rounds[e]);
+  }
+  ++rounds_applied_;
+}
+
+void Consensus::add_step_time(double us) {
+  std::lock_guard<std::mutex> lock(signal_mu_);
+  step_sum_ += us;
+  ++step_n_;
+}
+
+void Consensus::add_loss(double loss) {
+  std::lock_guard<std::mutex> lock(signal_mu_);
+  loss_sum_ += loss;
+  ++loss_n_;
+}
+
+void Consensus::drain() noexcept {
+  try {
+    if (pending_.work) pending_.work->wait(timeout_);
+  } catch (...) {
+  }
+  pending_.work.reset();
+}
+
+}  // namespace dynamiccl

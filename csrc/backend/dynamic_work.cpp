@@ -1,0 +1,133 @@
+#include "backend/dynamic_work.h"
+
+#include <ATen/core/ivalue.h>
+
+namespace dynamiccl {
+
+c10::intrusive_ptr<c10::ivalue::Future> make_tensor_list_future(
+    const std::vector<c10::Device>& devices) {
+  return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
+                                                  devices);
+}
+
+DynamicWork::DynamicWork(int rank, c10d::OpType type, const char* profiling_title,
+                         c10::intrusive_ptr<c10d::Work> inner,
+                         c10::intrusive_ptr<c10::ivalue::Future> future,
+                         std::vector<at::Tensor> outputs)
+    : Work(rank, type, profiling_title),
+      inner_(std::move(inner)),
+      future_(std::move(future)),
+      outputs_(std::move(outputs)) {
+  // The profiler's async range (opened by Work's constructor) ends when the op completes, not
+  // when someone waits: register only when profiling is on, to keep the common path lean.
+  if (recordFunctionEndCallback_) {
+    getFuture()->addCallback(
+        [end = std::move(recordFunctionEndCallback_)](c10::ivalue::Future&) { end(); });
+    recordFunctionEndCallback_ = nullptr;
+  }
+}
+
+bool DynamicWork::isCompleted() {
+  if (inner_ && !inner_->isCompleted()) return false;
+  return !future_ || future_->completed();
+}
+
+bool DynamicWork::isSuccess() const {
+  if (inner_ && !inner_->isSuccess()) return false;
+  return !future_ || !future_->completed() || !future_->hasError();
+}
+
+std::exception_ptr DynamicWork::exception() const {
+  if (inner_) {
+    if (auto e = inner_->exception()) return e;
+  }
+  if (future_ && future_->completed() && future_->hasError()) return future_->exception_ptr();
+  return nullptr;
+}
+
+int DynamicWork::sourceRank() const { return inner_ ? inner_->sourceRank() : -1; }
+
+std::vector<at::Tensor> DynamicWork::result() { return outputs_; }
+
+void DynamicWork::synchronize() {
+  if (inner_) inner_->synchronize();
+}
+
+bool DynamicWork::wait(std::chrono::milliseconds timeout) {
+  // The inner work applies the engine's semantics: Gloo blocks the host; ProcessGroupNCCL makes
+  // the caller's current stream wait without blocking the host. Both throw on error/timeout.
+  if (inner_) inner_->wait(timeout);
+  if (future_) {
+    // Post-processing (AVG emulation) or a schedule run by our worker; schedules bound every
+    // receive by the group timeout, so this wait ends.
+    future_->wait();
+    if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
+  }
+  return true;
+}
+
+void DynamicWork::abort() {
+  if (inner_) inner_->abort();
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> DynamicWork::getFuture() {
+  return future_ ? future_ : inner_->getFuture();
+}
+
+float DynamicWork::getDuration() const { return inner_ ? inner_->getDuration() : -1.f; }
+
+CoalescedWork::CoalescedWork(int rank, std::vector<c10::intrusive_ptr<c10d::Work>> works)
+    : Work(rank, c10d::OpType::COALESCED, "dynamiccl:coalesced"), works_(std::move(works)) {}
+
+bool CoalescedWork::isCompleted() {
+  for (auto& w : works_) {
+    if (!w->isCompleted()) return false;
+  }
+  return true;
+}
+
+bool CoalescedWork::isSuccess() const {
+  for (auto& w : works_) {
+    if (!w->isSuccess()) return false;
+  }
+  return true;
+}
+
+std::exception_ptr CoalescedWork::exception() const {
+  for (auto& w : works_) {
+    if (auto e = w->exception()) return e;
+  }
+  return nullptr;
+}
+
+bool CoalescedWork::wait(std::chrono::milliseconds timeout) {
+  for (auto& w : works_) w->wait(timeout);
+  return true;
+}
+
+void CoalescedWork::synchronize() {
+  for (auto& w : works_) w->synchronize();
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CoalescedWork::getFuture() {
+  // Completes when every member completes; value: every member's outputs, concatenated.
+  c10::List<c10::intrusive_ptr<c10::ivalue::Future>> futures(
+      c10::FutureType::create(c10::ListType::create(c10::TensorType::get())));
+  for (auto& w : works_) futures.push_back(w->getFuture());
+  auto all = c10::collectAll(futures);
+  return all->then(
+      [](c10::ivalue::Future& f) -> c10::IValue {
+        std::vector<at::Tensor> out;
+        for (const auto& member : f.value().toList()) {
+          auto fut = member.get().toFuture();
+          if (fut->hasError()) std::rethrow_exception(fut->exception_ptr());
+          if (fut->value().isTensorList()) {
+            for (const auto& t : fut->value().toTensorVector()) out.push_back(t);
+          }
+        }
+        return c10::IValue(out);
+      },
+      c10::ListType::create(c10::TensorType::get()));
+}
+
+}  // namespace dynamiccl

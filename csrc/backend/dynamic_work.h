@@ -1,0 +1,58 @@
+// The Work objects the backend returns. They keep c10d's semantics on top of an inner engine's
+// Work (or a future our CPU schedule worker completes): wait() orders the caller's current stream
+// for CUDA (the inner ProcessGroupNCCL work does that) and blocks the host for CPU, getFuture()
+// holds the output TensorList (DDP needs it), errors and timeouts surface from wait().
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <optional>
+#include <vector>
+
+namespace dynamiccl {
+
+class DynamicWork : public c10d::Work {
+ public:
+  // `inner`: the engine's Work, or null when `future` is completed by our schedule worker.
+  // `future`: completes with the outputs; null means "use inner->getFuture()".
+  DynamicWork(int rank, c10d::OpType type, const char* profiling_title,
+              c10::intrusive_ptr<c10d::Work> inner,
+              c10::intrusive_ptr<c10::ivalue::Future> future, std::vector<at::Tensor> outputs);
+
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  int sourceRank() const override;
+  std::vector<at::Tensor> result() override;
+  void synchronize() override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void abort() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  float getDuration() const override;
+
+ private:
+  c10::intrusive_ptr<c10d::Work> inner_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;  // null: inner's own future
+  std::vector<at::Tensor> outputs_;
+};
+
+// One Work for a batch issued between startCoalescing() and endCoalescing() on an engine that
+// has no native coalescing (Gloo): waits on every member.
+class CoalescedWork : public c10d::Work {
+ public:
+  CoalescedWork(int rank, std::vector<c10::intrusive_ptr<c10d::Work>> works);
+  bool isCompleted() override;
+  bool isSuccess() const override;
+  std::exception_ptr exception() const override;
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void synchronize() override;
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+
+ private:
+  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+};
+
+// A future holding a TensorList, as c10d expects from getFuture().
+c10::intrusive_ptr<c10::ivalue::Future> make_tensor_list_future(const std::vector<c10::Device>& devices);
+
+}  // namespace dynamiccl

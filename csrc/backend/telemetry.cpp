@@ -1,0 +1,51 @@
+#include "backend/telemetry.h"
+
+namespace dynamiccl {
+
+namespace {
+template <typename T>
+uint64_t fnv1a(uint64_t h, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    h ^= static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+}  // namespace
+
+Telemetry::Telemetry(size_t log_capacity, bool trace)
+    : log_capacity_(log_capacity), trace_(trace) {
+  log_.reserve(log_capacity);  // the ring is allocated once; logging never allocates
+}
+
+void Telemetry::log_decision(const DecisionLogEntry& e) {
+  uint64_t h = hash_;
+  h = fnv1a(h, e.seq);
+  h = fnv1a(h, e.op);
+  h = fnv1a(h, e.bytes);
+  h = fnv1a(h, e.state_id);
+  h = fnv1a(h, e.arm);
+  h = fnv1a(h, e.epoch);
+  hash_ = h;
+  if (log_capacity_ > 0) {
+    if (log_.size() < log_capacity_) {
+      log_.push_back(e);
+    } else {
+      log_[logged_ % log_capacity_] = e;
+    }
+  }
+  ++logged_;
+}
+
+std::vector<DecisionLogEntry> Telemetry::decision_log() const {
+  if (log_.size() < log_capacity_ || log_capacity_ == 0) return log_;
+  std::vector<DecisionLogEntry> out;
+  out.reserve(log_.size());
+  const size_t start = logged_ % log_capacity_;
+  for (size_t i = 0; i < log_.size(); ++i) out.push_back(log_[(start + i) % log_capacity_]);
+  return out;
+}
+
+TraceEntry& Telemetry::add_trace() { return traces_.emplace_back(); }
+
+}  // namespace dynamiccl

@@ -1,0 +1,32 @@
+// What an engine offers the learner: the candidate actions ("arms") per collective type and a
+// prior cost for each, used only to order probing. Implemented by the CPU engine, the NCCL
+// engine and the simulator. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/types.h"
+
+namespace dynamiccl {
+
+struct Arm {
+  std::string name;  // short, stable, unique within the op: "default", "ring", "rd_s4", "ring/LL128/c8"
+  Action action;
+};
+
+class ArmCatalog {
+ public:
+  virtual ~ArmCatalog() = default;
+  // The arms for `op`. Element kDefaultArm (0) is always the engine default. Must return the
+  // same list on every rank (it may depend only on rank-independent facts: op, group size,
+  // engine version).
+  virtual const std::vector<Arm>& arms(OpKind op) const = 0;
+  // Estimated cost in microseconds of `arm` for a call of `effective_bytes` on `group_size`
+  // ranks. Deterministic. Lower is tried first when probing.
+  virtual double prior_cost_us(OpKind op, uint16_t arm, uint64_t effective_bytes,
+                               int group_size) const = 0;
+};
+
+}  // namespace dynamiccl

@@ -1,0 +1,128 @@
+"""Registration of the "dynamiccl" c10d backend and its creator.
+
+The creator builds the real engines — a ProcessGroupGloo for CPU data, a second one for the
+control plane and our CPU schedules, and (when CUDA is available) a ProcessGroupNCCL with blocking
+communicators whose tuner is our plugin — each on its own store prefix, and wraps them in the C++
+``ProcessGroupDynamicCCL``.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from . import _C, config
+
+BACKEND_NAME = "dynamiccl"
+
+# Every backend this process created, for stats()/save_policy() without a group argument and for
+# the exit-time summary/trace. Holding them is cheap: shutdown() releases their engines (and
+# threads) and keeps only what was learned and measured.
+_created: list = []
+_warned = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, stacklevel=3)
+
+
+def _prepare_nccl_env(cfg: dict) -> bool:
+    """Points NCCL at our tuner plugin before its first communicator. Returns whether NCCL's
+    choices are ours to make; steps aside (one warning) when the user configured NCCL otherwise."""
+    if not cfg["nccl_plugin"]:
+        return False
+    user_choice = [v for v in ("NCCL_ALGO", "NCCL_PROTO") if os.environ.get(v)]
+    if user_choice:
+        _warn_once("nccl_user", f"dynamiccl: {', '.join(user_choice)} is set; NCCL tuning steps "
+                   "aside and NCCL decides as configured")
+        return False
+    plugin = _C.nccl_plugin_path()
+    current = os.environ.get("NCCL_TUNER_PLUGIN")
+    if current and os.path.realpath(current) != os.path.realpath(plugin):
+        _warn_once("nccl_plugin", f"dynamiccl: NCCL_TUNER_PLUGIN={current} is set by the user; "
+                   "NCCL tuning steps aside")
+        return False
+    os.environ["NCCL_TUNER_PLUGIN"] = plugin
+    os.environ.setdefault("NCCL_PROFILER_PLUGIN", plugin)
+    # Per-collective GPU time from the inner work's events (read without blocking).
+    os.environ.setdefault("TORCH_NCCL_ENABLE_TIMING", "1")
+    return True
+
+
+def _make_nccl(store, rank: int, size: int, timeout: timedelta, nccl_options):
+    opts = nccl_options if nccl_options is not None else dist.ProcessGroupNCCL.Options()
+    opts._timeout = timeout
+    # The decision channel is per calling thread: communicators must be blocking so NCCL calls
+    # the tuner on the thread that issued the collective.
+    opts.config.blocking = 1
+    return dist.ProcessGroupNCCL(dist.PrefixStore("nccl/", store), rank, size, opts)
+
+
+def _create(dist_opts, backend_options):
+    """Extended-API creator: ``(DistributedBackendOptions, pg_options)``."""
+    options = None
+    nccl_options = None
+    if isinstance(backend_options, config.Options):
+        options = backend_options
+        nccl_options = backend_options.nccl_options
+    elif dist.is_nccl_available() and isinstance(backend_options, dist.ProcessGroupNCCL.Options):
+        nccl_options = backend_options  # e.g. Megatron's communicator config
+    elif backend_options is not None:
+        _warn_once(f"opts:{type(backend_options).__name__}",
+                   f"dynamiccl: ignoring pg_options of type {type(backend_options).__name__}; "
+                   "accepted: dynamiccl_pg.Options, ProcessGroupNCCL.Options")
+    cfg = config.resolve(options)
+    store, rank, size = dist_opts.store, dist_opts.group_rank, dist_opts.group_size
+    timeout = dist_opts.timeout
+    if not isinstance(timeout, timedelta):
+        timeout = timedelta(seconds=float(timeout.total_seconds()))
+
+    gloo = dist.ProcessGroupGloo(dist.PrefixStore("gloo/", store), rank, size, timeout)
+    control = dist.ProcessGroupGloo(dist.PrefixStore("control/", store), rank, size, timeout)
+    nccl = None
+    if torch.cuda.is_available() and dist.is_nccl_available():
+        cfg["nccl_tuning"] = cfg["mode"] != "off" and _prepare_nccl_env(cfg)
+        nccl = _make_nccl(store, rank, size, timeout, nccl_options)
+    pg = _C.ProcessGroupDynamicCCL(rank, size, gloo, control, nccl, cfg, timeout)
+    pg.group_name_at_creation = dist_opts.group_id  # "0", "1", ...: stable across runs
+    _created.append(pg)
+    policy_path = os.environ.get("DYNAMICCL_POLICY")
+    if policy_path and cfg["mode"] != "off":
+        from . import policy_io
+        policy_io.load_into(pg, policy_path)
+    return pg
+
+
+def register() -> None:
+    """Registers "dynamiccl" for cpu and cuda (idempotent). Also the entry point's registrar."""
+    if getattr(dist.Backend, "DYNAMICCL", None) == BACKEND_NAME and \
+            BACKEND_NAME.upper() in getattr(dist.Backend, "_plugins", {}):
+        return
+    config.validate_environment()
+    dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True,
+                                  devices=["cpu", "cuda"])
+
+
+def backends():
+    """The live dynamiccl backends of this process, oldest first."""
+    return list(_created)
+
+
+def backend_of(group=None):
+    """The ProcessGroupDynamicCCL behind ``group`` (default: the world)."""
+    pg = group if group is not None else dist.group.WORLD
+    if pg is None:
+        raise RuntimeError("dynamiccl: no process group; call init_process_group first")
+    if isinstance(pg, _C.ProcessGroupDynamicCCL):
+        return pg
+    b = pg._get_backend(torch.device("cpu"))
+    if not isinstance(b, _C.ProcessGroupDynamicCCL):
+        raise ValueError(f"dynamiccl: group {pg.group_name!r} does not use the dynamiccl backend "
+                         f"(its CPU backend is {type(b).__name__})")
+    return b

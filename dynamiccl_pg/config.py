@@ -1,0 +1,149 @@
+"""Configuration: DYNAMICCL_* environment variables and ``dynamiccl_pg.Options``.
+
+Every value is validated here, with an error that names the variable, the bad value and what is
+accepted. The resolved configuration must be identical on every rank (it shapes decisions), so
+only values a launcher sets uniformly belong here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Dict, Optional
+
+MODES = ("learn", "frozen", "off")
+COST_REDUCTIONS = ("min", "max")
+ROLES = ("default", "dp", "fsdp_ag", "fsdp_rs", "tp", "pp", "cp", "ep")
+OPS = ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "gather",
+       "scatter", "send", "recv", "barrier")
+
+
+class ConfigError(ValueError):
+    """A DYNAMICCL_* variable or option has a value we do not accept."""
+
+
+@dataclasses.dataclass
+class Options:
+    """Per-group options; pass as ``pg_options`` to ``init_process_group`` / ``new_group``.
+
+    Fields left ``None`` take the environment's value (or the default). ``nccl_options`` is a
+    ``torch.distributed.ProcessGroupNCCL.Options`` handed to the inner NCCL engine.
+    """
+
+    mode: Optional[str] = None
+    round_calls: Optional[int] = None
+    cost_reduce: Optional[str] = None
+    force: Optional[str] = None
+    role_map: Optional[str] = None
+    seed: Optional[int] = None
+    nccl_options: object = None
+
+
+# name: (default, description) — the README's configuration table mirrors this.
+ENV_VARS = {
+    "DYNAMICCL_MODE": ("learn", "learn | frozen | off"),
+    "DYNAMICCL_ROUND_CALLS": ("32", "learned calls between consensus rounds (K), >= 1"),
+    "DYNAMICCL_COST_REDUCE": ("min", "how a call's per-rank durations become its cost: min | max"),
+    "DYNAMICCL_FORCE": ("", "pin ops to arms on every rank, e.g. allreduce:ring;allgather:rd"),
+    "DYNAMICCL_ROLE_MAP": ("", "map group descriptions to roles, e.g. my_tp_group=tp;emb=dp"),
+    "DYNAMICCL_POLICY": ("", "policy JSON to load at group creation (warm start)"),
+    "DYNAMICCL_TRACE": ("", "path prefix: write <prefix>.rank<N>.jsonl and .trace.json at exit"),
+    "DYNAMICCL_SUMMARY": ("0", "1: print the learned-policy summary on rank 0 at exit"),
+    "DYNAMICCL_DECISION_LOG": ("65536", "decisions kept for decision_log(), >= 0"),
+    "DYNAMICCL_SEED": ("0", "shared seed for tie-breaking, integer >= 0"),
+    "DYNAMICCL_STEP_REGRESSION": ("0.10", "guard: step-time regression that freezes exploration"),
+    "DYNAMICCL_LOSS_STALL_ROUNDS": ("20", "guard: rounds without loss progress while exploring"),
+    "DYNAMICCL_NCCL_PLUGIN": ("1", "1: point NCCL at the tuner plugin (CUDA); 0: do not"),
+}
+
+
+def _env(name: str) -> str:
+    return os.environ.get(name, ENV_VARS[name][0]).strip()
+
+
+def _choice(name: str, value: str, accepted) -> str:
+    if value not in accepted:
+        raise ConfigError(f"{name}={value!r} is not accepted; accepted: {', '.join(accepted)}")
+    return value
+
+
+def _int(name: str, value, minimum: int) -> int:
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}={value!r} is not an integer; accepted: integers >= {minimum}")
+    if v < minimum:
+        raise ConfigError(f"{name}={v} is too small; accepted: integers >= {minimum}")
+    return v
+
+
+def _float(name: str, value, minimum: float) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}={value!r} is not a number; accepted: numbers > {minimum}")
+    if not v > minimum:
+        raise ConfigError(f"{name}={v} is out of range; accepted: numbers > {minimum}")
+    return v
+
+
+def _pairs(name: str, value: str, sep: str) -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    for item in filter(None, (p.strip() for p in value.split(";"))):
+        key, s, val = item.partition(sep)
+        if not s or not key.strip() or not val.strip():
+            raise ConfigError(f"{name}: {item!r} is not of the form key{sep}value "
+                              f"(entries separated by ';')")
+        out[key.strip()] = val.strip()
+    return out
+
+
+def parse_force(value: str, name: str = "DYNAMICCL_FORCE") -> Dict[str, str]:
+    """``"allreduce:ring;allgather:rd"`` -> {op: arm}. Arm names are checked by the engine."""
+    force = _pairs(name, value, ":")
+    for op in force:
+        _choice(f"{name} op", op, OPS)
+    return force
+
+
+def parse_role_map(value: str, name: str = "DYNAMICCL_ROLE_MAP") -> Dict[str, str]:
+    roles = _pairs(name, value, "=")
+    for desc, role in roles.items():
+        _choice(f"{name} role for {desc!r}", role, ROLES)
+    return roles
+
+
+def resolve(options: Optional[Options] = None) -> dict:
+    """The backend configuration for one group: environment, overridden by ``options``."""
+    o = options or Options()
+    mode = _choice("DYNAMICCL_MODE", o.mode or _env("DYNAMICCL_MODE"), MODES)
+    cfg = {
+        "mode": mode,
+        "round_calls": _int("DYNAMICCL_ROUND_CALLS",
+                            o.round_calls if o.round_calls is not None
+                            else _env("DYNAMICCL_ROUND_CALLS"), 1),
+        "cost_reduce": _choice("DYNAMICCL_COST_REDUCE",
+                               o.cost_reduce or _env("DYNAMICCL_COST_REDUCE"), COST_REDUCTIONS),
+        "force": parse_force(o.force if o.force is not None else _env("DYNAMICCL_FORCE")),
+        "role_map": parse_role_map(o.role_map if o.role_map is not None
+                                   else _env("DYNAMICCL_ROLE_MAP")),
+        "seed": _int("DYNAMICCL_SEED", o.seed if o.seed is not None else _env("DYNAMICCL_SEED"), 0),
+        "decision_log": _int("DYNAMICCL_DECISION_LOG", _env("DYNAMICCL_DECISION_LOG"), 0),
+        "step_regression": _float("DYNAMICCL_STEP_REGRESSION",
+                                  _env("DYNAMICCL_STEP_REGRESSION"), 0.0),
+        "loss_stall_rounds": _int("DYNAMICCL_LOSS_STALL_ROUNDS",
+                                  _env("DYNAMICCL_LOSS_STALL_ROUNDS"), 1),
+        "trace": bool(_env("DYNAMICCL_TRACE")),
+        "nccl_plugin": _choice("DYNAMICCL_NCCL_PLUGIN", _env("DYNAMICCL_NCCL_PLUGIN"),
+                               ("0", "1")) == "1",
+    }
+    _choice("DYNAMICCL_SUMMARY", _env("DYNAMICCL_SUMMARY"), ("0", "1"))
+    return cfg
+
+
+def validate_environment() -> None:
+    """Fails fast on any bad DYNAMICCL_* variable, and on unknown DYNAMICCL_* names (typos)."""
+    for name in os.environ:
+        if name.startswith("DYNAMICCL_") and name not in ENV_VARS:
+            raise ConfigError(f"unknown variable {name}; accepted: {', '.join(sorted(ENV_VARS))}")
+    resolve()

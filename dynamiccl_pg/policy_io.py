@@ -1,0 +1,98 @@
+"""save_policy / load_policy: what the learners know, as JSON, for warm starts and frozen runs.
+
+The file holds one entry per process group, keyed by the group's name (groups are named in
+creation order, so the same program names them the same way every run), and a fingerprint of the
+cluster and library versions. Loading into a different setting warns and starts cold.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+import warnings
+
+import torch
+import torch.distributed as dist
+
+from . import backend as _backend
+
+FORMAT = "dynamiccl-policy/1"
+ENGINES = ("cpu", "nccl")
+
+
+def fingerprint() -> dict:
+    cuda = torch.cuda.is_available()
+    return {
+        "world_size": dist.get_world_size() if dist.is_initialized() else 1,
+        "torch": torch.__version__.split("+")[0],
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+        "device": torch.cuda.get_device_name() if cuda else platform.machine(),
+    }
+
+
+def _group_entry(pg) -> dict:
+    return {
+        "group_size": pg.size(),
+        "group_desc": pg.group_desc,
+        "engines": {name: pg.snapshot(i) for i, name in enumerate(ENGINES)
+                    if pg.snapshot(i) is not None},
+    }
+
+
+def save_policy(path: str, group=None) -> None:
+    """Writes the policy of ``group`` (default: every dynamiccl group of this process).
+
+    Every rank holds the same policy (consensus); every rank may call this, the write is atomic.
+    """
+    pgs = [_backend.backend_of(group)] if group is not None else _backend.backends()
+    data = {"format": FORMAT, "fingerprint": fingerprint(),
+            "groups": {pg.group_name_at_creation: _group_entry(pg) for pg in pgs}}
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".dynamiccl-policy-")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def _read(path: str) -> dict:
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"dynamiccl: cannot read policy file {path!r}: {e}") from e
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ValueError(f"dynamiccl: {path!r} is not a policy file (format must be {FORMAT!r})")
+    return data
+
+
+def load_into(pg, path: str) -> bool:
+    """Restores ``pg``'s learners from ``path``. Returns False (with a warning) on a mismatch."""
+    data = _read(path)
+    mine = fingerprint()
+    theirs = data.get("fingerprint", {})
+    diff = {k: (theirs.get(k), v) for k, v in mine.items() if theirs.get(k) != v}
+    if diff:
+        warnings.warn(f"dynamiccl: policy {path!r} was learned elsewhere ({diff}); starting cold")
+        return False
+    entry = data.get("groups", {}).get(pg.group_name_at_creation)
+    if entry is None or entry.get("group_size") != pg.size():
+        return False  # nothing learned for this group
+    for name, snap in entry.get("engines", {}).items():
+        if name not in ENGINES:
+            raise ValueError(f"dynamiccl: policy file engine {name!r} unknown; accepted: "
+                             f"{', '.join(ENGINES)}")
+        if name == "nccl" and pg.arms(1, "allreduce") == []:
+            continue  # no NCCL engine in this group
+        pg.restore(ENGINES.index(name), snap)
+    return True
+
+
+def load_policy(path: str, group=None) -> bool:
+    """Warm start: restore every dynamiccl group (or ``group``) from ``path``.
+
+    Call it at the same point on every rank, before the group's learned traffic starts.
+    """
+    pgs = [_backend.backend_of(group)] if group is not None else _backend.backends()
+    return all([load_into(pg, path) for pg in pgs])

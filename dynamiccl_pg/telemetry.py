@@ -1,0 +1,149 @@
+"""What DynamICCL chose and why: stats(), decision_log(), signals, the summary table, traces."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import threading
+import time
+from typing import List, Optional
+
+from . import _C
+from . import backend as _backend
+from .config import ENV_VARS
+
+ENGINES = ("cpu", "nccl")
+
+
+def stats(group=None) -> dict:
+    """Per state of the group's learners: role, op, size bin, incumbent, calls, probes, per-arm
+    counts and mean/median cost (µs), alarms, frozen; plus the per-collective call summary and the
+    NCCL plugin's counters. JSON-serialisable."""
+    pg = _backend.backend_of(group)
+    return {
+        "group": pg.group_name_at_creation,
+        "group_desc": pg.group_desc,
+        "group_role": pg.group_role,
+        "mode": pg.mode,
+        "learned_calls": pg.learned_calls,
+        "rounds_applied": pg.rounds_applied,
+        "epochs": {name: pg.epoch(i) for i, name in enumerate(ENGINES)},
+        "states": {name: pg.stats(i) for i, name in enumerate(ENGINES)},
+        "calls": pg.call_summary(),
+        "nccl_plugin": _C.nccl_counters(),
+    }
+
+
+def decision_log(group=None) -> List[tuple]:
+    """Per learned or forced call (oldest first, bounded by DYNAMICCL_DECISION_LOG):
+    (seq, op, bytes, state_id, arm, epoch, engine, probe, forced). Identical on every rank."""
+    return _backend.backend_of(group).decision_log()
+
+
+def decision_hash(group=None) -> int:
+    """A hash over every decision of the group so far: compare it across ranks."""
+    return _backend.backend_of(group).decision_hash()
+
+
+_step_clock = threading.local()
+
+
+def step() -> None:
+    """Marks the end of a training step; the time since the previous call is the step time,
+    which the step-time guard watches (it travels through consensus like everything else)."""
+    now = time.perf_counter()
+    last = getattr(_step_clock, "t", None)
+    _step_clock.t = now
+    if last is None:
+        return
+    for pg in _backend.backends():
+        if pg.mode != "off":
+            pg.add_step_time((now - last) * 1e6)
+
+
+def report_loss(loss) -> None:
+    """Reports the step's loss (a float or a 0-d tensor) for the loss-stall guard."""
+    value = float(loss.detach().item() if hasattr(loss, "detach") else loss)
+    for pg in _backend.backends():
+        if pg.mode != "off":
+            pg.add_loss(value)
+
+
+def _size(bin_: int) -> str:
+    b = 1 << bin_
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if b < 1024:
+            return f"{b}{unit}"
+        b //= 1024
+    return f"{b}TiB"
+
+
+def format_summary(group=None) -> str:
+    """The table the main job prints: per collective and size, calls and mean time; then per
+    learned state, what was learned and how it compares with the engine default."""
+    s = stats(group)
+    lines = [f"dynamiccl summary: group {s['group']} ({s['group_desc']}, role {s['group_role']}), "
+             f"mode {s['mode']}, {s['learned_calls']} learned calls, "
+             f"{s['rounds_applied']} consensus rounds",
+             f"{'engine':<6} {'op':<15} {'size':>9} {'calls':>8} {'mean_us':>10}"]
+    for row in sorted(s["calls"], key=lambda r: (r["engine"], r["op"], r["size_bin"])):
+        mean = f"{row['mean_us']:.1f}" if row["mean_us"] >= 0 else "-"
+        lines.append(f"{row['engine']:<6} {row['op']:<15} {'>=' + _size(row['size_bin']):>9} "
+                     f"{row['calls']:>8} {mean:>10}")
+    for engine, states in s["states"].items():
+        if not states:
+            continue
+        lines.append("")
+        lines.append(f"learned ({engine}): {'role':<8} {'op':<15} {'size':>9} {'incumbent':<14} "
+                     f"{'phase':<8} {'calls':>7} {'probes':>6} {'default_us':>10} "
+                     f"{'chosen_us':>10} {'speedup':>8}")
+        for st in sorted(states, key=lambda x: (x["role"], x["op"], x["size_bin"])):
+            arms = {a["name"]: a for a in st["arms"]}
+            d, c = arms.get("default", {}), arms.get(st["incumbent"], {})
+            dm, cm = d.get("median_us", 0.0), c.get("median_us", 0.0)
+            speed = f"{dm / cm:.2f}x" if dm > 0 and cm > 0 else "-"
+            phase = "frozen" if st["frozen"] else st["phase"]
+            lines.append(f"{'':<14}{st['role']:<8} {st['op']:<15} "
+                         f"{'>=' + _size(st['size_bin']):>9} {st['incumbent']:<14} {phase:<8} "
+                         f"{st['calls']:>7} {st['probes']:>6} "
+                         f"{dm:>10.1f} {cm:>10.1f} {speed:>8}")
+    return "\n".join(lines)
+
+
+def write_trace(prefix: str, rank: Optional[int] = None) -> List[str]:
+    """Writes every dynamiccl group's per-call records (needs DYNAMICCL_TRACE set at group
+    creation) as JSON lines and as a Chrome/Perfetto trace. Returns the files written."""
+    import torch.distributed as dist
+    if rank is None:
+        rank = dist.get_rank() if dist.is_initialized() else 0
+    records, events = [], []
+    for pg in _backend.backends():
+        for (seq, op, nbytes, engine, role, arm, probe, epoch, start, end) in pg.trace_records():
+            rec = {"group": pg.group_name_at_creation, "seq": seq, "op": op, "bytes": nbytes,
+                   "engine": ENGINES[engine], "role": role, "arm": arm, "probe": probe,
+                   "epoch": epoch, "start_us": start / 1e3,
+                   "dur_us": (end - start) / 1e3 if end else None}
+            records.append(rec)
+            events.append({"name": f"{op} arm{arm}", "cat": ENGINES[engine], "ph": "X",
+                           "ts": start / 1e3, "dur": rec["dur_us"] or 0, "pid": rank,
+                           "tid": f"group {pg.group_name_at_creation}", "args": rec})
+    jsonl, chrome = f"{prefix}.rank{rank}.jsonl", f"{prefix}.rank{rank}.trace.json"
+    with open(jsonl, "w") as f:
+        for rec in records:
+            f.write(json.dumps(rec) + "\n")
+    with open(chrome, "w") as f:
+        json.dump({"traceEvents": events}, f)
+    return [jsonl, chrome]
+
+
+@atexit.register
+def _at_exit() -> None:
+    prefix = os.environ.get("DYNAMICCL_TRACE", ENV_VARS["DYNAMICCL_TRACE"][0])
+    if prefix and _backend.backends():
+        write_trace(prefix)
+    if os.environ.get("DYNAMICCL_SUMMARY") == "1" and _backend.backends():
+        import torch.distributed as dist
+        if not dist.is_initialized() or dist.get_rank() == 0:
+            for pg in _backend.backends():
+                print(format_summary(pg), flush=True)
