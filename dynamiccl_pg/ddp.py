@@ -5,15 +5,14 @@ Future DDP waits on) and adds the bucket index, whether it is the step's last bu
 to the context of the all-reduce, so bucket traffic lands in the data-parallel policy head.
 """
 
-from __future__ import annotations
-
 import torch
 import torch.distributed as dist
 
 from .hints import hint
 
 
-def _allreduce_with_bucket_hint(group, bucket: "dist.GradBucket") -> torch.futures.Future:
+# DDP checks the hook's annotations at registration: they must be the real types, not strings.
+def _allreduce_with_bucket_hint(group, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     tensor = bucket.buffer()
     group_to_use = group if group is not None else dist.group.WORLD
     # Same arithmetic as DDP's default hook: divide by the world size, then sum.

@@ -10,17 +10,26 @@ c10::intrusive_ptr<c10::ivalue::Future> make_tensor_list_future(
                                                   devices);
 }
 
+c10::intrusive_ptr<c10::ivalue::Future> future_or_null(c10d::Work& work) {
+  try {
+    return work.getFuture();
+  } catch (const c10::Error&) {
+    return nullptr;
+  }
+}
+
 DynamicWork::DynamicWork(int rank, c10d::OpType type, const char* profiling_title,
                          c10::intrusive_ptr<c10d::Work> inner,
                          c10::intrusive_ptr<c10::ivalue::Future> future,
-                         std::vector<at::Tensor> outputs)
+                         std::vector<at::Tensor> outputs, std::function<void()> on_wait)
     : Work(rank, type, profiling_title),
       inner_(std::move(inner)),
       future_(std::move(future)),
-      outputs_(std::move(outputs)) {
+      outputs_(std::move(outputs)),
+      on_wait_(std::move(on_wait)) {
   // The profiler's async range (opened by Work's constructor) ends when the op completes, not
   // when someone waits: register only when profiling is on, to keep the common path lean.
-  if (recordFunctionEndCallback_) {
+  if (recordFunctionEndCallback_ && (future_ || !on_wait_)) {
     getFuture()->addCallback(
         [end = std::move(recordFunctionEndCallback_)](c10::ivalue::Future&) { end(); });
     recordFunctionEndCallback_ = nullptr;
@@ -57,6 +66,11 @@ bool DynamicWork::wait(std::chrono::milliseconds timeout) {
   // The inner work applies the engine's semantics: Gloo blocks the host; ProcessGroupNCCL makes
   // the caller's current stream wait without blocking the host. Both throw on error/timeout.
   if (inner_) inner_->wait(timeout);
+  if (on_wait_) {
+    auto done = std::move(on_wait_);
+    on_wait_ = nullptr;
+    done();
+  }
   if (future_) {
     // Post-processing (AVG emulation) or a schedule run by our worker; schedules bound every
     // receive by the group timeout, so this wait ends.

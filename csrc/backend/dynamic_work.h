@@ -6,6 +6,7 @@
 
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -15,9 +16,12 @@ class DynamicWork : public c10d::Work {
  public:
   // `inner`: the engine's Work, or null when `future` is completed by our schedule worker.
   // `future`: completes with the outputs; null means "use inner->getFuture()".
+  // `on_wait`: for inner works without a future (some Gloo ops), what would have been a
+  // completion callback runs once when wait() returns successfully.
   DynamicWork(int rank, c10d::OpType type, const char* profiling_title,
               c10::intrusive_ptr<c10d::Work> inner,
-              c10::intrusive_ptr<c10::ivalue::Future> future, std::vector<at::Tensor> outputs);
+              c10::intrusive_ptr<c10::ivalue::Future> future, std::vector<at::Tensor> outputs,
+              std::function<void()> on_wait = nullptr);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -34,6 +38,7 @@ class DynamicWork : public c10d::Work {
   c10::intrusive_ptr<c10d::Work> inner_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;  // null: inner's own future
   std::vector<at::Tensor> outputs_;
+  std::function<void()> on_wait_;
 };
 
 // One Work for a batch issued between startCoalescing() and endCoalescing() on an engine that
@@ -51,6 +56,10 @@ class CoalescedWork : public c10d::Work {
  private:
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;
 };
+
+// The inner work's future, or null when the engine has none for this op (Gloo's list-form
+// reduce_scatter, for one).
+c10::intrusive_ptr<c10::ivalue::Future> future_or_null(c10d::Work& work);
 
 // A future holding a TensorList, as c10d expects from getFuture().
 c10::intrusive_ptr<c10::ivalue::Future> make_tensor_list_future(const std::vector<c10::Device>& devices);

@@ -4,6 +4,7 @@
 #include <c10/util/Exception.h>
 #include <c10/util/FunctionRef.h>
 
+#include <numeric>
 #include <sstream>
 
 #include "backend/cpu_arm_catalog.h"
@@ -232,6 +233,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
   if (config_.mode == Mode::kOff || coalescing_ || (engine == kCpu && !c.custom_ok)) plan = -1;
   Decision d;
   bool learned = false;
+  Role role = group_role();
   if (plan >= 0) {
     d.arm = static_cast<uint16_t>(plan);
     d.action = catalogs_[engine]->arms(c.op)[plan].action;
@@ -246,7 +248,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
     ctx.group_rank = rank_;
     ctx.seq = seq;
     ctx.hint = current_hint();
-    ctx.role = call_role(group_role(), c.op, ctx.hint);
+    const bool flat = c.type == c10d::OpType::_ALLGATHER_BASE ||
+                      c.type == c10d::OpType::_REDUCE_SCATTER_BASE ||
+                      c.type == c10d::OpType::COALESCED;
+    ctx.role = role = call_role(group_role(), c.op, flat, ctx.hint);
     d = learners_[engine]->decide(ctx);
     learned = true;
   }
@@ -263,7 +268,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
     trace->bytes = c.bytes;
     trace->op = static_cast<uint8_t>(c.op);
     trace->engine = static_cast<uint8_t>(engine);
-    trace->role = static_cast<uint8_t>(group_role());
+    trace->role = static_cast<uint8_t>(role);
     trace->arm = d.arm;
     trace->probe = d.probe;
     trace->epoch = d.epoch;
@@ -295,30 +300,45 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
       if (rec && nccl_last_outcome_unavailable()) rec->unavailable.store(true);
       nccl_clear();
     }
+    // Post-processing (AVG / PREMUL_SUM emulation) and timing run on completion: as future
+    // callbacks, or at wait() for the few engine ops that have no future.
+    auto inner_future = future_or_null(*inner_work);
+    const bool scale = !c.scaled.empty() && (c.reduction.divide || c.reduction.scale != 1.0);
+    auto scale_outputs = [scaled = c.scaled, red = c.reduction, n = size_] {
+      for (at::Tensor t : scaled) apply_scaling(red, t, n);
+    };
     c10::intrusive_ptr<c10::ivalue::Future> post;
-    if (!c.scaled.empty() && (c.reduction.divide || c.reduction.scale != 1.0)) {
-      post = inner_work->getFuture()->then(
-          [scaled = c.scaled, red = c.reduction, n = size_,
-           outputs = c.outputs](c10::ivalue::Future&) -> c10::IValue {
-            for (at::Tensor t : scaled) apply_scaling(red, t, n);
+    std::function<void()> on_wait;
+    if (scale && inner_future) {
+      post = inner_future->then(
+          [scale_outputs, outputs = c.outputs](c10::ivalue::Future&) -> c10::IValue {
+            scale_outputs();
             return c10::IValue(outputs);
           },
           c10::ListType::create(c10::TensorType::get()));
     }
     if (engine == kCpu) {
-      (post ? post : inner_work->getFuture())
-          ->addCallback([this, &cell, rec, rec_index, start, trace](c10::ivalue::Future&) {
-            const int64_t end = now_ns();
-            cell.timed.fetch_add(1, std::memory_order_relaxed);
-            cell.sum_ns.fetch_add(end - start, std::memory_order_relaxed);
-            if (rec) consensus_.complete(*rec, rec_index);
-            if (trace) trace->end_ns.store(end, std::memory_order_relaxed);
-          });
+      auto record_done = [this, &cell, rec, rec_index, start, trace] {
+        const int64_t end = now_ns();
+        cell.timed.fetch_add(1, std::memory_order_relaxed);
+        cell.sum_ns.fetch_add(end - start, std::memory_order_relaxed);
+        if (rec) consensus_.complete(*rec, rec_index);
+        if (trace) trace->end_ns.store(end, std::memory_order_relaxed);
+      };
+      if (inner_future) {
+        (post ? post : inner_future)->addCallback(
+            [record_done](c10::ivalue::Future&) { record_done(); });
+      } else {
+        on_wait = [record_done, scale_outputs, scale] {
+          if (scale) scale_outputs();
+          record_done();
+        };
+      }
     } else if (rec) {
       rec->timed_work = inner_work;  // GPU time is read at the next round, once complete
     }
     work = c10::make_intrusive<DynamicWork>(rank_, c.type, c.title, std::move(inner_work),
-                                            std::move(post), c.outputs);
+                                            std::move(post), c.outputs, std::move(on_wait));
   }
   // 3. Learn: the round boundary (if this call ends a round) runs on every rank here.
   if (learned) consensus_.end_call({learners_[0].get(), learners_[1].get()});
@@ -740,7 +760,35 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall(
   c.effective_bytes = c.bytes;
   c.outputs = outputs;
   auto native_opts = with_timeout(opts, timeout_);
-  auto native = [&](c10d::Backend& e) { return e.alltoall(outputs, inputs, native_opts); };
+  c10d::Backend* gloo = engines_.gloo.get();
+  auto native = [&](c10d::Backend& e) -> c10::intrusive_ptr<c10d::Work> {
+    if (&e != gloo) return e.alltoall(outputs, inputs, native_opts);
+    // Gloo has only the single-tensor form: exchange concatenated buffers with splits, then
+    // copy the received pieces into the caller's list.
+    std::vector<int64_t> in_splits, out_splits;
+    std::vector<at::Tensor> flat_ins;
+    for (auto& t : inputs) {
+      in_splits.push_back(t.numel());
+      flat_ins.push_back(t.reshape({-1}));
+    }
+    for (auto& t : outputs) out_splits.push_back(t.numel());
+    at::Tensor in = at::cat(flat_ins);
+    at::Tensor out = at::empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})},
+                               in.options());
+    // The engine may take its split vectors (it gets non-const references): hand it copies.
+    std::vector<int64_t> engine_out_splits = out_splits, engine_in_splits = in_splits;
+    auto work = e.alltoall_base(out, in, engine_out_splits, engine_in_splits, native_opts);
+    auto copy_back = [out, outs = outputs, out_splits] {
+      int64_t offset = 0;
+      for (size_t i = 0; i < outs.size(); ++i) {
+        at::Tensor dst = outs[i];
+        dst.copy_(out.narrow(0, offset, out_splits[i]).view_as(dst));
+        offset += out_splits[i];
+      }
+    };
+    return c10::make_intrusive<DynamicWork>(rank_, c10d::OpType::ALLTOALL, nullptr,
+                                            std::move(work), nullptr, outputs, copy_back);
+  };
   c.native = native;
   return dispatch(c);
 }

@@ -14,12 +14,13 @@ namespace dynamiccl {
 Role group_role_from_desc(const std::string& desc, const std::map<std::string, Role>& user_map);
 
 // Role of one call: a hint's role wins; otherwise the group role refined by the op (FSDP2 issues
-// all-gather / reduce-scatter on its data-parallel shard group; a bucket hint marks DDP traffic).
-inline Role call_role(Role group_role, OpKind op, const Hint& hint) {
+// flat all-gather / reduce-scatter — the "into tensor" forms — on its data-parallel shard group;
+// list forms are bookkeeping such as DDP's parameter check). A bucket hint marks DDP traffic.
+inline Role call_role(Role group_role, OpKind op, bool flat, const Hint& hint) {
   if (hint.role >= 0 && hint.role < kNumRoles) return static_cast<Role>(hint.role);
   if (group_role == Role::kDataParallel || group_role == Role::kDefault) {
-    if (op == OpKind::kAllGather) return Role::kFsdpAllGather;
-    if (op == OpKind::kReduceScatter) return Role::kFsdpReduceScatter;
+    if (flat && op == OpKind::kAllGather) return Role::kFsdpAllGather;
+    if (flat && op == OpKind::kReduceScatter) return Role::kFsdpReduceScatter;
     if (hint.bucket >= 0) return Role::kDataParallel;
   }
   return group_role;

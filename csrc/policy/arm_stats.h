@@ -1,0 +1,69 @@
+// Cost statistics of one (state, arm) pair: a running mean/variance for confidence bounds and a
+// small ring of the most recent samples for a robust (median) view.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+
+namespace dynamiccl {
+
+// Welford's online mean and sum of squared deviations: numerically stable, O(1) per sample and
+// fully described by (count, mean, m2), which is exactly what a policy snapshot stores.
+class RunningStats {
+ public:
+  void add(double x) {
+    ++n_;
+    const double d = x - mean_;
+    mean_ += d / static_cast<double>(n_);
+    m2_ += d * (x - mean_);
+  }
+  void reset() { n_ = 0, mean_ = 0, m2_ = 0; }
+  void assign(uint64_t n, double mean, double m2) {
+    n_ = n;
+    mean_ = n > 0 ? mean : 0;
+    m2_ = n > 1 ? m2 : 0;
+  }
+
+  uint64_t count() const { return n_; }
+  double mean() const { return mean_; }
+  double m2() const { return m2_; }
+  // Sample variance; 0 with fewer than two samples.
+  double variance() const { return n_ > 1 ? m2_ / static_cast<double>(n_ - 1) : 0.0; }
+  double stddev() const { return std::sqrt(variance()); }
+  // Half-width z*s/sqrt(n) of the confidence interval on the mean; +inf below two samples,
+  // so an arm with too little data is never called confidently better or worse.
+  double half_width(double z) const {
+    if (n_ < 2) return INFINITY;
+    return z * std::sqrt(variance() / static_cast<double>(n_));
+  }
+
+ private:
+  uint64_t n_ = 0;
+  double mean_ = 0;
+  double m2_ = 0;
+};
+
+// The last kCapacity samples; the oldest is overwritten first.
+class SampleWindow {
+ public:
+  static constexpr int kCapacity = 16;
+
+  void push(float x) {
+    ring_[next_] = x;
+    next_ = next_ + 1 == kCapacity ? 0 : next_ + 1;
+    if (size_ < kCapacity) ++size_;
+  }
+  void clear() { next_ = 0, size_ = 0; }
+  int size() const { return size_; }
+  // Median of the `k` most recent samples (k clamped to [0, size()]); 0 when there are none.
+  // No allocation: it sorts a copy on the stack.
+  double median_recent(int k) const;
+
+ private:
+  std::array<float, kCapacity> ring_{};
+  int next_ = 0;  // slot the next sample goes to
+  int size_ = 0;
+};
+
+}  // namespace dynamiccl

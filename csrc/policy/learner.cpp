@@ -1,0 +1,313 @@
+// The learner of one process group: the state table, the consensus round, the guards, and the
+// snapshots. Per-state learning is in policy_state.{h,cpp}.
+//
+// No randomness is needed: probe order comes from the prior (ties by arm index) and every other
+// tie is broken by that order, so LearnerConfig::seed is not consulted. Not thread-safe: the
+// caller serializes decide/apply_round of one group (they follow the group's call order anyway).
+#include "policy/learner.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+#include <utility>
+
+#include "policy/policy_state.h"
+
+namespace dynamiccl {
+
+namespace {
+
+constexpr int kNumKeys = kNumRoles * kNumOps * kNumSizeBins;
+// Step-time rounds that serve as the baseline until a round ran on the default arm only.
+constexpr int kFirstRounds = 3;
+// Consecutive regressed rounds before the step-time guard acts: one slow round (a checkpoint
+// write, an evaluation pass) must not freeze a whole job's exploration for good.
+constexpr int kRegressionRounds = 2;
+
+// Same bins as size_bin() in core/types.h, in constant time: floor(log2(bytes)), capped.
+inline int fast_size_bin(uint64_t bytes) {
+  if (bytes <= 1) return 0;
+  const int b = 63 - __builtin_clzll(bytes);
+  return b < kNumSizeBins - 1 ? b : kNumSizeBins - 1;
+}
+
+inline int state_key(int role, int op, int bin) {
+  return (role * kNumOps + op) * kNumSizeBins + bin;
+}
+
+template <typename T>
+std::string str(const T& v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+
+void require(bool ok, const std::string& what, const std::string& accepted) {
+  if (!ok) {
+    throw std::invalid_argument("dynamiccl learner: " + what + " (accepted: " + accepted + ")");
+  }
+}
+
+void validate(const LearnerConfig& c) {
+  const int mode = static_cast<int>(c.mode);
+  require(mode <= static_cast<int>(Mode::kOff), "mode=" + str(mode),
+          "learn, frozen, off");
+  for (int r = 0; r < kNumRoles; ++r) {
+    const HeadConfig& h = c.heads[r];
+    const std::string who = std::string("heads[") + role_name(static_cast<Role>(r)) + "].";
+    require(h.probe_budget >= 0 && h.probe_budget <= 1,
+            who + "probe_budget=" + str(h.probe_budget), "0..1");
+    require(h.converged_budget >= 0 && h.converged_budget <= h.probe_budget,
+            who + "converged_budget=" + str(h.converged_budget), "0..probe_budget");
+    require(h.warmup_calls >= 0, who + "warmup_calls=" + str(h.warmup_calls), ">= 0");
+    require(h.min_samples >= 2 && h.min_samples <= 1000000,
+            who + "min_samples=" + str(h.min_samples), "2..1000000");
+    require(h.switch_margin >= 0 && h.switch_margin < 1,
+            who + "switch_margin=" + str(h.switch_margin), "0 <= margin < 1");
+    require(h.max_candidates >= 1, who + "max_candidates=" + str(h.max_candidates), ">= 1");
+    require(h.cusum_threshold > 0 && std::isfinite(h.cusum_threshold),
+            who + "cusum_threshold=" + str(h.cusum_threshold), "> 0");
+    require(h.cusum_drift >= 0 && std::isfinite(h.cusum_drift),
+            who + "cusum_drift=" + str(h.cusum_drift), ">= 0");
+  }
+  require(c.step_regression > 0 && std::isfinite(c.step_regression),
+          "step_regression=" + str(c.step_regression), "> 0");
+  require(c.loss_stall_rounds >= 1, "loss_stall_rounds=" + str(c.loss_stall_rounds), ">= 1");
+}
+
+[[noreturn]] __attribute__((noinline)) void bad_context(const CollectiveContext& ctx) {
+  throw std::invalid_argument("dynamiccl learner: context with role=" +
+                              str(static_cast<int>(ctx.role)) +
+                              " op=" + str(static_cast<int>(ctx.op)) +
+                              " (accepted: a Role and an OpKind below their kCount)");
+}
+
+}  // namespace
+
+struct Learner::Impl {
+  LearnerConfig config;
+  std::shared_ptr<const ArmCatalog> catalog;
+  Mode mode;
+  uint32_t epoch = 0;
+
+  std::array<int32_t, kNumKeys> index;  // (role, op, size bin) -> state id, -1 = not seen yet
+  std::vector<PolicyState> states;      // by id = first-seen order, the same on every rank
+
+  // Restored snapshots of states not seen yet; applied when the state is created.
+  std::array<int32_t, kNumKeys> pending_index;  // key -> index into pending, -1 = none
+  std::vector<StateSnapshot> pending;
+
+  // Guards. A round's window = the calls decided since the previous apply_round.
+  bool guard_frozen = false;
+  uint64_t window_nondefault = 0;  // non-default decisions in the current window
+  double baseline_sum = 0;         // step times of default-only rounds
+  int baseline_rounds = 0;
+  double first_sum = 0;            // step times of the first rounds (fallback baseline)
+  int first_rounds = 0;
+  int regressed_rounds = 0;        // consecutive
+  double best_loss = INFINITY;
+  int stalled_rounds = 0;          // rounds without a new best loss while some state probed
+
+  Impl(LearnerConfig c, std::shared_ptr<const ArmCatalog> cat)
+      : config(std::move(c)), catalog(std::move(cat)), mode(config.mode) {
+    index.fill(-1);
+    pending_index.fill(-1);
+    states.reserve(64);
+  }
+
+  // Cold path (allocates): a context never seen before gets the next state id.
+  __attribute__((noinline)) int32_t create_state(const CollectiveContext& ctx, int key, int bin) {
+    const uint32_t id = static_cast<uint32_t>(states.size());
+    const int role = static_cast<int>(ctx.role);
+    states.emplace_back(id, ctx.role, ctx.op, bin, config.heads[role], *catalog,
+                        ctx.effective_bytes, ctx.group_size);
+    index[key] = static_cast<int32_t>(id);
+    PolicyState& s = states.back();
+    if (pending_index[key] >= 0) {
+      s.restore(pending[pending_index[key]], catalog->arms(ctx.op));
+      pending_index[key] = -1;
+    }
+    if (guard_frozen) s.freeze();
+    return static_cast<int32_t>(id);
+  }
+
+  bool exploring() const {
+    for (const PolicyState& s : states) {
+      if (!s.frozen() && s.phase() == LearnPhase::kProbing) return true;
+    }
+    return false;
+  }
+
+  void freeze_all() {
+    guard_frozen = true;
+    for (PolicyState& s : states) s.freeze();
+  }
+
+  // Guards (DESIGN.md §4), fed only by the rank-reduced signals of the round:
+  //  - step time: the baseline is the mean step time of rounds whose window ran the default arm
+  //    only (no non-default decision, no non-default cost reported); until one exists, the mean
+  //    of the first kFirstRounds rounds. kRegressionRounds consecutive rounds slower than
+  //    baseline * (1 + step_regression) while non-default arms ran freeze exploration;
+  //  - loss: rounds in which the loss set no new minimum are counted while some state is probing
+  //    (a new minimum resets the count); loss_stall_rounds of them freeze exploration.
+  // Freezing is for the rest of the run: every state, and every state created later, runs its
+  // best known arm (lowest mean with min_samples costs, else the default) and never probes.
+  void check_guards(const RoundResult& r, bool nondefault_used) {
+    const double st = r.step_time_us;
+    if (std::isfinite(st) && st > 0) {
+      if (!nondefault_used) {
+        baseline_sum += st;
+        ++baseline_rounds;
+        regressed_rounds = 0;
+      } else if (baseline_rounds == 0 && first_rounds < kFirstRounds) {
+        first_sum += st;
+        ++first_rounds;
+      } else {
+        const double base =
+            baseline_rounds > 0 ? baseline_sum / baseline_rounds : first_sum / first_rounds;
+        if (st > base * (1.0 + config.step_regression)) {
+          if (++regressed_rounds >= kRegressionRounds) {
+            freeze_all();
+            return;
+          }
+        } else {
+          regressed_rounds = 0;
+        }
+      }
+    }
+    const double loss = r.loss;
+    if (std::isfinite(loss)) {
+      if (loss < best_loss) {
+        best_loss = loss;
+        stalled_rounds = 0;
+      } else if (exploring() && ++stalled_rounds >= config.loss_stall_rounds) {
+        freeze_all();
+      }
+    }
+  }
+};
+
+Learner::Learner(LearnerConfig config, std::shared_ptr<const ArmCatalog> catalog) {
+  if (catalog == nullptr) throw std::invalid_argument("dynamiccl learner: null arm catalog");
+  validate(config);
+  impl_ = std::make_unique<Impl>(std::move(config), std::move(catalog));
+}
+
+Learner::~Learner() = default;
+
+Decision Learner::decide(const CollectiveContext& ctx) {
+  Impl& m = *impl_;
+  const unsigned role = static_cast<unsigned>(ctx.role);
+  const unsigned op = static_cast<unsigned>(ctx.op);
+  if (role >= static_cast<unsigned>(kNumRoles) || op >= static_cast<unsigned>(kNumOps)) {
+    bad_context(ctx);
+  }
+  // effective_bytes, not bytes: it is the same on every rank (uneven all-to-all splits are not).
+  const int bin = fast_size_bin(ctx.effective_bytes);
+  const int key = state_key(static_cast<int>(role), static_cast<int>(op), bin);
+  int32_t id = m.index[key];
+  if (id < 0) id = m.create_state(ctx, key, bin);
+  PolicyState& s = m.states[id];
+  bool probe = false;
+  ArmSlot& a = s.slot(s.choose(m.mode, &probe));
+  ++a.calls;
+  ++a.issued;
+  m.window_nondefault += a.arm != kDefaultArm;
+  Decision d;
+  d.state_id = static_cast<uint32_t>(id);
+  d.arm = a.arm;
+  d.probe = probe;
+  d.epoch = m.epoch;
+  d.action = a.action;
+  return d;
+}
+
+void Learner::apply_round(const RoundResult& round) {
+  Impl& m = *impl_;
+  const size_t n = m.states.size();
+  for (const auto& [state_id, arm] : round.unavailable) {
+    if (state_id < n) m.states[state_id].drop_arm(arm);
+  }
+  const bool learning = m.mode == Mode::kLearn;
+  bool nondefault_used = m.window_nondefault > 0;
+  for (const CallOutcome& c : round.calls) {
+    if (c.state_id >= n || !(c.cost_us > 0) || !std::isfinite(c.cost_us)) continue;
+    nondefault_used = nondefault_used || c.arm != kDefaultArm;
+    m.states[c.state_id].fold(c.arm, c.cost_us, learning);
+  }
+  if (learning) {
+    for (PolicyState& s : m.states) s.evaluate();
+    if (!m.guard_frozen) m.check_guards(round, nondefault_used);
+  }
+  m.window_nondefault = 0;
+  ++m.epoch;
+}
+
+uint32_t Learner::epoch() const { return impl_->epoch; }
+
+Mode Learner::mode() const { return impl_->mode; }
+
+void Learner::set_mode(Mode m) {
+  require(static_cast<int>(m) <= static_cast<int>(Mode::kOff), "mode=" + str(static_cast<int>(m)),
+          "learn, frozen, off");
+  impl_->mode = m;
+}
+
+std::vector<StateStats> Learner::stats() const {
+  std::vector<StateStats> out;
+  out.reserve(impl_->states.size());
+  for (const PolicyState& s : impl_->states) out.push_back(s.stats(impl_->catalog->arms(s.op())));
+  return out;
+}
+
+// States in id order, then restored states not seen yet in key order: saving after a warm start
+// loses nothing that was loaded.
+PolicySnapshot Learner::snapshot() const {
+  const Impl& m = *impl_;
+  PolicySnapshot snap;
+  for (const PolicyState& s : m.states) snap.states.push_back(s.snapshot(m.catalog->arms(s.op())));
+  for (int key = 0; key < kNumKeys; ++key) {
+    if (m.pending_index[key] >= 0) snap.states.push_back(m.pending[m.pending_index[key]]);
+  }
+  return snap;
+}
+
+void Learner::restore(const PolicySnapshot& snap) {
+  Impl& m = *impl_;
+  // Validate everything first, so a bad snapshot changes nothing.
+  std::vector<char> seen(kNumKeys, 0);
+  for (const StateSnapshot& st : snap.states) {
+    const int role = static_cast<int>(st.role);
+    const int op = static_cast<int>(st.op);
+    require(role >= 0 && role < kNumRoles, "snapshot role=" + str(role), "a Role value");
+    require(op >= 0 && op < kNumOps, "snapshot op=" + str(op), "an OpKind value");
+    require(st.size_bin >= 0 && st.size_bin < kNumSizeBins,
+            "snapshot size_bin=" + str(st.size_bin), "0.." + str(kNumSizeBins - 1));
+    const int key = state_key(role, op, st.size_bin);
+    require(!seen[key],
+            std::string("snapshot state (") + role_name(st.role) + ", " + op_name(st.op) + ", " +
+                str(st.size_bin) + ") listed twice",
+            "each (role, op, size_bin) once");
+    seen[key] = 1;
+    for (const ArmSnapshot& a : st.arms) {
+      require(std::isfinite(a.mean_us) && a.mean_us >= 0 && std::isfinite(a.m2) && a.m2 >= 0,
+              "snapshot arm '" + a.name + "' mean_us=" + str(a.mean_us) + " m2=" + str(a.m2),
+              "finite, >= 0");
+    }
+  }
+  for (const StateSnapshot& st : snap.states) {
+    const int key = state_key(static_cast<int>(st.role), static_cast<int>(st.op), st.size_bin);
+    if (m.index[key] >= 0) {
+      m.states[m.index[key]].restore(st, m.catalog->arms(st.op));
+    } else if (m.pending_index[key] >= 0) {
+      m.pending[m.pending_index[key]] = st;
+    } else {
+      m.pending_index[key] = static_cast<int32_t>(m.pending.size());
+      m.pending.push_back(st);
+    }
+  }
+}
+
+}  // namespace dynamiccl

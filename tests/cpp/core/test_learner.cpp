@@ -1,0 +1,798 @@
+// The online learner against synthetic costs: a fake arm catalog, a driver that decides, draws a
+// cost per call (deterministic noise from a seeded std::mt19937) and applies a consensus round
+// every K calls with the outcomes of those calls.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "policy/learner.h"
+
+namespace dynamiccl {
+namespace {
+
+constexpr int kRound = 32;  // K: calls per consensus round
+
+class FakeCatalog : public ArmCatalog {
+ public:
+  // Arm i has prior priors[i]; arm 0 is the default.
+  explicit FakeCatalog(std::vector<double> priors) : priors_(std::move(priors)) {
+    for (size_t i = 0; i < priors_.size(); ++i) {
+      Arm a;
+      a.name = i == 0 ? "default" : "arm" + std::to_string(i);
+      if (i > 0) a.action.algo = static_cast<int8_t>(i);
+      arms_.push_back(a);
+    }
+  }
+  const std::vector<Arm>& arms(OpKind) const override { return arms_; }
+  double prior_cost_us(OpKind, uint16_t arm, uint64_t, int) const override {
+    return priors_[arm];
+  }
+
+ private:
+  std::vector<double> priors_;
+  std::vector<Arm> arms_;
+};
+
+CollectiveContext make_ctx(Role role, uint64_t bytes, OpKind op = OpKind::kAllReduce,
+                           int rank = 0) {
+  CollectiveContext c;
+  c.op = op;
+  c.bytes = bytes;
+  c.effective_bytes = bytes;
+  c.group_size = 8;
+  c.group_rank = rank;
+  c.role = role;
+  return c;
+}
+
+// One learner fed by synthetic costs. cost(call, ctx, arm) is the true mean cost; the drawn
+// cost adds `noise` relative Gaussian noise. Outcomes reach the learner `lag` rounds late.
+using CostFn = std::function<double(uint64_t, const CollectiveContext&, uint16_t)>;
+
+struct Driver {
+  Driver(Learner& l, CostFn c) : learner(l), cost(std::move(c)) {}
+
+  Learner& learner;
+  CostFn cost;
+  double noise = 0.05;
+  int lag = 0;
+  // Optional step time / loss for the round, from the decisions of its window.
+  std::function<void(RoundResult&, const std::vector<Decision>&)> signals;
+  std::mt19937 rng{12345};
+  std::normal_distribution<double> gauss{0.0, 1.0};
+  uint64_t calls = 0;
+  std::vector<Decision> log;
+  std::vector<Decision> window_decisions;
+  std::vector<CallOutcome> window;
+  std::deque<std::vector<CallOutcome>> in_flight;
+
+  Decision step(const CollectiveContext& ctx) {
+    const Decision d = learner.decide(ctx);
+    log.push_back(d);
+    const double c = cost(calls, ctx, d.arm) * (1.0 + noise * gauss(rng));
+    window.push_back({d.state_id, d.arm, static_cast<float>(std::max(c, 0.01))});
+    window_decisions.push_back(d);
+    ++calls;
+    if (calls % kRound == 0) {
+      in_flight.push_back(std::move(window));
+      window.clear();
+      RoundResult r;
+      if (static_cast<int>(in_flight.size()) > lag) {
+        r.calls = std::move(in_flight.front());
+        in_flight.pop_front();
+      }
+      if (signals) signals(r, window_decisions);
+      window_decisions.clear();
+      learner.apply_round(r);
+    }
+    return d;
+  }
+  void run(const CollectiveContext& ctx, int n) {
+    for (int i = 0; i < n; ++i) step(ctx);
+  }
+};
+
+LearnerConfig bulk_config() {
+  LearnerConfig cfg;
+  for (HeadConfig& h : cfg.heads) h = HeadConfig{};  // the documented defaults: budget 0.25
+  return cfg;
+}
+
+StateStats state_stats(const Learner& l, uint32_t id) { return l.stats().at(id); }
+
+std::shared_ptr<FakeCatalog> catalog_of(int arms) {
+  return std::make_shared<FakeCatalog>(std::vector<double>(arms, 10.0));
+}
+
+// Fixed true cost per arm, independent of time and context.
+CostFn fixed(std::vector<double> costs) {
+  return [costs](uint64_t, const CollectiveContext&, uint16_t arm) { return costs.at(arm); };
+}
+
+TEST(Learner, FindsTheCheapestArmDespiteAMisleadingPrior) {
+  // The prior ranks arm1 first; arm3 is truly cheapest.
+  auto cat = std::make_shared<FakeCatalog>(std::vector<double>{10, 5, 6, 7, 8, 9});
+  Learner l(bulk_config(), cat);
+  Driver d{l, fixed({100, 90, 95, 60, 110, 120})};
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  d.run(ctx, 3000);
+  const StateStats st = state_stats(l, 0);
+  EXPECT_EQ(st.incumbent, 3);
+  EXPECT_EQ(st.phase, "exploit");
+  int best = 0;
+  for (size_t i = d.log.size() - 500; i < d.log.size(); ++i) best += d.log[i].arm == 3;
+  EXPECT_GE(best, 490);
+}
+
+TEST(Learner, ConvergesWithinABoundedNumberOfCalls) {
+  // Worst case: every one of the 15 challengers is probed up to the cap (4 * min_samples) at
+  // the head's budget, after the warm-up, plus a round of lag for the last costs.
+  const HeadConfig h;
+  const uint64_t bound = h.warmup_calls + 15 * 4 * h.min_samples / h.probe_budget + 3 * kRound;
+  for (double spread : {0.30, 0.01}) {  // well separated arms, and near-ties
+    auto cat = catalog_of(16);
+    Learner l(bulk_config(), cat);
+    std::vector<double> costs;
+    for (int i = 0; i < 16; ++i) costs.push_back(100.0 * (1.0 + spread * ((i * 7) % 16) / 16));
+    Driver d{l, fixed(costs)};
+    d.lag = 1;
+    d.run(make_ctx(Role::kDefault, 4096), static_cast<int>(bound));
+    const StateStats st = state_stats(l, 0);
+    EXPECT_GT(st.converged_at_call, 0u) << "spread " << spread;
+    EXPECT_LE(st.converged_at_call, bound) << "spread " << spread;
+  }
+}
+
+TEST(Learner, ProbeFractionStaysWithinTheHeadBudget) {
+  auto cat = catalog_of(10);
+  LearnerConfig cfg;  // default heads: dp explores 25%, tp 5%
+  Learner l(cfg, cat);
+  Driver d{l, [](uint64_t, const CollectiveContext& c, uint16_t arm) {
+             return 50.0 + 7.0 * ((arm * 3 + static_cast<int>(c.role)) % 10);
+           }};
+  const CollectiveContext dp = make_ctx(Role::kDataParallel, 1 << 22);
+  const CollectiveContext tp = make_ctx(Role::kTensorParallel, 1 << 16);
+  std::vector<uint64_t> calls(2, 0), probes(2, 0), early_probes(2, 0);
+  for (int i = 0; i < 8000; ++i) {
+    const CollectiveContext& ctx = i % 3 == 0 ? tp : dp;
+    const Decision dec = d.step(ctx);
+    ++calls.at(dec.state_id);
+    probes.at(dec.state_id) += dec.probe;
+    if (calls[dec.state_id] <= 400) early_probes[dec.state_id] += dec.probe;
+    const double budget = cfg.heads[static_cast<int>(ctx.role)].probe_budget;
+    ASSERT_LE(static_cast<double>(probes[dec.state_id]),
+              budget * static_cast<double>(calls[dec.state_id]))
+        << role_name(ctx.role) << " after " << i << " calls";
+  }
+  const std::vector<StateStats> st = l.stats();
+  ASSERT_EQ(st.size(), 2u);
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_EQ(st[s].probes, probes[s]);
+    EXPECT_EQ(st[s].calls, calls[s]);
+    EXPECT_GT(st[s].probes, 0u);  // it did explore
+  }
+  // Each head spends its own budget: while exploring (its first 400 calls) tp (state 0, seen
+  // first) probes at most 5%, dp well above that (9 challengers x min_samples at least).
+  EXPECT_LE(early_probes[0], 20u);
+  EXPECT_GE(early_probes[1], 54u);
+}
+
+TEST(Learner, DoesNotFlapBetweenNearEqualArms) {
+  // Arms within 1% of each other (below the 3% switch margin), 5% noise.
+  auto cat = catalog_of(3);
+  Learner l(bulk_config(), cat);
+  Driver d{l, fixed({100, 99, 101})};
+  d.run(make_ctx(Role::kDataParallel, 1 << 20), 20000);
+  int switches = 0;
+  int last = -1;
+  for (const Decision& dec : d.log) {
+    if (dec.probe) continue;
+    if (last >= 0 && dec.arm != last) ++switches;
+    last = dec.arm;
+  }
+  EXPECT_LE(switches, 1);
+  // A CUSUM false alarm only re-opens probing; it must not cause a switch, and it is rare: with
+  // threshold 8 and drift 0.5 the mean run between false alarms is ~16000 incumbent costs.
+  EXPECT_LE(state_stats(l, 0).alarms, 4u);
+}
+
+TEST(Learner, ReadaptsAfterAPlantedShift) {
+  auto cat = catalog_of(4);
+  Learner l(bulk_config(), cat);
+  const uint64_t shift_at = 4000;
+  Driver d{l, [&](uint64_t call, const CollectiveContext&, uint16_t arm) {
+             const double before[] = {100, 80, 60, 90};
+             const double after[] = {100, 80, 150, 90};
+             return call < shift_at ? before[arm] : after[arm];
+           }};
+  d.lag = 1;
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  d.run(ctx, static_cast<int>(shift_at));
+  StateStats st = state_stats(l, 0);
+  ASSERT_EQ(st.incumbent, 2);
+  ASSERT_EQ(st.phase, "exploit");
+  const uint32_t alarms = st.alarms;
+  d.run(ctx, 6000);
+  st = state_stats(l, 0);
+  EXPECT_GT(st.alarms, alarms);
+  EXPECT_EQ(st.incumbent, 1);
+  EXPECT_EQ(st.phase, "exploit");
+  EXPECT_GT(st.converged_at_call, shift_at);
+}
+
+TEST(Learner, RunnerUpRecheckFindsAnArmThatBecameCheaper) {
+  // The incumbent's cost never changes (CUSUM stays quiet); the runner-up becomes much cheaper.
+  auto cat = catalog_of(4);
+  Learner l(bulk_config(), cat);
+  const uint64_t change_at = 3000;
+  Driver d{l, [&](uint64_t call, const CollectiveContext&, uint16_t arm) {
+             const double before[] = {100, 80, 60, 90};
+             const double after[] = {100, 30, 60, 90};
+             return call < change_at ? before[arm] : after[arm];
+           }};
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  d.run(ctx, static_cast<int>(change_at));
+  ASSERT_EQ(state_stats(l, 0).incumbent, 2);
+  ASSERT_EQ(state_stats(l, 0).phase, "exploit");
+  const uint32_t alarms = state_stats(l, 0).alarms;
+  d.run(ctx, 3000);
+  const StateStats st = state_stats(l, 0);
+  EXPECT_EQ(st.incumbent, 1);
+  EXPECT_GT(st.converged_at_call, change_at);
+  EXPECT_EQ(st.alarms, alarms);  // found by the re-check, not by an alarm
+}
+
+TEST(Learner, DefaultStaysWhenItIsBestAndExplorationCostsLittle) {
+  auto cat = std::make_shared<FakeCatalog>(std::vector<double>{10, 1, 2, 3, 4, 5});
+  Learner l(bulk_config(), cat);
+  const std::vector<double> costs = {100, 120, 130, 150, 170, 200};
+  Driver d{l, fixed(costs)};
+  d.run(make_ctx(Role::kDataParallel, 1 << 20), 20000);
+  EXPECT_EQ(state_stats(l, 0).incumbent, kDefaultArm);
+  double total = 0;
+  int tail_other = 0;
+  for (size_t i = 0; i < d.log.size(); ++i) {
+    total += costs[d.log[i].arm];
+    if (i >= 10000 && d.log[i].arm != kDefaultArm) ++tail_other;
+  }
+  EXPECT_LT(total / (100.0 * d.log.size()) - 1.0, 0.01);  // regret below 1% of the cost
+  EXPECT_LE(tail_other, 10000 * 2 / 100);                  // converged: ~converged_budget
+}
+
+TEST(Learner, StepTimeRegressionFreezesExploration) {
+  auto cat = catalog_of(5);
+  LearnerConfig cfg = bulk_config();
+  for (HeadConfig& h : cfg.heads) h.warmup_calls = 2 * kRound;  // two default-only rounds
+  Learner l(cfg, cat);
+  Driver d{l, fixed({100, 70, 90, 95, 110})};
+  // Non-default arms are cheaper per call but slow the step down (e.g. they steal SMs).
+  d.signals = [](RoundResult& r, const std::vector<Decision>& w) {
+    const bool other = std::any_of(w.begin(), w.end(),
+                                   [](const Decision& x) { return x.arm != kDefaultArm; });
+    r.step_time_us = other ? 1300.0 : 1000.0;
+  };
+  const CollectiveContext a = make_ctx(Role::kDataParallel, 1 << 20);
+  const CollectiveContext b = make_ctx(Role::kDataParallel, 1 << 10);
+  for (int i = 0; i < 3000; ++i) d.step(i % 2 ? a : b);
+  const std::vector<StateStats> st = l.stats();
+  ASSERT_EQ(st.size(), 2u);
+  for (const StateStats& s : st) {
+    EXPECT_TRUE(s.frozen);
+    EXPECT_EQ(s.phase, "frozen");
+  }
+  // Frozen: never probes again and runs the best known arm (lowest mean with enough samples).
+  const size_t before = d.log.size();
+  for (int i = 0; i < 2000; ++i) d.step(i % 2 ? a : b);
+  for (size_t i = before; i < d.log.size(); ++i) {
+    EXPECT_FALSE(d.log[i].probe);
+    EXPECT_EQ(d.log[i].arm, st[d.log[i].state_id].incumbent);
+  }
+  for (const StateStats& s : st) {
+    double best = INFINITY;
+    uint16_t best_arm = kDefaultArm;
+    for (size_t a = 0; a < s.arms.size(); ++a) {
+      if (s.arms[a].samples >= 6 && s.arms[a].mean_us < best) {
+        best = s.arms[a].mean_us;
+        best_arm = static_cast<uint16_t>(a);
+      }
+    }
+    EXPECT_EQ(s.incumbent, best_arm);
+  }
+  // A state first seen after the freeze is frozen on the default.
+  const Decision late = l.decide(make_ctx(Role::kTensorParallel, 1 << 12));
+  EXPECT_EQ(late.arm, kDefaultArm);
+  EXPECT_TRUE(l.stats().at(late.state_id).frozen);
+}
+
+TEST(Learner, StepTimeWithoutRegressionDoesNotFreeze) {
+  auto cat = catalog_of(5);
+  LearnerConfig cfg = bulk_config();
+  for (HeadConfig& h : cfg.heads) h.warmup_calls = 2 * kRound;
+  Learner l(cfg, cat);
+  Driver d{l, fixed({100, 70, 90, 95, 110})};
+  d.signals = [](RoundResult& r, const std::vector<Decision>&) { r.step_time_us = 1000.0; };
+  d.run(make_ctx(Role::kDataParallel, 1 << 20), 3000);
+  EXPECT_FALSE(state_stats(l, 0).frozen);
+  EXPECT_EQ(state_stats(l, 0).incumbent, 1);
+}
+
+TEST(Learner, LossStallDuringExplorationFreezes) {
+  auto cat = catalog_of(8);
+  LearnerConfig cfg = bulk_config();
+  cfg.loss_stall_rounds = 5;
+  for (HeadConfig& h : cfg.heads) h.min_samples = 20;  // keep it probing for many rounds
+  Learner l(cfg, cat);
+  Driver d{l, fixed({100, 98, 97, 99, 101, 102, 96, 100})};
+  d.signals = [](RoundResult& r, const std::vector<Decision>&) { r.loss = 2.0; };
+  d.run(make_ctx(Role::kDataParallel, 1 << 20), 20 * kRound);
+  const StateStats st = state_stats(l, 0);
+  EXPECT_TRUE(st.frozen);
+  const uint64_t probes = st.probes;
+  d.run(make_ctx(Role::kDataParallel, 1 << 20), 50 * kRound);
+  EXPECT_EQ(state_stats(l, 0).probes, probes);
+}
+
+TEST(Learner, ImprovingLossDoesNotFreeze) {
+  auto cat = catalog_of(8);
+  LearnerConfig cfg = bulk_config();
+  cfg.loss_stall_rounds = 5;
+  for (HeadConfig& h : cfg.heads) h.min_samples = 20;
+  Learner l(cfg, cat);
+  Driver d{l, fixed({100, 98, 97, 99, 101, 102, 96, 100})};
+  double loss = 10.0;
+  d.signals = [&](RoundResult& r, const std::vector<Decision>&) { r.loss = loss *= 0.99; };
+  d.run(make_ctx(Role::kDataParallel, 1 << 20), 100 * kRound);
+  EXPECT_FALSE(state_stats(l, 0).frozen);
+}
+
+TEST(Learner, UnavailableArmIsNeverChosenAgain) {
+  auto cat = catalog_of(4);
+  Learner l(bulk_config(), cat);
+  Driver d{l, fixed({100, 80, 60, 90})};
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  d.run(ctx, 3000 - 3000 % kRound);
+  ASSERT_EQ(state_stats(l, 0).incumbent, 2);
+  RoundResult r;
+  r.unavailable.push_back({0, 2});
+  l.apply_round(r);
+  // The incumbent fell back to the default, and in the same round the state took the arm its
+  // statistics already show to be confidently cheaper than the default.
+  EXPECT_EQ(state_stats(l, 0).incumbent, 1);
+  EXPECT_TRUE(state_stats(l, 0).arms[2].eliminated);
+  const size_t from = d.log.size();
+  d.run(ctx, 8000);
+  for (size_t i = from; i < d.log.size(); ++i) ASSERT_NE(d.log[i].arm, 2);
+  EXPECT_EQ(state_stats(l, 0).incumbent, 1);
+}
+
+TEST(Learner, UnavailableIncumbentFallsBackToTheDefault) {
+  auto cat = catalog_of(4);
+  Learner l(bulk_config(), cat);
+  Driver d{l, fixed({100, 120, 60, 130})};  // without arm2, the default is best
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  d.run(ctx, 3000 - 3000 % kRound);
+  ASSERT_EQ(state_stats(l, 0).incumbent, 2);
+  RoundResult r;
+  r.unavailable.push_back({0, 2});
+  l.apply_round(r);
+  EXPECT_EQ(state_stats(l, 0).incumbent, kDefaultArm);
+  const Decision next = l.decide(ctx);
+  EXPECT_NE(next.arm, 2);
+  if (!next.probe) {
+    EXPECT_EQ(next.arm, kDefaultArm);
+  }
+  const size_t from = d.log.size();
+  d.run(ctx, 8000);
+  for (size_t i = from; i < d.log.size(); ++i) ASSERT_NE(d.log[i].arm, 2);
+  EXPECT_EQ(state_stats(l, 0).incumbent, kDefaultArm);
+  EXPECT_EQ(state_stats(l, 0).phase, "exploit");
+}
+
+TEST(Learner, UnavailableBeforeItWasProbedIsNeverProbed) {
+  auto cat = std::make_shared<FakeCatalog>(std::vector<double>{10, 1, 2, 3});
+  Learner l(bulk_config(), cat);
+  Driver d{l, fixed({100, 50, 90, 95})};
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  l.decide(ctx);  // creates state 0
+  RoundResult r;
+  r.unavailable.push_back({0, 1});
+  r.unavailable.push_back({0, kDefaultArm});  // the engine default cannot be dropped: ignored
+  r.unavailable.push_back({7, 1});            // unknown state: ignored
+  l.apply_round(r);
+  d.run(ctx, 3000);
+  for (const Decision& dec : d.log) ASSERT_NE(dec.arm, 1);
+  EXPECT_EQ(state_stats(l, 0).incumbent, 2);  // the best of the arms that remain
+  EXPECT_TRUE(state_stats(l, 0).arms[1].eliminated);
+}
+
+// A workload of several roles, ops and sizes, chosen by a seeded generator.
+std::vector<CollectiveContext> workload(int n, int rank) {
+  std::mt19937 g(777);
+  const Role roles[] = {Role::kDataParallel, Role::kFsdpAllGather};
+  const OpKind ops[] = {OpKind::kAllReduce, OpKind::kAllGather};
+  std::vector<CollectiveContext> w;
+  for (int i = 0; i < n; ++i) {  // 12 states
+    CollectiveContext c = make_ctx(roles[g() % 2], uint64_t{1} << (12 + 4 * (g() % 3)),
+                                   ops[g() % 2], rank);
+    c.seq = static_cast<uint64_t>(i);
+    w.push_back(c);
+  }
+  return w;
+}
+
+double true_cost(const CollectiveContext& c, uint16_t arm) {
+  return 20.0 + static_cast<double>(c.effective_bytes) / 1000.0 *
+                    (1.0 + 0.1 * ((arm * 5 + static_cast<int>(c.op)) % 7));
+}
+
+// Two ranks with different local timings (their own noise, their own clocks) agree on each
+// round's rank-reduced costs (minimum over ranks); only those reach their learners.
+std::vector<std::vector<Decision>> run_ranks(int ranks, uint32_t cost_seed, bool peek) {
+  auto cat = catalog_of(8);
+  std::vector<std::unique_ptr<Learner>> learners;
+  for (int r = 0; r < ranks; ++r) learners.push_back(std::make_unique<Learner>(LearnerConfig{},
+                                                                              cat));
+  std::vector<std::vector<CollectiveContext>> work;
+  for (int r = 0; r < ranks; ++r) work.push_back(workload(12000, r));
+  std::vector<std::mt19937> local;
+  for (int r = 0; r < ranks; ++r) local.emplace_back(cost_seed + 1000 * r);
+  std::vector<std::vector<Decision>> logs(ranks);
+  std::vector<std::vector<std::vector<float>>> pending(ranks);
+  std::deque<RoundResult> in_flight;
+  std::vector<CallOutcome> window;
+  std::normal_distribution<double> gauss(0.0, 1.0);
+  for (size_t i = 0; i < work[0].size(); ++i) {
+    float reduced = INFINITY;
+    for (int r = 0; r < ranks; ++r) {
+      const Decision dec = learners[r]->decide(work[r][i]);
+      logs[r].push_back(dec);
+      if (peek && r == 1 && i % 97 == 0) {  // read-only calls on one rank only
+        (void)learners[r]->stats();
+        (void)learners[r]->snapshot();
+      }
+      const double local_cost = true_cost(work[r][i], dec.arm) * (1.0 + 0.1 * gauss(local[r]));
+      reduced = std::min(reduced, static_cast<float>(std::max(local_cost, 0.5)));
+    }
+    window.push_back({logs[0].back().state_id, logs[0].back().arm, reduced});
+    if ((i + 1) % kRound == 0) {
+      RoundResult rr;
+      rr.calls = std::move(window);
+      window.clear();
+      rr.step_time_us = 1000.0;
+      in_flight.push_back(std::move(rr));
+      if (in_flight.size() > 1) {  // applied one round later, at the same call on every rank
+        for (int r = 0; r < ranks; ++r) learners[r]->apply_round(in_flight.front());
+        in_flight.pop_front();
+      }
+    }
+  }
+  return logs;
+}
+
+bool same(const Decision& a, const Decision& b) {
+  return a.state_id == b.state_id && a.arm == b.arm && a.probe == b.probe &&
+         a.epoch == b.epoch && a.action.algo == b.action.algo &&
+         a.action.proto == b.action.proto && a.action.channels == b.action.channels;
+}
+
+TEST(Learner, RanksFedTheSameRoundsDecideIdentically) {
+  const auto logs = run_ranks(2, 42, /*peek=*/true);
+  ASSERT_EQ(logs[0].size(), logs[1].size());
+  int non_default = 0;
+  for (size_t i = 0; i < logs[0].size(); ++i) {
+    ASSERT_TRUE(same(logs[0][i], logs[1][i])) << "call " << i;
+    non_default += logs[0][i].arm != kDefaultArm;
+  }
+  EXPECT_GT(non_default, 0);
+  // The same workload with other costs gives another sequence: the rounds do drive decide.
+  const auto other = run_ranks(2, 4242, false);
+  bool differs = false;
+  for (size_t i = 0; i < other[0].size() && !differs; ++i) {
+    differs = !same(other[0][i], logs[0][i]);
+  }
+  EXPECT_TRUE(differs);
+  // And a rerun, without the read-only calls, reproduces it exactly.
+  const auto again = run_ranks(2, 42, false);
+  for (size_t i = 0; i < again[0].size(); ++i) ASSERT_TRUE(same(again[0][i], logs[0][i]));
+}
+
+TEST(Learner, StateIdsFollowFirstSeenOrderAndSizeBins) {
+  auto cat = catalog_of(3);
+  Learner l(bulk_config(), cat);
+  EXPECT_EQ(l.decide(make_ctx(Role::kDataParallel, 1024)).state_id, 0u);
+  EXPECT_EQ(l.decide(make_ctx(Role::kDataParallel, 2047)).state_id, 0u);  // same bin
+  EXPECT_EQ(l.decide(make_ctx(Role::kDataParallel, 2048)).state_id, 1u);
+  EXPECT_EQ(l.decide(make_ctx(Role::kTensorParallel, 1024)).state_id, 2u);
+  EXPECT_EQ(l.decide(make_ctx(Role::kDataParallel, 1024, OpKind::kAllGather)).state_id, 3u);
+  EXPECT_EQ(l.decide(make_ctx(Role::kDataParallel, 0)).state_id, 4u);
+  EXPECT_EQ(l.decide(make_ctx(Role::kDataParallel, 1)).state_id, 4u);
+  EXPECT_EQ(l.decide(make_ctx(Role::kDataParallel, uint64_t{1} << 62)).state_id, 5u);
+  EXPECT_EQ(l.decide(make_ctx(Role::kDataParallel, uint64_t{1} << 47)).state_id, 5u);  // capped
+  const std::vector<StateStats> st = l.stats();
+  ASSERT_EQ(st.size(), 6u);
+  for (uint32_t i = 0; i < st.size(); ++i) EXPECT_EQ(st[i].state_id, i);
+  EXPECT_EQ(st[0].size_bin, size_bin(1024));
+  EXPECT_EQ(st[1].size_bin, size_bin(2048));
+  EXPECT_EQ(st[5].size_bin, size_bin(uint64_t{1} << 62));
+  EXPECT_EQ(st[2].role, Role::kTensorParallel);
+  EXPECT_EQ(st[3].op, OpKind::kAllGather);
+  CollectiveContext bad = make_ctx(Role::kDataParallel, 1024);
+  bad.op = OpKind::kCount;
+  EXPECT_THROW(l.decide(bad), std::invalid_argument);
+}
+
+TEST(Learner, CandidatesAreTheDefaultPlusTheBestByPriorProbedInPriorOrder) {
+  // Priors: arm4 best, then arm2; the others are never candidates with max_candidates = 3.
+  auto cat = std::make_shared<FakeCatalog>(std::vector<double>{10, 8, 3, 9, 1, 7});
+  LearnerConfig cfg = bulk_config();
+  for (HeadConfig& h : cfg.heads) h.max_candidates = 3;
+  Learner l(cfg, cat);
+  Driver d{l, fixed({100, 10, 90, 95, 80, 20})};  // arm1 and arm5 would be best: not candidates
+  d.run(make_ctx(Role::kDataParallel, 1 << 20), 3000);
+  std::vector<uint16_t> first_probes;
+  for (const Decision& dec : d.log) {
+    ASSERT_TRUE(dec.arm == 0 || dec.arm == 2 || dec.arm == 4) << dec.arm;
+    if (dec.probe && first_probes.size() < 2) first_probes.push_back(dec.arm);
+  }
+  ASSERT_EQ(first_probes.size(), 2u);
+  EXPECT_EQ(first_probes[0], 4);
+  EXPECT_EQ(first_probes[1], 2);
+  EXPECT_EQ(state_stats(l, 0).incumbent, 4);
+  EXPECT_EQ(state_stats(l, 0).arms.size(), 3u);
+  // The decision carries the catalog arm's action.
+  for (const Decision& dec : d.log) EXPECT_EQ(dec.action.algo, dec.arm == 0 ? -1 : dec.arm);
+}
+
+TEST(Learner, WarmupRunsTheDefault) {
+  auto cat = catalog_of(4);
+  Learner l(bulk_config(), cat);
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  for (int i = 0; i < HeadConfig{}.warmup_calls; ++i) {
+    const Decision dec = l.decide(ctx);
+    EXPECT_EQ(dec.arm, kDefaultArm);
+    EXPECT_FALSE(dec.probe);
+  }
+  EXPECT_EQ(state_stats(l, 0).phase, "warmup");
+  for (int i = 0; i < 8; ++i) l.decide(ctx);
+  EXPECT_EQ(state_stats(l, 0).phase, "probing");
+  EXPECT_GT(state_stats(l, 0).probes, 0u);
+}
+
+// Snapshots list states in first-seen order; compare them by (role, op, size bin).
+PolicySnapshot by_key(PolicySnapshot s) {
+  std::sort(s.states.begin(), s.states.end(), [](const StateSnapshot& x, const StateSnapshot& y) {
+    return std::tie(x.role, x.op, x.size_bin) < std::tie(y.role, y.op, y.size_bin);
+  });
+  return s;
+}
+
+bool same_snapshot(PolicySnapshot a, PolicySnapshot b) {
+  a = by_key(std::move(a));
+  b = by_key(std::move(b));
+  if (a.states.size() != b.states.size()) return false;
+  for (size_t i = 0; i < a.states.size(); ++i) {
+    const StateSnapshot& x = a.states[i];
+    const StateSnapshot& y = b.states[i];
+    if (x.role != y.role || x.op != y.op || x.size_bin != y.size_bin ||
+        x.incumbent != y.incumbent || x.converged != y.converged ||
+        x.arms.size() != y.arms.size()) {
+      return false;
+    }
+    for (size_t k = 0; k < x.arms.size(); ++k) {
+      const ArmSnapshot& p = x.arms[k];
+      const ArmSnapshot& q = y.arms[k];
+      if (p.name != q.name || p.samples != q.samples || p.mean_us != q.mean_us || p.m2 != q.m2 ||
+          p.eliminated != q.eliminated) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+TEST(Learner, SnapshotRestoreRoundTripStartsWarm) {
+  auto cat = catalog_of(5);
+  Learner a(bulk_config(), cat);
+  Driver d{a, fixed({100, 80, 60, 90, 70})};
+  const CollectiveContext big = make_ctx(Role::kDataParallel, 1 << 20);
+  const CollectiveContext small = make_ctx(Role::kTensorParallel, 1 << 12);
+  for (int i = 0; i < 6000; ++i) d.step(i % 2 ? small : big);
+  const PolicySnapshot snap = a.snapshot();
+  ASSERT_EQ(snap.states.size(), 2u);
+  for (const StateSnapshot& s : snap.states) {
+    EXPECT_TRUE(s.converged);
+    EXPECT_EQ(s.incumbent, "arm2");
+  }
+
+  Learner b(bulk_config(), cat);
+  b.restore(snap);
+  EXPECT_TRUE(b.stats().empty());                   // states are created lazily...
+  EXPECT_TRUE(same_snapshot(b.snapshot(), snap));  // ...but nothing restored is lost meanwhile
+  // First seen in the other order: matched by (role, op, size bin), not by id.
+  const Decision first = b.decide(small);
+  EXPECT_EQ(first.arm, 2);  // no warm-up: exploits at once
+  EXPECT_FALSE(first.probe);
+  EXPECT_EQ(b.decide(big).arm, 2);
+  const std::vector<StateStats> st = b.stats();
+  EXPECT_EQ(st[0].role, Role::kTensorParallel);
+  EXPECT_EQ(st[0].phase, "exploit");
+  EXPECT_TRUE(same_snapshot(b.snapshot(), snap));
+}
+
+TEST(Learner, RestoreIgnoresUnknownArmsAndRejectsBadSnapshots) {
+  auto cat = catalog_of(3);
+  Learner l(bulk_config(), cat);
+  PolicySnapshot snap;
+  StateSnapshot s;
+  s.role = Role::kDataParallel;
+  s.op = OpKind::kAllReduce;
+  s.size_bin = size_bin(1 << 20);
+  s.incumbent = "arm1";
+  s.converged = true;
+  s.arms.push_back({"arm1", 10, 50.0, 90.0, false});
+  s.arms.push_back({"ring/LL128/c8", 10, 5.0, 1.0, false});  // not in this catalog
+  snap.states.push_back(s);
+
+  PolicySnapshot bad = snap;
+  bad.states.push_back(s);  // duplicate state
+  EXPECT_THROW(l.restore(bad), std::invalid_argument);
+  bad = snap;
+  bad.states[0].size_bin = kNumSizeBins;
+  EXPECT_THROW(l.restore(bad), std::invalid_argument);
+  bad = snap;
+  bad.states[0].arms[0].mean_us = NAN;
+  EXPECT_THROW(l.restore(bad), std::invalid_argument);
+  EXPECT_TRUE(l.snapshot().states.empty());  // a rejected snapshot changed nothing
+
+  l.restore(snap);
+  const Decision dec = l.decide(make_ctx(Role::kDataParallel, 1 << 20));
+  EXPECT_EQ(dec.arm, 1);
+  const PolicySnapshot out = l.snapshot();
+  ASSERT_EQ(out.states.size(), 1u);
+  ASSERT_EQ(out.states[0].arms.size(), 3u);  // the catalog's candidates only
+  EXPECT_EQ(out.states[0].arms[1].name, "arm1");
+  EXPECT_EQ(out.states[0].arms[1].samples, 10u);
+  EXPECT_EQ(out.states[0].arms[1].m2, 90.0);
+  EXPECT_EQ(out.states[0].arms[0].samples, 0u);
+}
+
+TEST(Learner, FrozenModeNeverProbes) {
+  auto cat = catalog_of(4);
+  LearnerConfig cfg = bulk_config();
+  cfg.mode = Mode::kFrozen;
+  Learner cold(cfg, cat);
+  Driver d{cold, fixed({100, 80, 60, 90})};
+  d.run(make_ctx(Role::kDataParallel, 1 << 20), 3000);
+  for (const Decision& dec : d.log) {
+    ASSERT_FALSE(dec.probe);
+    ASSERT_EQ(dec.arm, kDefaultArm);
+  }
+
+  Learner warm(bulk_config(), cat);
+  Driver w{warm, fixed({100, 80, 60, 90})};
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  w.run(ctx, 3000);
+  ASSERT_EQ(state_stats(warm, 0).incumbent, 2);
+  const uint32_t alarms = state_stats(warm, 0).alarms;
+  warm.set_mode(Mode::kFrozen);
+  EXPECT_EQ(warm.mode(), Mode::kFrozen);
+  const size_t from = w.log.size();
+  w.cost = fixed({100, 80, 300, 90});  // not even a shift re-opens probing when frozen
+  w.run(ctx, 5000);
+  for (size_t i = from; i < w.log.size(); ++i) {
+    ASSERT_FALSE(w.log[i].probe);
+    ASSERT_EQ(w.log[i].arm, 2);
+  }
+  EXPECT_EQ(state_stats(warm, 0).alarms, alarms);
+}
+
+TEST(Learner, OffModeAlwaysRunsTheDefault) {
+  auto cat = catalog_of(4);
+  Learner l(bulk_config(), cat);
+  Driver d{l, fixed({100, 80, 60, 90})};
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  d.run(ctx, 3000);
+  l.set_mode(Mode::kOff);
+  const size_t from = d.log.size();
+  d.run(ctx, 1000);
+  for (size_t i = from; i < d.log.size(); ++i) {
+    ASSERT_EQ(d.log[i].arm, kDefaultArm);
+    ASSERT_FALSE(d.log[i].probe);
+    ASSERT_TRUE(d.log[i].action.is_default());
+  }
+}
+
+TEST(Learner, EpochCountsRounds) {
+  auto cat = catalog_of(2);
+  Learner l(bulk_config(), cat);
+  EXPECT_EQ(l.epoch(), 0u);
+  l.apply_round(RoundResult{});
+  l.apply_round(RoundResult{});
+  EXPECT_EQ(l.epoch(), 2u);
+  EXPECT_EQ(l.decide(make_ctx(Role::kDefault, 64)).epoch, 2u);
+}
+
+TEST(Learner, IgnoresMalformedOutcomes) {
+  auto cat = catalog_of(3);
+  Learner l(bulk_config(), cat);
+  l.decide(make_ctx(Role::kDefault, 64));
+  RoundResult r;
+  r.calls = {{0, 0, -1.f}, {0, 0, NAN}, {0, 9, 5.f}, {3, 0, 5.f}, {0, 0, 5.f}};
+  l.apply_round(r);
+  EXPECT_EQ(state_stats(l, 0).arms[0].samples, 1u);
+  EXPECT_DOUBLE_EQ(state_stats(l, 0).arms[0].mean_us, 5.0);
+}
+
+TEST(ModeNames, ParseAndNameRoundTrip) {
+  for (Mode m : {Mode::kLearn, Mode::kFrozen, Mode::kOff}) {
+    Mode parsed = Mode::kOff;
+    ASSERT_TRUE(parse_mode(mode_name(m), &parsed));
+    EXPECT_EQ(parsed, m);
+  }
+  EXPECT_STREQ(mode_name(Mode::kLearn), "learn");
+  EXPECT_STREQ(mode_name(Mode::kFrozen), "frozen");
+  EXPECT_STREQ(mode_name(Mode::kOff), "off");
+}
+
+TEST(ModeNames, RejectsUnknownNames) {
+  for (const char* bad : {"", "Learn", "LEARN", "on", "frozen ", "learning", "0"}) {
+    Mode m = Mode::kFrozen;
+    EXPECT_FALSE(parse_mode(bad, &m)) << bad;
+    EXPECT_EQ(m, Mode::kFrozen) << "untouched on failure";
+  }
+}
+
+TEST(LearnerConfigTest, DefaultHeadsExploreLessOnLatencyCriticalRoles) {
+  const auto heads = LearnerConfig::default_heads();
+  const auto h = [&](Role r) { return heads[static_cast<int>(r)]; };
+  for (Role bulk : {Role::kDefault, Role::kDataParallel, Role::kFsdpReduceScatter}) {
+    EXPECT_DOUBLE_EQ(h(bulk).probe_budget, 0.25);
+    for (Role crit : {Role::kTensorParallel, Role::kPipeline, Role::kContextParallel,
+                      Role::kExpertParallel, Role::kFsdpAllGather}) {
+      EXPECT_LE(h(crit).probe_budget, 0.1);
+      EXPECT_LT(h(crit).probe_budget, h(bulk).probe_budget);
+      EXPECT_LT(h(crit).max_candidates, h(bulk).max_candidates);
+      EXPECT_GT(h(crit).switch_margin, h(bulk).switch_margin);
+    }
+  }
+  EXPECT_NO_THROW(Learner(LearnerConfig{}, catalog_of(2)));
+}
+
+TEST(LearnerConfigTest, InvalidConfigFailsFastNamingTheValue) {
+  const auto message_of = [](const LearnerConfig& cfg) -> std::string {
+    try {
+      Learner l(cfg, catalog_of(2));
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  LearnerConfig cfg;
+  cfg.heads[static_cast<int>(Role::kTensorParallel)].probe_budget = 1.5;
+  EXPECT_NE(message_of(cfg).find("heads[tp].probe_budget=1.5"), std::string::npos);
+  cfg = LearnerConfig{};
+  cfg.heads[0].min_samples = 1;
+  EXPECT_NE(message_of(cfg).find("min_samples=1"), std::string::npos);
+  cfg = LearnerConfig{};
+  cfg.heads[0].converged_budget = 0.5;
+  EXPECT_NE(message_of(cfg).find("converged_budget"), std::string::npos);
+  cfg = LearnerConfig{};
+  cfg.step_regression = NAN;
+  EXPECT_NE(message_of(cfg).find("step_regression"), std::string::npos);
+  cfg = LearnerConfig{};
+  cfg.loss_stall_rounds = 0;
+  EXPECT_NE(message_of(cfg).find("loss_stall_rounds=0"), std::string::npos);
+  EXPECT_THROW(Learner(LearnerConfig{}, nullptr), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace dynamiccl

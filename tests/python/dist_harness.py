@@ -1,0 +1,80 @@
+"""Runs a function on N real processes joined by a real c10d store (FileStore), one process per
+rank, each with its own default process group; collects every rank's return value or error.
+
+    results = run_ranks(fn, world_size=4, backend="dynamiccl", env={"DYNAMICCL_MODE": "off"})
+
+`fn(rank, world_size, *args)` must be a module-level function of an importable test module.
+A rank that raises fails the run with its traceback; a rank that hangs past `timeout` fails it too
+(the processes are killed), so no test can hang the suite.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import traceback
+from datetime import timedelta
+from typing import Any, Callable, Dict, List, Optional
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def _child(rank, world_size, store_path, backend, env, pg_timeout_s, fn, args, queue):
+    try:
+        os.environ.update(env)
+        import torch
+        import torch.distributed as dist
+        torch.set_num_threads(1)
+        import dynamiccl_pg  # noqa: F401  registers "dynamiccl"
+        store = dist.FileStore(store_path, world_size)
+        dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=pg_timeout_s))
+        try:
+            result = fn(rank, world_size, *args)
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        queue.put((rank, True, result))
+    except BaseException:  # report everything, including assertion errors
+        queue.put((rank, False, traceback.format_exc()))
+
+
+def run_ranks(fn: Callable, world_size: int, *args, backend: str = "dynamiccl",
+              env: Optional[Dict[str, str]] = None, timeout: float = 180,
+              pg_timeout_s: float = 60, expect_failure: bool = False) -> List[Any]:
+    """Returns the per-rank results (or, with expect_failure, the per-rank error texts/results)."""
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    child_env = {"PYTHONPATH": os.pathsep.join([ROOT, HERE, os.environ.get("PYTHONPATH", "")])}
+    child_env.update(env or {})
+    os.environ["PYTHONPATH"] = child_env["PYTHONPATH"]  # spawn children import by module name
+    with tempfile.TemporaryDirectory() as tmp:
+        store_path = os.path.join(tmp, "store")
+        procs = [ctx.Process(target=_child, args=(r, world_size, store_path, backend, child_env,
+                                                  pg_timeout_s, fn, args, queue), daemon=True)
+                 for r in range(world_size)]
+        for p in procs:
+            p.start()
+        results: Dict[int, Any] = {}
+        errors: Dict[int, str] = {}
+        try:
+            for _ in range(world_size):
+                rank, ok, payload = queue.get(timeout=timeout)
+                (results if ok else errors)[rank] = payload
+        except Exception:
+            missing = sorted(set(range(world_size)) - set(results) - set(errors))
+            errors.update({r: f"rank {r} did not finish within {timeout}s" for r in missing})
+        finally:
+            for p in procs:
+                p.join(timeout=10)
+                if p.is_alive():
+                    p.kill()
+                    p.join()
+    if expect_failure:
+        return [errors.get(r, results.get(r)) for r in range(world_size)]
+    if errors:
+        raise AssertionError("\n".join(f"--- rank {r} ---\n{e}" for r, e in sorted(errors.items())))
+    return [results[r] for r in range(world_size)]
