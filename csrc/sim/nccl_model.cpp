@@ -1,0 +1,338 @@
+#include "sim/nccl_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <limits>
+
+namespace dynamiccl {
+namespace sim {
+
+namespace {
+
+// NCCL 2.28.9 tuning constants (latencies in us, bandwidths in GB/s); see
+// research notes "NCCL's internal cost model" §6.4-6.5 for where each number comes from.
+constexpr int kHwNvlink = 0, kHwPci = 1, kHwNet = 2;
+
+constexpr float kBaseLat[kNumAlgos][kNumProtos] = {
+    {6.8f, 14.0f, 8.4f},  // tree
+    {6.6f, 14.0f, 8.4f},  // ring
+    {0, 0, 0},            // collnet direct
+    {0, 0, 0},            // collnet chain
+    {0, 0, 0},            // nvls
+    {0, 0, 0},            // nvls tree
+    {8.0f, 8.0f, 8.0f},   // pat
+};
+
+constexpr float kHwLat[3][kNumAlgos][kNumProtos] = {
+    {// NVLink
+     {0.6f, 1.25f, 4.0f}, {0.6f, 1.9f, 3.4f}, {0, 0, 3.7f}, {0, 0, 2.8f},
+     {0, 0, 25.0f}, {0, 0, 25.0f}, {0, 0, 4.0f}},
+    {// PCI
+     {1.0f, 1.9f, 4.0f}, {1.0f, 2.5f, 5.7f}, {0, 0, 3.7f}, {0, 0, 2.8f},
+     {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0f}},
+    {// network
+     {5.0f, 8.5f, 14.0f}, {2.7f, 4.0f, 14.0f}, {0, 0, 31.0f}, {0, 0, 30.0f},
+     {0, 0, 18.0f}, {0, 0, 20.9f}, {0, 0, 14.0f}},
+};
+
+// Rows: compcap (Volta, Ampere, Hopper, Blackwell); columns: 1 node, 2 nodes, >= 3 nodes.
+constexpr double kLlMaxBw[4][3] = {
+    {39.0, 39.0, 20.4}, {87.7, 22.5, 19.0}, {141.0, 45.0, 35.0}, {282.0, 90.0, 70.0}};
+constexpr double kPerChMaxRingLL128Bw[4][3] = {
+    {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 36.7}, {73.4, 34.6, 73.4}};
+constexpr double kPerChMaxTreeLL128Bw[4][3] = {
+    {20.0, 20.0, 20.0}, {20.0, 20.0, 20.0}, {36.7, 36.7, 29.0}, {55.6, 31.67, 20.0}};
+constexpr double kPerChMaxTreeBw[4][3] = {
+    {26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {38.7, 41.4, 36.0}, {70.0, 42.8, 24.0}};
+constexpr double kPerChMaxNvlsTreeBw[4][3] = {
+    {26.5, 18.5, 10.0}, {24.0, 23.6, 17.8}, {0.0, 57.7, 45.5}, {0.0, 96.0, 43.8}};
+constexpr double kNvlsEfficiency[4] = {0.0, 0.0, 0.85, 0.74};
+
+// Tree all-reduce bandwidth correction, index log2(bytes / 64), 64 B .. 256 MiB.
+constexpr int kTreeCorrectionLen = 23;
+constexpr float kTreeCorrection[kNumProtos][kTreeCorrectionLen] = {
+    {1.0f, 1.0f, 1.0f, 1.0f, .9f, .8f, .7f, .7f, .7f, .7f, .6f, .5f,
+     .4f, .4f, .5f, .6f, .7f, .8f, .9f, 1.0f, 1.0f, 1.0f, 1.0f},
+    {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, .9f, .8f, .8f, .8f, .7f, .6f, .6f,
+     .6f, .6f, .6f, .6f, .8f, .9f, .9f, .9f, .9f, 1.0f, 1.0f},
+    {.9f, .9f, .9f, .9f, .9f, .9f, .9f, .8f, .7f, .6f, .6f, .5f,
+     .5f, .5f, .5f, .6f, .7f, .8f, .7f, .7f, .8f, .9f, .9f},
+};
+
+// Thread counts and per-thread work thresholds that drive the per-call channel shrink.
+constexpr int kSimpleMaxThreads = 512, kMaxThreads = 640, kLLMaxThreads = 512,
+              kLL128MaxThreads = 640;
+constexpr int kLLThreshold = 8, kLL128Threshold = 8, kSimpleThreshold = 64;
+constexpr double kPciBw = 12.0;  // NCCL's PCI Gen3 x16 reference speed
+
+constexpr const char* kAlgoNames[kNumAlgos] = {"tree", "ring",      "collnet_direct",
+                                               "collnet_chain", "nvls", "nvls_tree", "pat"};
+constexpr const char* kProtoNames[kNumProtos] = {"LL", "LL128", "Simple"};
+
+bool iequals(const std::string& a, const char* b) {
+  size_t i = 0;
+  for (; i < a.size() && b[i]; ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i])))
+      return false;
+  }
+  return i == a.size() && b[i] == 0;
+}
+
+int log2i(uint64_t v) {  // floor(log2(v)); -1 for 0
+  int r = -1;
+  while (v) {
+    v >>= 1;
+    ++r;
+  }
+  return r;
+}
+
+bool is_ag_rs(int f) { return f == kFuncAllGather || f == kFuncReduceScatter; }
+
+}  // namespace
+
+const char* algo_name(int algo) {
+  return algo >= 0 && algo < kNumAlgos ? kAlgoNames[algo] : "undef";
+}
+const char* proto_name(int proto) {
+  return proto >= 0 && proto < kNumProtos ? kProtoNames[proto] : "undef";
+}
+bool parse_algo(const std::string& name, int* out) {
+  for (int a = 0; a < kNumAlgos; ++a) {
+    if (iequals(name, kAlgoNames[a])) {
+      *out = a;
+      return true;
+    }
+  }
+  return false;
+}
+bool parse_proto(const std::string& name, int* out) {
+  for (int p = 0; p < kNumProtos; ++p) {
+    if (iequals(name, kProtoNames[p])) {
+      *out = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+int func_of(OpKind op) {
+  switch (op) {
+    case OpKind::kBroadcast: return kFuncBroadcast;
+    case OpKind::kReduce: return kFuncReduce;
+    case OpKind::kAllGather: return kFuncAllGather;
+    case OpKind::kReduceScatter: return kFuncReduceScatter;
+    case OpKind::kAllReduce: return kFuncAllReduce;
+    default: return -1;
+  }
+}
+
+NcclCostModel::NcclCostModel(const CommInputs& in) : in_(in) { tune(); }
+
+void NcclCostModel::tune() {
+  const int n_ranks = in_.n_ranks, n_nodes = in_.n_nodes;
+  const GraphInputs& ring = in_.graphs[kAlgoRing];
+  const int ring_simple_threads =
+      ring.bw_intra * ring.n_channels <= kPciBw ? 256 : kSimpleMaxThreads;
+  for (int a = 0; a < kNumAlgos; ++a) {
+    max_threads_[a][kProtoLL] = kLLMaxThreads;
+    max_threads_[a][kProtoLL128] = kLL128MaxThreads;
+    max_threads_[a][kProtoSimple] = kMaxThreads;
+    thread_threshold_[a][kProtoLL] = kLLThreshold;
+    thread_threshold_[a][kProtoLL128] = kLL128Threshold;
+    thread_threshold_[a][kProtoSimple] = kSimpleThreshold;
+  }
+  max_threads_[kAlgoRing][kProtoSimple] = ring_simple_threads;
+  max_threads_[kAlgoTree][kProtoSimple] = kSimpleMaxThreads;
+  thread_threshold_[kAlgoRing][kProtoLL] *= std::max(1, n_ranks);
+  thread_threshold_[kAlgoCollNetDirect][kProtoSimple] = 512;
+  thread_threshold_[kAlgoCollNetChain][kProtoSimple] = 512;
+
+  if (n_ranks <= 1 || n_nodes < 1) return;  // nothing to communicate: all unavailable
+
+  const int cc = std::clamp(in_.compcap, 0, 3);
+  const int scale = n_nodes <= 2 ? n_nodes - 1 : 2;
+  const int ll_row = n_nodes == 1 ? cc : (in_.cpu_amd ? 1 : 0);
+  const double ll_max_bw = kLlMaxBw[ll_row][scale];
+  const double per_ch_tree = kPerChMaxTreeBw[cc][scale];
+  const double per_ch_ring_ll128 = kPerChMaxRingLL128Bw[cc][scale];
+  const double per_ch_tree_ll128 = kPerChMaxTreeLL128Bw[cc][scale];
+  const double per_ch_nvls_tree = kPerChMaxNvlsTreeBw[cc][scale];
+  const double ppn = static_cast<double>(n_ranks) / n_nodes;
+  const int ippn = n_ranks / n_nodes;
+  const int intra_hw = in_.intra_nvlink ? kHwNvlink : kHwPci;
+  const int hw = n_nodes == 1 ? intra_hw : kHwNet;
+  const double net_overhead = in_.cpu_amd ? 2.0 : 1.0;
+
+  for (int f = 0; f < kNumFuncs; ++f) {
+    const int nsteps = f == kFuncAllReduce ? 2 * (n_ranks - 1)
+                       : is_ag_rs(f)       ? n_ranks - 1
+                                           : n_ranks;
+    for (int a = 0; a < kNumAlgos; ++a) {
+      if ((f == kFuncBroadcast || f == kFuncReduce) && a != kAlgoRing) continue;
+      if (is_ag_rs(f) && a != kAlgoPat && a != kAlgoRing && a != kAlgoNvls &&
+          a != kAlgoCollNetDirect)
+        continue;
+      if (f == kFuncAllReduce && a == kAlgoPat) continue;
+      const GraphInputs& g = in_.graphs[a];
+      for (int p = 0; p < kNumProtos; ++p) {
+        if ((a == kAlgoNvls || a == kAlgoNvlsTree) && p != kProtoSimple) continue;
+        if (a == kAlgoPat && (p != kProtoSimple || !in_.pat_enabled)) continue;
+        const bool collnet = a == kAlgoCollNetDirect || a == kAlgoCollNetChain;
+        double bw = n_nodes <= 2 || collnet ? g.bw_intra : g.bw_inter;
+        if (a == kAlgoNvls || a == kAlgoNvlsTree) {
+          if (g.n_channels < 2) continue;
+          double intra_bw = g.bw_intra * kNvlsEfficiency[cc] * (g.n_channels - 1) / g.n_channels;
+          intra_bw *= f == kFuncAllReduce ? 2.0 : (ppn - 1) / ppn;
+          const double inter_bw =
+              g.bw_inter * ((n_nodes <= 2 && a == kAlgoNvlsTree) ? 2.0 : 1.0);
+          bw = std::min({intra_bw, inter_bw,
+                         a == kAlgoNvlsTree ? per_ch_nvls_tree
+                                            : std::numeric_limits<double>::max()});
+        }
+        double bus_bw = g.n_channels * bw;
+
+        if (a == kAlgoRing && p == kProtoLL) bus_bw = std::min(ll_max_bw, bus_bw * 0.5);
+        if (a == kAlgoRing && p == kProtoLL128)
+          bus_bw = std::min(bus_bw * 0.92, g.n_channels * per_ch_ring_ll128);
+        if (a == kAlgoTree && f == kFuncAllReduce)
+          bus_bw = std::min(bus_bw * 0.92, g.n_channels * per_ch_tree);
+        if (a == kAlgoTree && p == kProtoLL) bus_bw = std::min(bus_bw / 3.8, ll_max_bw);
+        if (a == kAlgoTree && p == kProtoLL128)
+          bus_bw = std::min(bus_bw * (n_nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0),
+                            g.n_channels * per_ch_tree_ll128);
+        if (a == kAlgoPat) bus_bw *= 0.75;
+        if (collnet && p != kProtoSimple) bus_bw = 0;
+        if (a == kAlgoCollNetDirect && p == kProtoSimple) {
+          if (is_ag_rs(f)) {
+            bus_bw = ppn * std::min(g.bw_intra, g.bw_inter * 0.9);
+          } else {
+            double factor = ppn / g.n_channels;  // GPUs per NIC
+            factor -= (factor - 1) / 2;
+            bus_bw /= factor;
+            if (cc >= kHopper) bus_bw *= 0.85;
+          }
+        }
+        // Across nodes, NVLS / CollNetDirect all-gather and reduce-scatter need a CollNet
+        // plugin with those collectives; the simulated fabric offers none.
+        if ((a == kAlgoNvls || a == kAlgoCollNetDirect) && is_ag_rs(f) && n_nodes > 1)
+          bus_bw = 0;
+
+        if (!(a != kAlgoRing && is_ag_rs(f))) {
+          const bool per_step = a == kAlgoRing || a == kAlgoNvls || a == kAlgoNvlsTree;
+          bus_bw *= per_step ? static_cast<double>(n_ranks) / nsteps : 0.5;
+        }
+
+        double lat = kBaseLat[a][p];
+        double intra_lat = (kHwLat[intra_hw][a][p] + in_.intra_extra_us) * in_.intra_lat_scale;
+        double inter_lat =
+            ippn == 1 ? kHwLat[kHwNet][kAlgoTree][p] : kHwLat[kHwNet][a][p];
+        inter_lat += in_.latency_inter_us;
+        if (p == kProtoSimple) inter_lat += in_.latency_inter_us;  // flush
+        inter_lat *= in_.inter_lat_scale;
+        const int log_nodes = log2i(static_cast<uint64_t>(n_nodes));
+
+        if (a == kAlgoRing) {
+          double hop = (kHwLat[hw][a][p] + (n_nodes == 1 ? in_.intra_extra_us : 0.0)) *
+                       (n_nodes == 1 ? in_.intra_lat_scale : in_.inter_lat_scale);
+          if (f == kFuncReduce || f == kFuncBroadcast) {
+            if (in_.same_channels) {
+              lat += hop;
+            } else {
+              if (p == kProtoSimple)
+                hop = (kHwLat[hw][kAlgoTree][p] + (n_nodes == 1 ? in_.intra_extra_us : 0.0)) *
+                      (n_nodes == 1 ? in_.intra_lat_scale : in_.inter_lat_scale);
+              lat += nsteps * hop;
+            }
+          } else {
+            double overhead = 0;
+            if (n_nodes > 1) overhead = net_overhead * (p == kProtoSimple ? 3.0 : 1.0);
+            intra_lat = std::max(intra_lat, overhead);
+            const int inter_steps = n_nodes == 1             ? 0
+                                    : f == kFuncAllReduce ? 2 * (n_nodes - 1)
+                                                          : n_nodes - 1;
+            lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
+          }
+        } else if (a == kAlgoTree) {
+          if (f == kFuncAllReduce) lat += 2 * ((ippn - 1) * intra_lat + log_nodes * inter_lat);
+        } else if (a == kAlgoCollNetDirect) {
+          lat += 2 * (std::min(1, ippn - 1) * intra_lat + (ippn - 1) * 0.4) + inter_lat;
+        } else if (a == kAlgoCollNetChain) {
+          lat += 2 * (ippn - 1) * intra_lat + inter_lat;
+        } else if (a == kAlgoNvls) {
+          lat = intra_lat + (n_nodes > 1 ? inter_lat : 0.0);
+        } else if (a == kAlgoNvlsTree) {
+          lat += intra_lat + 2 * log_nodes * inter_lat;
+        } else if (a == kAlgoPat) {
+          lat += log_nodes * (inter_lat / 3.5) + n_ranks * 2.8;
+        }
+
+        // Enables: NVLS needs its hardware, NVLSTree more than one node, CollNet (and NVLS
+        // across nodes) in-network reduction, CollNetDirect NVSwitch; LL128 NCCL's auto rule.
+        bool enabled = true;
+        if ((a == kAlgoNvls || a == kAlgoNvlsTree) && !in_.nvls_supported) enabled = false;
+        if (a == kAlgoNvlsTree && n_nodes == 1) enabled = false;
+        if ((collnet || (a == kAlgoNvls && n_nodes > 1)) && !in_.collnet_enabled) enabled = false;
+        if (a == kAlgoCollNetDirect && !in_.nvls_supported) enabled = false;
+        if (p == kProtoLL128 && !in_.ll128_enabled) enabled = false;
+        if (!std::isfinite(bus_bw) || bus_bw < 0) bus_bw = 0;
+        bw_[f][a][p] = enabled ? static_cast<float>(bus_bw) : 0.f;
+        lat_[f][a][p] = static_cast<float>(lat);
+      }
+    }
+  }
+}
+
+bool NcclCostModel::terms(int func, int algo, int proto, uint64_t bytes, ModelTerms* out) const {
+  double bw = bw_[func][algo][proto];
+  if (bw <= 0) return false;
+  double lat = lat_[func][algo][proto];
+  const int log_size = log2i(bytes >> 6);
+  if (algo == kAlgoTree && func == kFuncAllReduce && log_size >= 0 &&
+      log_size < kTreeCorrectionLen)
+    bw *= kTreeCorrection[proto][log_size];
+  if (algo == kAlgoRing && proto == kProtoSimple && in_.n_nodes > 1 && func == kFuncAllReduce) {
+    const uint64_t per = static_cast<uint64_t>(in_.graphs[kAlgoRing].n_channels) *
+                         static_cast<uint64_t>(in_.n_ranks);
+    if (per > 0 && bytes / per >= 64) lat *= in_.compcap >= kAmpere ? 1.4 : 1.9;
+  }
+  out->lat_us = lat;
+  out->bw_GBps = bw;
+  return true;
+}
+
+double NcclCostModel::time_us(int func, int algo, int proto, uint64_t bytes) const {
+  ModelTerms t;
+  if (!terms(func, algo, proto, bytes, &t)) return -1.0;
+  return t.lat_us + static_cast<double>(bytes) / (1000.0 * t.bw_GBps);
+}
+
+bool NcclCostModel::pick(int func, uint64_t bytes, int* algo, int* proto) const {
+  double best = -1;
+  for (int a = 0; a < kNumAlgos; ++a) {
+    for (int p = 0; p < kNumProtos; ++p) {
+      const double t = time_us(func, a, p, bytes);
+      if (t < 0) continue;
+      if (best < 0 || t < best) {
+        best = t;
+        *algo = a;
+        *proto = p;
+      }
+    }
+  }
+  return best >= 0;
+}
+
+int NcclCostModel::channels_used(int algo, int proto, uint64_t bytes, int cap) const {
+  int nc = std::max(1, std::min(cap, in_.graphs[algo].n_channels));
+  if (algo != kAlgoRing && algo != kAlgoTree) return nc;
+  const uint64_t per = static_cast<uint64_t>(max_threads_[algo][proto]) *
+                       static_cast<uint64_t>(thread_threshold_[algo][proto]);
+  while (nc > 1 && bytes < static_cast<uint64_t>(nc) * per) --nc;
+  return nc;
+}
+
+}  // namespace sim
+}  // namespace dynamiccl

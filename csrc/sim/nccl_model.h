@@ -1,0 +1,114 @@
+// NCCL's own cost model of collectives (src/graph/tuning.cc in NCCL 2.28), reimplemented from
+// its published description: per (function, algorithm, protocol) a latency and an algorithm
+// bandwidth computed once per communicator from the topology search's outputs, and per call
+// time = latency + bytes / bandwidth with NCCL's tree correction and ring plateau factors.
+// The simulator uses it twice: as NCCL's belief (which picks "NCCL default") and, fed with
+// congested inputs and perturbed by the scenario, as the truth.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/types.h"
+
+namespace dynamiccl {
+namespace sim {
+
+// NCCL's enum values (nccl_tuner.h, 2.28): Action::algo / Action::proto carry these.
+enum NcclAlgo : int {
+  kAlgoTree = 0,
+  kAlgoRing = 1,
+  kAlgoCollNetDirect = 2,
+  kAlgoCollNetChain = 3,
+  kAlgoNvls = 4,
+  kAlgoNvlsTree = 5,
+  kAlgoPat = 6,
+  kNumAlgos = 7
+};
+enum NcclProto : int { kProtoLL = 0, kProtoLL128 = 1, kProtoSimple = 2, kNumProtos = 3 };
+// ncclFunc_t values the tuner sees.
+enum NcclFunc : int {
+  kFuncBroadcast = 0,
+  kFuncReduce = 1,
+  kFuncAllGather = 2,
+  kFuncReduceScatter = 3,
+  kFuncAllReduce = 4,
+  kNumFuncs = 5
+};
+
+const char* algo_name(int algo);    // "tree", "ring", "collnet_direct", ..., "pat"
+const char* proto_name(int proto);  // "LL", "LL128", "Simple"
+bool parse_algo(const std::string& name, int* out);   // case-insensitive
+bool parse_proto(const std::string& name, int* out);  // case-insensitive
+// The tuner function of an op, or -1 for ops NCCL's tuner never sees (send, alltoall, ...).
+int func_of(OpKind op);
+
+enum CompCap : int { kVolta = 0, kAmpere = 1, kHopper = 2, kBlackwell = 3 };
+
+// What the topology search hands the tuning model for one algorithm's graph.
+struct GraphInputs {
+  int n_channels = 0;
+  double bw_intra = 0;  // GB/s per channel
+  double bw_inter = 0;  // GB/s per channel
+};
+
+// Everything ncclTopoTuneModel reads, for one communicator.
+struct CommInputs {
+  int n_ranks = 0;
+  int n_nodes = 0;
+  int compcap = kHopper;
+  bool cpu_amd = false;
+  bool intra_nvlink = true;     // graph typeIntra is NVLink (else PCI)
+  double intra_extra_us = 0;    // added to every intra-node hop latency
+  double latency_inter_us = 0;  // the network's latency (net plugin property)
+  double intra_lat_scale = 1;   // congestion: multiplies intra-node hop latency
+  double inter_lat_scale = 1;   // congestion: multiplies inter-node hop latency
+  bool same_channels = true;    // ring graph duplicated per channel (broadcast/reduce latency)
+  bool nvls_supported = false;  // NVSwitch + Hopper or newer + >= 2 GPUs per node
+  bool collnet_enabled = false; // SHARP-like in-network reduction
+  bool ll128_enabled = true;    // NCCL's LL128 auto-enable outcome
+  bool pat_enabled = false;     // one GPU per node
+  GraphInputs graphs[kNumAlgos];
+};
+
+// Per-call terms of the model for one (func, algo, proto).
+struct ModelTerms {
+  double lat_us = 0;   // latency including the ring plateau factor
+  double bw_GBps = 0;  // algorithm bandwidth including the tree correction
+};
+
+class NcclCostModel {
+ public:
+  NcclCostModel() = default;
+  explicit NcclCostModel(const CommInputs& in);
+
+  const CommInputs& inputs() const { return in_; }
+  bool available(int func, int algo, int proto) const {
+    return bw_[func][algo][proto] > 0;
+  }
+  // Bandwidth (GB/s) and latency (us) as tuned at init, before per-call factors.
+  double base_bandwidth(int func, int algo, int proto) const { return bw_[func][algo][proto]; }
+  double base_latency(int func, int algo, int proto) const { return lat_[func][algo][proto]; }
+  // Per-call terms; false when the combination is unavailable.
+  bool terms(int func, int algo, int proto, uint64_t bytes, ModelTerms* out) const;
+  // NCCL's predicted time in us, or -1 when unavailable (NCCL's IGNORE).
+  double time_us(int func, int algo, int proto, uint64_t bytes) const;
+  // NCCL's own choice: strict minimum, ties to the lower algorithm then protocol id.
+  // Returns false when nothing is available.
+  bool pick(int func, uint64_t bytes, int* algo, int* proto) const;
+  // Channels NCCL actually uses for a call (its per-call shrink for small messages),
+  // starting from `cap` (<= the graph's channel count).
+  int channels_used(int algo, int proto, uint64_t bytes, int cap) const;
+  int graph_channels(int algo) const { return in_.graphs[algo].n_channels; }
+
+ private:
+  void tune();
+  CommInputs in_;
+  float bw_[kNumFuncs][kNumAlgos][kNumProtos] = {};
+  float lat_[kNumFuncs][kNumAlgos][kNumProtos] = {};
+  int max_threads_[kNumAlgos][kNumProtos] = {};
+  int thread_threshold_[kNumAlgos][kNumProtos] = {};
+};
+
+}  // namespace sim
+}  // namespace dynamiccl

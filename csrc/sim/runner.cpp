@@ -1,0 +1,444 @@
+#include "sim/runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "policy/learner.h"
+#include "sim/rng.h"
+#include "sim/sim_arm_catalog.h"
+#include "sim/truth.h"
+#include "sim/workload.h"
+
+namespace dynamiccl {
+namespace sim {
+
+namespace {
+
+constexpr double kRecoveryTolerance = 1.05;  // "back within 5% of the oracle"
+constexpr int kRecoveryWindow = 8;           // ... averaged over this many calls of the state
+constexpr double kAffected = 0.05;           // an episode changed a call's costs by more
+constexpr int kMaxPollInterval = 64;         // rounds between convergence polls, at most
+
+void apply_override(HeadConfig& h, const HeadOverride& o) {
+  const double v = o.value;
+  if (o.key == "probe_budget") h.probe_budget = v;
+  else if (o.key == "converged_budget") h.converged_budget = v;
+  else if (o.key == "warmup_calls") h.warmup_calls = static_cast<int>(v);
+  else if (o.key == "min_samples") h.min_samples = static_cast<int>(v);
+  else if (o.key == "switch_margin") h.switch_margin = v;
+  else if (o.key == "max_candidates") h.max_candidates = static_cast<int>(v);
+  else if (o.key == "cusum_threshold") h.cusum_threshold = v;
+  else if (o.key == "cusum_drift") h.cusum_drift = v;
+  else
+    throw std::invalid_argument("learner: unknown head setting '" + o.key +
+                                "' (accepted: probe_budget, converged_budget, warmup_calls, "
+                                "min_samples, switch_margin, max_candidates, cusum_threshold, "
+                                "cusum_drift)");
+}
+
+LearnerConfig learner_config(const ScenarioSpec& spec) {
+  LearnerConfig cfg;
+  cfg.mode = Mode::kLearn;
+  cfg.seed = spec.seed;
+  for (const HeadOverride& o : spec.heads) {
+    if (o.role == "all") {
+      for (HeadConfig& h : cfg.heads) apply_override(h, o);
+      continue;
+    }
+    Role r;
+    if (!parse_role(o.role, &r))
+      throw std::invalid_argument(
+          "learner: unknown role '" + o.role +
+          "' (accepted: all, default, dp, fsdp_ag, fsdp_rs, tp, pp, cp, ep)");
+    apply_override(cfg.heads[static_cast<int>(r)], o);
+  }
+  return cfg;
+}
+
+void add(CostTotals& t, double def, double learned, double oracle, bool probe) {
+  t.default_us += def;
+  t.learned_us += learned;
+  t.oracle_us += oracle;
+  t.calls += 1;
+  t.probes += probe ? 1 : 0;
+}
+
+// What the simulator follows per learner state.
+struct StateTrack {
+  bool seen = false;
+  Role role = Role::kDefault;
+  OpKind op = OpKind::kAllReduce;
+  int size_bin = 0;
+  int arms = 0;
+  int last_site = -1;
+  int64_t first_converged = -1;
+  CostTotals totals, after;
+  // Recovery after a congestion episode began: a sliding window of cost ratios.
+  int recovery = -1;  // index into recoveries, -1 = not tracking
+  int64_t recovery_calls = 0;
+  double window[kRecoveryWindow] = {};
+  int window_n = 0;
+  double window_sum = 0;
+};
+
+// One position in the step's call sequence, with its truth table for the current links.
+struct Site {
+  int group = 0;
+  CollectiveContext ctx;
+  std::vector<double> truth;  // per arm, without noise
+  double oracle = 0;
+  uint16_t oracle_arm = 0;
+  uint32_t state_id = 0;
+  bool state_known = false;
+};
+
+struct Group {
+  GroupInfo info;
+  std::shared_ptr<GroupWorld> world;
+  std::shared_ptr<SimArmCatalog> catalog;
+  std::unique_ptr<Learner> learner;
+  int ranks_sampled = 1;
+  uint64_t seq = 0;
+  uint64_t calls = 0;
+  int in_round = 0;
+  RoundResult current, pending;
+  bool has_pending = false;
+  uint64_t apply_at = 0;
+  std::vector<StateTrack> states;  // by state id
+  int unconverged = 0;             // states seen, with something to learn, not yet converged
+  int poll_interval = 1;
+  int poll_countdown = 1;
+};
+
+}  // namespace
+
+struct SimRunner::Impl {
+  ScenarioSpec spec;
+  Topology topo;
+  TruthFactors truth;
+  Workload workload;
+  std::vector<Group> groups;
+  std::vector<Site> sites;
+  Rng rng;
+  double sigma = 0, half_var = 0;
+  int step = 0;
+  LinkScale scale;
+  SimResult res;
+
+  explicit Impl(const ScenarioSpec& s) : spec(s), rng(s.seed) {
+    validate_spec(spec);
+    topo = resolve_topology(spec.topology);
+    truth = TruthFactors::from_entries(spec.truth);
+    workload = build_workload(spec, topo);
+    sigma = spec.noise_sigma;
+    half_var = 0.5 * sigma * sigma;
+    const LearnerConfig cfg = learner_config(spec);
+    groups.resize(workload.groups.size());
+    for (size_t i = 0; i < groups.size(); ++i) {
+      Group& g = groups[i];
+      g.info = workload.groups[i];
+      g.world = std::make_shared<GroupWorld>(topo, g.info.shape, truth, spec.channel_model);
+      g.catalog = std::make_shared<SimArmCatalog>(g.world, spec.channel_caps,
+                                                  spec.derive_channel_caps);
+      g.learner = std::make_unique<Learner>(cfg, g.catalog);
+      g.ranks_sampled = std::min(spec.ranks_sampled, g.info.shape.ranks());
+      g.current.calls.reserve(spec.consensus_every);
+      g.pending.calls.reserve(spec.consensus_every);
+      res.groups.push_back(g.info.name + ": " + std::to_string(g.info.shape.nodes) + " x " +
+                           std::to_string(g.info.shape.gpus_per_node) + ", " +
+                           std::to_string(g.world->nominal().graph_channels(kAlgoRing)) +
+                           " channels");
+    }
+    sites.resize(workload.calls.size());
+    for (size_t i = 0; i < sites.size(); ++i) {
+      sites[i].group = workload.calls[i].group;
+      sites[i].ctx = workload.calls[i].ctx;
+      sites[i].truth.resize(groups[sites[i].group].catalog->arms(sites[i].ctx.op).size());
+    }
+    res.name = spec.name;
+    refresh_tables();
+  }
+
+  LinkScale scale_at(int s) const {
+    LinkScale out;
+    for (const CongestionSpec& c : spec.congestion) {
+      if (s < c.from_step || s >= c.to_step) continue;
+      if (c.link == "intra") {
+        out.intra_bw *= c.bw_factor;
+        out.intra_lat *= c.lat_factor;
+      } else {
+        out.inter_bw *= c.bw_factor;
+        out.inter_lat *= c.lat_factor;
+      }
+    }
+    return out;
+  }
+
+  void refresh_tables() {
+    for (Site& s : sites) {
+      const Group& g = groups[s.group];
+      const std::vector<Arm>& arms = g.catalog->arms(s.ctx.op);
+      s.oracle = std::numeric_limits<double>::infinity();
+      for (size_t a = 0; a < arms.size(); ++a) {
+        s.truth[a] = g.world->truth_us(s.ctx.op, arms[a].action, s.ctx.effective_bytes);
+        if (s.truth[a] < s.oracle) {
+          s.oracle = s.truth[a];
+          s.oracle_arm = static_cast<uint16_t>(a);
+        }
+      }
+    }
+  }
+
+  // Links changed: new truth tables; if an episode begins now, follow the states it hits.
+  void begin_step() {
+    const LinkScale next = scale_at(step);
+    if (next != scale) {
+      std::vector<double> old_oracle(sites.size());
+      std::vector<uint16_t> old_arm(sites.size());
+      for (size_t i = 0; i < sites.size(); ++i) {
+        old_oracle[i] = sites[i].oracle;
+        old_arm[i] = sites[i].oracle_arm;
+      }
+      scale = next;
+      for (Group& g : groups) g.world->set_link_scale(scale);
+      refresh_tables();
+      for (size_t e = 0; e < spec.congestion.size(); ++e)
+        if (spec.congestion[e].from_step == step) start_recovery(static_cast<int>(e), old_oracle,
+                                                                  old_arm);
+    }
+    for (size_t e = 0; e < spec.congestion.size(); ++e)
+      if (spec.congestion[e].to_step == step) stop_recovery(static_cast<int>(e));
+    res.step_default_us.push_back(0);
+    res.step_learned_us.push_back(0);
+    res.step_oracle_us.push_back(0);
+  }
+
+  void start_recovery(int episode, const std::vector<double>& old_oracle,
+                      const std::vector<uint16_t>& old_arm) {
+    for (size_t i = 0; i < sites.size(); ++i) {
+      const Site& s = sites[i];
+      if (!s.state_known) continue;
+      const bool changed = std::fabs(s.oracle / old_oracle[i] - 1.0) > kAffected;
+      const bool needs_switch = s.truth[old_arm[i]] > kRecoveryTolerance * s.oracle;
+      if (!changed && !needs_switch) continue;
+      Group& g = groups[s.group];
+      StateTrack& t = g.states[s.state_id];
+      if (t.recovery >= 0 && res.recoveries[t.recovery].episode == episode) {
+        res.recoveries[t.recovery].needs_switch |= needs_switch;
+        continue;
+      }
+      RecoveryResult r;
+      r.episode = episode;
+      r.step = step;
+      r.group = g.info.name;
+      r.role = t.role;
+      r.op = t.op;
+      r.size_bin = t.size_bin;
+      r.needs_switch = needs_switch;
+      res.recoveries.push_back(r);
+      t.recovery = static_cast<int>(res.recoveries.size() - 1);
+      t.recovery_calls = 0;
+      t.window_n = 0;
+      t.window_sum = 0;
+    }
+  }
+
+  void stop_recovery(int episode) {
+    for (Group& g : groups)
+      for (StateTrack& t : g.states)
+        if (t.recovery >= 0 && res.recoveries[t.recovery].episode == episode) t.recovery = -1;
+  }
+
+  void track_recovery(StateTrack& t, double ratio) {
+    RecoveryResult& r = res.recoveries[t.recovery];
+    if (t.recovery_calls == 0) r.ratio_at_start = ratio;
+    const int slot = static_cast<int>(t.recovery_calls % kRecoveryWindow);
+    if (t.window_n == kRecoveryWindow) t.window_sum -= t.window[slot];
+    else ++t.window_n;
+    t.window[slot] = ratio;
+    t.window_sum += ratio;
+    ++t.recovery_calls;
+    if (t.window_n == kRecoveryWindow && t.window_sum <= kRecoveryTolerance * kRecoveryWindow) {
+      r.calls = t.recovery_calls - kRecoveryWindow;
+      t.recovery = -1;
+    }
+  }
+
+  void poll_convergence(Group& g) {
+    if (g.unconverged <= 0 || --g.poll_countdown > 0) return;
+    bool found = false;
+    for (const StateStats& st : g.learner->stats()) {
+      if (st.state_id >= g.states.size()) continue;
+      StateTrack& t = g.states[st.state_id];
+      if (!t.seen || t.first_converged >= 0 || st.converged_at_call == 0) continue;
+      t.first_converged = static_cast<int64_t>(st.converged_at_call);
+      if (t.arms > 1) --g.unconverged;
+      found = true;
+    }
+    g.poll_interval = found ? 1 : std::min(kMaxPollInterval, g.poll_interval * 2);
+    g.poll_countdown = g.poll_interval;
+  }
+
+  void apply(Group& g, RoundResult& round) {
+    g.learner->apply_round(round);
+    round.calls.clear();
+    poll_convergence(g);
+  }
+
+  void call(int site_index) {
+    Site& s = sites[site_index];
+    Group& g = groups[s.group];
+    if (g.has_pending && g.calls == g.apply_at) {
+      g.has_pending = false;
+      apply(g, g.pending);
+    }
+    s.ctx.seq = g.seq++;
+    const Decision d = g.learner->decide(s.ctx);
+    if (d.arm >= s.truth.size())
+      throw std::logic_error("learner chose arm " + std::to_string(d.arm) + " of " +
+                             std::to_string(s.truth.size()));
+    if (d.state_id >= g.states.size()) g.states.resize(d.state_id + 1);
+    StateTrack& t = g.states[d.state_id];
+    if (!t.seen) {
+      t.seen = true;
+      t.role = s.ctx.role;
+      t.op = s.ctx.op;
+      t.size_bin = size_bin(s.ctx.effective_bytes);
+      t.arms = static_cast<int>(s.truth.size());
+      if (t.arms > 1) ++g.unconverged;
+    }
+    t.last_site = site_index;
+    s.state_id = d.state_id;
+    s.state_known = true;
+
+    // One noise draw shared by every policy (common random numbers); the learner hears the
+    // minimum over a few ranks' views of the same call.
+    double paid = 1.0, reported = 1.0;
+    if (sigma > 0) {
+      const double z0 = rng.normal();
+      double zmin = z0;
+      for (int r = 1; r < g.ranks_sampled; ++r) zmin = std::min(zmin, rng.normal());
+      paid = std::exp(sigma * z0 - half_var);
+      reported = std::exp(sigma * zmin - half_var);
+    }
+    const double chosen = s.truth[d.arm];
+    const double learned = chosen * paid, def = s.truth[0] * paid, oracle = s.oracle * paid;
+    add(res.total, def, learned, oracle, d.probe);
+    add(res.roles[static_cast<int>(s.ctx.role)], def, learned, oracle, d.probe);
+    add(t.totals, def, learned, oracle, d.probe);
+    if (t.first_converged >= 0) {
+      add(t.after, def, learned, oracle, d.probe);
+      add(res.after_convergence, def, learned, oracle, d.probe);
+    }
+    res.step_default_us.back() += def;
+    res.step_learned_us.back() += learned;
+    res.step_oracle_us.back() += oracle;
+    if (t.recovery >= 0) track_recovery(t, chosen / s.oracle);
+
+    g.current.calls.push_back(
+        CallOutcome{d.state_id, d.arm, static_cast<float>(chosen * reported)});
+    ++g.calls;
+    if (++g.in_round == spec.consensus_every) {
+      g.in_round = 0;
+      if (spec.consensus_lag == 0) {
+        apply(g, g.current);
+      } else {
+        std::swap(g.current, g.pending);
+        g.current.calls.clear();
+        g.has_pending = true;
+        g.apply_at = g.calls + spec.consensus_lag;
+      }
+    }
+  }
+
+  void run_steps(int n) {
+    const int n_calls = static_cast<int>(sites.size());
+    for (int k = 0; k < n; ++k) {
+      begin_step();
+      for (int i = 0; i < n_calls; ++i) call(i);
+      ++step;
+    }
+  }
+
+  SimResult result() const {
+    SimResult out = res;
+    out.steps = step;
+    for (const Group& g : groups) {
+      const std::vector<StateStats> stats = g.learner->stats();
+      for (size_t id = 0; id < g.states.size(); ++id) {
+        const StateTrack& t = g.states[id];
+        if (!t.seen) continue;
+        StateResult r;
+        r.group = g.info.name;
+        r.role = t.role;
+        r.op = t.op;
+        r.size_bin = t.size_bin;
+        r.arms = t.arms;
+        r.calls_to_converge = t.first_converged;
+        r.totals = t.totals;
+        r.after_convergence = t.after;
+        const std::vector<Arm>& arms = g.catalog->arms(t.op);
+        for (const StateStats& st : stats) {
+          if (st.state_id != id) continue;
+          if (r.calls_to_converge < 0 && st.converged_at_call > 0)
+            r.calls_to_converge = static_cast<int64_t>(st.converged_at_call);
+          r.incumbent = st.incumbent < arms.size() ? arms[st.incumbent].name : "?";
+          r.alarms = st.alarms;
+        }
+        if (t.last_site >= 0) {
+          const Site& s = sites[t.last_site];
+          r.oracle_arm = arms[s.oracle_arm].name;
+          int a, p;
+          r.default_arm = g.world->default_pick(t.op, s.ctx.effective_bytes, &a, &p)
+                              ? arm_name(a, p, 0)
+                              : "default";
+        }
+        out.states.push_back(std::move(r));
+      }
+    }
+    return out;
+  }
+};
+
+SimRunner::SimRunner(const ScenarioSpec& spec) : impl_(std::make_unique<Impl>(spec)) {}
+SimRunner::~SimRunner() = default;
+
+void SimRunner::run() {
+  if (impl_->step < impl_->spec.steps) impl_->run_steps(impl_->spec.steps - impl_->step);
+}
+void SimRunner::run_steps(int n) { impl_->run_steps(n); }
+uint64_t SimRunner::calls() const { return impl_->res.total.calls; }
+int SimRunner::calls_per_step() const { return static_cast<int>(impl_->sites.size()); }
+SimResult SimRunner::result() const { return impl_->result(); }
+
+std::vector<ArmCost> SimRunner::arm_costs(const std::string& group, OpKind op,
+                                          uint64_t effective_bytes, int step) const {
+  for (const Group& g : impl_->groups) {
+    if (g.info.name != group) continue;
+    GroupWorld world = *g.world;
+    world.set_link_scale(impl_->scale_at(step));
+    std::vector<ArmCost> out;
+    const std::vector<Arm>& arms = g.catalog->arms(op);
+    for (size_t a = 0; a < arms.size(); ++a) {
+      ArmCost c;
+      c.name = arms[a].name;
+      c.prior_us = g.catalog->prior_cost_us(op, static_cast<uint16_t>(a), effective_bytes,
+                                            g.info.shape.ranks());
+      c.truth_us = world.truth_us(op, arms[a].action, effective_bytes);
+      out.push_back(c);
+    }
+    return out;
+  }
+  throw std::invalid_argument("no group named '" + group + "' in this scenario");
+}
+
+SimResult run_scenario(const ScenarioSpec& spec) {
+  SimRunner r(spec);
+  r.run();
+  return r.result();
+}
+
+}  // namespace sim
+}  // namespace dynamiccl

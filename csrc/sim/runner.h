@@ -1,0 +1,103 @@
+// Drives the project's real learner through a scenario: every call of every step is decided by
+// the group's Learner, costed by the truth (with noise), and compared with what NCCL's default
+// and the oracle (the truth's best arm for that call) would have cost on the same noise draw.
+// Costs reach the learner only through consensus rounds, as in the backend.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/types.h"
+#include "sim/scenario_spec.h"
+#include "sim/topology.h"
+
+namespace dynamiccl {
+namespace sim {
+
+// Collective time summed over calls, in microseconds, for the three policies.
+struct CostTotals {
+  double default_us = 0;
+  double learned_us = 0;
+  double oracle_us = 0;
+  uint64_t calls = 0;
+  uint64_t probes = 0;
+};
+
+// One learner state (group, role, op, size bin) at the end of the run.
+struct StateResult {
+  std::string group;
+  Role role = Role::kDefault;
+  OpKind op = OpKind::kAllReduce;
+  int size_bin = 0;
+  int arms = 0;                    // arms offered (1 = nothing to learn)
+  int64_t calls_to_converge = -1;  // the learner's call count when it first converged
+  std::string incumbent;           // the learner's incumbent at the end
+  std::string default_arm;         // NCCL's own pick (algo/proto) for the state's last call
+  std::string oracle_arm;          // the truth's best arm for the state's last call
+  CostTotals totals;
+  CostTotals after_convergence;    // calls after the state first converged
+  uint32_t alarms = 0;             // CUSUM re-openings reported by the learner
+};
+
+// How fast a state got back near the oracle after a congestion episode began.
+struct RecoveryResult {
+  int episode = 0;
+  int step = 0;
+  std::string group;
+  Role role = Role::kDefault;
+  OpKind op = OpKind::kAllReduce;
+  int size_bin = 0;
+  bool needs_switch = false;    // the arm that was best before is > 5% off the new best
+  double ratio_at_start = 1.0;  // chosen arm's cost / oracle's on the state's first call after
+  int64_t calls = -1;           // calls until a window of 8 averages within 5%; -1 = never
+};
+
+struct SimResult {
+  std::string name;
+  int steps = 0;
+  CostTotals total;
+  CostTotals after_convergence;
+  std::array<CostTotals, kNumRoles> roles{};
+  std::vector<double> step_default_us, step_learned_us, step_oracle_us;
+  std::vector<StateResult> states;
+  std::vector<RecoveryResult> recoveries;
+  std::vector<std::string> groups;  // "name: nodes x gpus_per_node, N channels"
+};
+
+// One arm of one call, as NCCL believes and as it really is (for inspection and tests).
+struct ArmCost {
+  std::string name;
+  double prior_us = 0;  // NCCL's nominal model (the catalog's prior)
+  double truth_us = 0;  // the truth under the given step's congestion, without noise
+};
+
+class SimRunner {
+ public:
+  explicit SimRunner(const ScenarioSpec& spec);  // throws std::invalid_argument on bad specs
+  ~SimRunner();
+  SimRunner(const SimRunner&) = delete;
+  SimRunner& operator=(const SimRunner&) = delete;
+
+  void run();              // the scenario's remaining steps
+  void run_steps(int n);   // n more steps (a benchmark may run past the scenario's end)
+  uint64_t calls() const;  // simulated calls so far
+  int calls_per_step() const;
+  SimResult result() const;
+
+  // The arms a group offers for `op` and their nominal / true costs at `step`.
+  std::vector<ArmCost> arm_costs(const std::string& group, OpKind op, uint64_t effective_bytes,
+                                 int step) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Runs the whole scenario.
+SimResult run_scenario(const ScenarioSpec& spec);
+
+}  // namespace sim
+}  // namespace dynamiccl

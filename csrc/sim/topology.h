@@ -1,0 +1,65 @@
+// From a cluster description (nodes x GPUs per node, intra- and inter-node link classes) to
+// the inputs NCCL's tuning model reads for one communicator. NCCL gets these from its topology
+// search; the simulator derives them with a simple, documented rule (topology.cpp) so that
+// the same cluster yields the same channel counts and per-channel bandwidths every time.
+#pragma once
+
+#include <string>
+
+#include "sim/nccl_model.h"
+#include "sim/scenario_spec.h"
+
+namespace dynamiccl {
+namespace sim {
+
+enum class LinkType : int { kNvlink = 0, kPcie, kIb, kRoce, kEthernet };
+const char* link_type_name(LinkType t);
+bool parse_link_type(const std::string& name, LinkType* out);
+bool parse_compcap(const std::string& name, int* out);  // volta | ampere | hopper | blackwell
+
+// The ranks one communicator spans: `nodes` nodes with `gpus_per_node` GPUs each.
+struct GroupShape {
+  int nodes = 1;
+  int gpus_per_node = 1;
+  int ranks() const { return nodes * gpus_per_node; }
+};
+
+// Multipliers a congestion episode applies to a link class (1 = nominal).
+struct LinkScale {
+  double intra_bw = 1.0, inter_bw = 1.0;
+  double intra_lat = 1.0, inter_lat = 1.0;
+  bool operator==(const LinkScale& o) const {
+    return intra_bw == o.intra_bw && inter_bw == o.inter_bw && intra_lat == o.intra_lat &&
+           inter_lat == o.inter_lat;
+  }
+  bool operator!=(const LinkScale& o) const { return !(*this == o); }
+};
+
+// A validated cluster.
+struct Topology {
+  int nodes = 1;
+  int gpus_per_node = 1;
+  int compcap = kHopper;
+  bool cpu_amd = false;
+  LinkType intra = LinkType::kNvlink;
+  LinkType inter = LinkType::kIb;
+  double intra_bw = 0, inter_bw = 0;  // GB/s per GPU
+  double intra_lat = 0, inter_lat = 0;
+  bool nvswitch = true;
+  bool sharp = false;
+  int channels = 0;  // 0 = derive
+};
+
+// Throws std::invalid_argument naming the offending field.
+Topology resolve_topology(const TopologySpec& spec);
+
+// Communicator channel count for a group (the same for every algorithm's graph).
+int derive_channels(const Topology& topo, const GroupShape& group);
+
+// The tuning model's inputs for `group`, with link bandwidths and latencies scaled by `scale`.
+// The channel count never changes with `scale` (NCCL fixes it at communicator init).
+CommInputs derive_comm_inputs(const Topology& topo, const GroupShape& group,
+                              const LinkScale& scale = LinkScale());
+
+}  // namespace sim
+}  // namespace dynamiccl

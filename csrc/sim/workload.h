@@ -1,0 +1,41 @@
+// One training step's collectives, in the order a framework issues them: explicit calls plus
+// generators for DDP gradient buckets, FSDP2 per-layer all-gather / reduce-scatter,
+// tensor-parallel activation all-reduces and pipeline sends, each tagged with its role and
+// process group so that the learner's per-role heads see realistic traffic.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/types.h"
+#include "sim/scenario_spec.h"
+#include "sim/topology.h"
+
+namespace dynamiccl {
+namespace sim {
+
+struct GroupInfo {
+  std::string name;
+  GroupShape shape;
+};
+
+struct CallSite {
+  int group = 0;          // index into Workload::groups
+  CollectiveContext ctx;  // op, role, bytes, effective bytes, group size, hint
+};
+
+struct Workload {
+  std::vector<GroupInfo> groups;
+  std::vector<CallSite> calls;  // one step, in issue order
+};
+
+// Throws std::invalid_argument naming the workload entry and field that is wrong.
+Workload build_workload(const ScenarioSpec& spec, const Topology& topo);
+
+// DDP's bucket assignment: parameters in reverse order, a bucket closes once it reaches its
+// cap (the first bucket's cap is `first_cap`). Returns bucket sizes in bytes, in issue order.
+std::vector<uint64_t> ddp_buckets(const std::vector<uint64_t>& param_bytes, uint64_t cap,
+                                  uint64_t first_cap);
+
+}  // namespace sim
+}  // namespace dynamiccl

@@ -1,0 +1,179 @@
+"""`python -m dynamiccl_pg sim`: run scenarios through the real learner and report.
+
+    python -m dynamiccl_pg sim --scenario benchmarks/scenarios --out benchmarks/sim
+
+For each scenario: a table row on stdout, and under --out: <name>.json (everything, per-step
+series included), <name>.png (cost per step), plus results.json (all scenarios and the overall
+verdict) and summary.md (the table as Markdown with the command that produced it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shlex
+import sys
+import time
+from typing import Any
+
+from . import report
+from .scenario import HEAD_KEYS, ROLES, Scenario, ScenarioError, load_scenario, scenario_files
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m dynamiccl_pg sim",
+        description="Simulate NCCL collectives with the real learner against NCCL's default "
+                    "choice and the oracle.")
+    p.add_argument("--scenario", "-s", nargs="+", action="extend", required=True,
+                   metavar="PATH", help="scenario JSON file(s) or directories of them")
+    p.add_argument("--out", "-o", metavar="DIR",
+                   help="write <name>.json, <name>.png, results.json and summary.md here")
+    p.add_argument("--steps", type=int, metavar="N", help="override every scenario's steps")
+    p.add_argument("--head", action="append", default=[], metavar="ROLE.KEY=VALUE",
+                   help="override a learner head setting, e.g. tp.probe_budget=0.1 "
+                        "(ROLE may be 'all'); repeatable")
+    p.add_argument("--no-plot", action="store_true", help="skip the PNGs")
+    p.add_argument("--check", action="store_true",
+                   help="exit with status 1 when a target is missed")
+    p.add_argument("--quiet", "-q", action="store_true", help="print only the table")
+    return p
+
+
+def _parse_head(text: str) -> tuple[str, str, float]:
+    try:
+        lhs, value = text.split("=", 1)
+        role, key = lhs.split(".", 1)
+        v = float(value)
+    except ValueError:
+        raise ValueError(f"--head {text!r}: expected ROLE.KEY=VALUE, e.g. tp.probe_budget=0.1")
+    if role not in ("all",) + ROLES:
+        raise ValueError(f"--head {text!r}: unknown role {role!r} "
+                         f"(accepted: all, {', '.join(ROLES)})")
+    if key not in HEAD_KEYS:
+        raise ValueError(f"--head {text!r}: unknown key {key!r} "
+                         f"(accepted: {', '.join(HEAD_KEYS)})")
+    if not math.isfinite(v) or v < 0:
+        raise ValueError(f"--head {text!r}: value must be a finite number >= 0")
+    return role, key, v
+
+
+def _clean(obj: Any) -> Any:
+    """JSON has no NaN/inf: write null instead."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def _write_json(path: str, data: Any) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(_clean(data), f, indent=1)
+        f.write("\n")
+
+
+def run_one(sc: Scenario) -> dict[str, Any]:
+    """Run one validated scenario; the summary of report.summarize()."""
+    from dynamiccl_pg._C import sim as _sim
+
+    spec = sc.to_spec()
+    t0 = time.perf_counter()
+    res = _sim.run(spec)
+    return report.summarize(sc, res, time.perf_counter() - t0)
+
+
+def main(argv: list[str]) -> int:
+    """Entry point; `argv` are the arguments after `sim` (a leading "sim" is ignored)."""
+    argv = list(argv)
+    if argv and argv[0] == "sim":
+        argv = argv[1:]
+    args = _parser().parse_args(argv)
+    try:
+        files = scenario_files(args.scenario)
+        heads = [_parse_head(h) for h in args.head]
+    except (FileNotFoundError, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if args.steps is not None and args.steps < 1:
+        print("error: --steps must be >= 1", file=sys.stderr)
+        return 2
+    scenarios, failed = [], False
+    for path in files:
+        try:
+            scenarios.append(load_scenario(path))
+        except ScenarioError as e:
+            print(f"error: {e}", file=sys.stderr)
+            failed = True
+    names = [s.name for s in scenarios]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        print(f"error: scenario names must be unique, repeated: {', '.join(dup)}",
+              file=sys.stderr)
+        failed = True
+    if failed:
+        return 2
+    for sc in scenarios:
+        if args.steps is not None:
+            sc.steps = args.steps
+        for role, key, v in heads:
+            sc.heads.setdefault(role, {})[key] = v
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+
+    summaries = []
+    for sc in scenarios:
+        if not args.quiet:
+            print(f"running {sc.name} ({sc.source}) ...", file=sys.stderr, flush=True)
+        try:
+            s = run_one(sc)
+        except ValueError as e:  # the C++ side re-validates and names the field
+            print(f"error: {sc.source}: {e}", file=sys.stderr)
+            return 2
+        summaries.append(s)
+        if args.out:
+            _write_json(os.path.join(args.out, f"{sc.name}.json"), s)
+            if not args.no_plot:
+                from .plot import plot_summary
+
+                plot_summary(s, os.path.join(args.out, f"{sc.name}.png"))
+
+    total = report.overall(summaries)
+    print(report.format_table(summaries))
+    g = total["geomean_speedup"]
+    print(f"\ngeometric-mean speedup over NCCL's default where the truth departs from its model "
+          f"({total['gain_scenarios']} scenarios): "
+          + (f"{g:.3f}x (target {total['target']}x: {'met' if total['met'] else 'MISSED'})"
+             if g is not None else "n/a"))
+    if not args.quiet:
+        print(f"{total['calls']} simulated calls in {total['wall_s']:.2f} s "
+              f"({total['calls'] / max(total['wall_s'], 1e-9) / 1e6:.2f} M calls/s)")
+    command = "python -m dynamiccl_pg sim " + " ".join(shlex.quote(a) for a in argv)
+    if args.out:
+        brief = [{k: v for k, v in s.items() if k not in ("series", "state_detail")}
+                 for s in summaries]
+        _write_json(os.path.join(args.out, "results.json"),
+                    {"command": command, "targets": report.TARGETS, "overall": total,
+                     "scenarios": brief})
+        with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
+            f.write(f"Command: `{command}`\n\n")
+            f.write(report.format_table(summaries, markdown=True) + "\n\n")
+            f.write(f"Geometric-mean speedup where the truth departs from NCCL's model: "
+                    f"{_fmt_speed(g)} (target {total['target']}x).\n")
+    missed = not total["met"] or any(not v["met"] for s in summaries
+                                     for v in s["targets"].values())
+    return 1 if (args.check and missed) else 0
+
+
+def _fmt_speed(g: float | None) -> str:
+    return "n/a" if g is None else f"{g:.3f}x"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

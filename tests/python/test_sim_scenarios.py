@@ -1,0 +1,283 @@
+"""Scenario files of the simulator: the library parses; bad files fail with messages that name
+the key and what is accepted; a parsed scenario runs through dynamiccl_pg._C.sim; the CLI
+writes its table, JSON and PNG."""
+
+import copy
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from dynamiccl_pg import _C
+from dynamiccl_pg.sim import cli
+from dynamiccl_pg.sim.scenario import (ScenarioError, load_scenario, parse_scenario, parse_size,
+                                       scenario_files)
+
+ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = ROOT / "benchmarks" / "scenarios"
+
+GOOD = {
+    "name": "tiny",
+    "seed": 3,
+    "steps": 300,
+    "topology": {
+        "nodes": 4, "gpus_per_node": 4, "gpu": "ampere",
+        "intra": {"type": "nvlink", "bw_GBps": 200},
+        "inter": {"type": "ib", "bw_GBps": 12.5, "lat_us": 2},
+    },
+    "truth": {"ring/*": {"bw": 0.25}},
+    "noise_sigma": 0.05,
+    "congestion": [{"from_step": 100, "to_step": 200, "link": "inter", "bw_factor": 0.5}],
+    "workload": [
+        {"kind": "ddp", "layers": 12, "layer_bytes": "16MiB"},
+        {"role": "default", "op": "allreduce", "bytes": 4},
+    ],
+}
+
+
+def problems(data) -> list[str]:
+    with pytest.raises(ScenarioError) as e:
+        parse_scenario(data, source="test.json")
+    assert str(e.value).startswith("test.json: invalid scenario")
+    return e.value.problems
+
+
+def with_change(path: list, value):
+    d = copy.deepcopy(GOOD)
+    node = d
+    for key in path[:-1]:
+        node = node[key]
+    if value is KeyError:
+        del node[path[-1]]
+    else:
+        node[path[-1]] = value
+    return d
+
+
+# ---- the library ----------------------------------------------------------------------------
+
+def test_library_has_the_required_scenarios_and_all_parse():
+    files = scenario_files([str(LIBRARY)])
+    assert len(files) >= 8
+    names = set()
+    for f in files:
+        sc = load_scenario(f)
+        assert sc.name == Path(f).stem, f"{f}: name should match the file name"
+        assert sc.description, f"{f}: say what the scenario shows"
+        names.add(sc.name)
+    for required in ("defaults_right", "roce_tree_slow", "ll128_degraded",
+                     "small_message_latency", "pcie_only", "congested_inter", "scale_1k_ranks",
+                     "llm_3d_parallel"):
+        assert required in names
+    assert load_scenario(LIBRARY / "defaults_right.json").expect == "no_gain"
+    assert load_scenario(LIBRARY / "scale_1k_ranks.json").topology.ranks >= 1000
+    roles = {w.kind if w.kind != "call" else w.role
+             for w in load_scenario(LIBRARY / "llm_3d_parallel.json").workload}
+    assert {"tp", "pp", "ddp"} <= roles
+    assert load_scenario(LIBRARY / "congested_inter.json").congestion
+
+
+def test_every_library_scenario_builds_a_cpp_spec():
+    for f in scenario_files([str(LIBRARY)]):
+        spec = load_scenario(f).to_spec()
+        assert _C.sim.calls_per_step(spec) > 0
+
+
+# ---- sizes ---------------------------------------------------------------------------------
+
+def test_parse_size_units():
+    assert parse_size(4096) == 4096
+    assert parse_size("64KiB") == 65536
+    assert parse_size("1.5MB") == 1_500_000
+    assert parse_size(" 2 GiB ") == 2 << 30
+    for bad in (0, -1, True, 1.5, "12 parsecs", "0.5B", "MiB"):
+        with pytest.raises(ValueError):
+            parse_size(bad)
+
+
+# ---- bad files -----------------------------------------------------------------------------
+
+def test_unknown_top_level_key_lists_accepted_keys():
+    p = problems(with_change(["nosie_sigma"], 0.1))
+    assert len(p) == 1
+    assert p[0].startswith("nosie_sigma: unknown key (accepted: name, seed, steps")
+    assert "noise_sigma" in p[0]
+
+
+def test_unknown_nested_key_names_its_path():
+    p = problems(with_change(["topology", "intra", "speed"], 5))
+    assert p == ["topology.intra.speed: unknown key (accepted: type, bw_GBps, lat_us)"]
+
+
+def test_missing_required_keys():
+    p = problems(with_change(["workload"], KeyError))
+    assert p == ["workload: missing (required)"]
+    p = problems(with_change(["topology", "inter"], KeyError))
+    assert p == ["topology.inter: missing (required when nodes > 1)"]
+
+
+def test_bad_values_name_what_is_accepted():
+    p = problems(with_change(["topology", "intra", "type"], "infiniband"))
+    assert p == ["topology.intra.type: 'infiniband' is not accepted (accepted: nvlink, pcie)"]
+    p = problems(with_change(["topology", "gpu"], "hopper2"))
+    assert "accepted: volta, ampere, hopper, blackwell" in p[0]
+    p = problems(with_change(["steps"], 0))
+    assert p == ["steps: 0 is out of range (accepted: integers in [1, 10000000])"]
+    p = problems(with_change(["noise_sigma"], "high"))
+    assert p == ["noise_sigma: expected a number, got 'high'"]
+    p = problems(with_change(["workload", 1, "bytes"], -5))
+    assert p[0].startswith("workload[1].bytes: expected a byte count >= 1")
+    p = problems(with_change(["workload", 1, "op"], "alltoall"))
+    assert "accepted: allreduce, allgather, reduce_scatter, broadcast, reduce, send" in p[0]
+    p = problems(with_change(["workload", 0, "kind"], "zero3"))
+    assert "accepted: call, ddp, fsdp, tp, pp" in p[0]
+
+
+def test_truth_keys_are_algo_slash_proto():
+    p = problems(with_change(["truth"], {"tree/LL256": {"bw": 0.5}}))
+    assert p == ["truth['tree/LL256']: unknown protocol 'LL256' (accepted: LL, LL128, Simple, *)"]
+    p = problems(with_change(["truth"], {"trees/*": {"bw": 0.5}}))
+    assert "unknown algorithm 'trees'" in p[0]
+    p = problems(with_change(["truth"], {"ring": {"bw": 0.5}}))
+    assert "must be \"algo/proto\"" in p[0]
+    p = problems(with_change(["truth"], {"ring/LL": {"bandwidth": 0.5}}))
+    assert p == ["truth['ring/LL'].bandwidth: unknown key (accepted: bw, lat)"]
+    p = problems(with_change(["truth"], {"ring/LL": {"bw": 0}}))
+    assert "out of range" in p[0]
+    # Case-insensitive, canonical spelling kept.
+    sc = parse_scenario(with_change(["truth"], {"Tree/simple": {"lat": 2}}))
+    assert sc.truth == {"tree/Simple": {"lat": 2.0}}
+
+
+def test_congestion_window_and_link_are_checked():
+    p = problems(with_change(["congestion", 0, "to_step"], 100))
+    assert "to_step (100) must be greater than from_step (100)" in p[0]
+    p = problems(with_change(["congestion", 0, "link"], "nvlink"))
+    assert p == ["congestion[0].link: 'nvlink' is not accepted (accepted: intra, inter)"]
+    p = problems(with_change(["congestion", 0, "from_step"], 300))
+    assert "is not before the end (steps=300)" in " ".join(p)
+
+
+def test_groups_must_fit_the_topology_and_agree():
+    p = problems(with_change(["workload", 1, "group"], {"nodes": 8}))
+    assert p == ["workload[1].group.nodes: 8 exceeds topology.nodes (4)"]
+    d = copy.deepcopy(GOOD)
+    d["workload"].append({"role": "dp", "op": "allreduce", "bytes": 8,
+                          "group": {"name": "dp", "nodes": 2}})
+    p = problems(d)
+    assert "group 'dp' is 2x4 here but 4x4 in an earlier entry" in p[0]
+    d = copy.deepcopy(GOOD)
+    d["workload"].append({"role": "pp", "op": "send", "bytes": 8,
+                          "group": {"nodes": 2, "gpus_per_node": 2}})
+    assert "a send needs a group of exactly 2 ranks" in problems(d)[0]
+
+
+def test_learner_overrides_and_consensus_are_checked():
+    p = problems(with_change(["learner"], {"tp": {"probe_budgett": 0.1}}))
+    assert p[0].startswith("learner.tp.probe_budgett: unknown key (accepted: probe_budget")
+    p = problems(with_change(["learner"], {"gpu": {"probe_budget": 0.1}}))
+    assert p[0].startswith("learner.gpu: unknown key (accepted: all, default, dp")
+    p = problems(with_change(["consensus"], {"every": 8, "lag": 8}))
+    assert p == ["consensus.lag: 8 must be below consensus.every (8)"]
+
+
+def test_all_problems_are_reported_at_once():
+    d = with_change(["seed"], -1)
+    d["topology"]["nodes"] = 0
+    d["extra"] = 1
+    p = problems(d)
+    assert len(p) >= 3
+    assert any(x.startswith("seed:") for x in p)
+    assert any(x.startswith("topology.nodes:") for x in p)
+    assert any(x.startswith("extra:") for x in p)
+
+
+def test_unreadable_files(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{ not json")
+    with pytest.raises(ScenarioError, match="not valid JSON"):
+        load_scenario(bad)
+    with pytest.raises(ScenarioError, match="cannot read"):
+        load_scenario(tmp_path / "missing.json")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="no \\*.json"):
+        scenario_files([str(empty)])
+    with pytest.raises(FileNotFoundError, match="no such scenario"):
+        scenario_files([str(tmp_path / "nowhere")])
+
+
+# ---- running -------------------------------------------------------------------------------
+
+def test_run_beats_the_default_where_the_truth_departs():
+    sc = parse_scenario(GOOD)
+    res = _C.sim.run(sc.to_spec())
+    t = res.total
+    assert t.calls == 300 * 8
+    assert t.oracle_us <= t.learned_us and t.oracle_us <= t.default_us
+    assert t.default_us / t.learned_us > 1.5  # ring on one port of four: ~3x headroom
+    assert set(res.roles) == {"dp", "default"}
+    assert len(res.step_default_us) == 300
+    assert res.recoveries, "the congestion episode at step 100 should be followed"
+    assert all(r.step == 100 for r in res.recoveries)
+
+
+def test_cpp_side_revalidates_what_python_hands_over():
+    spec = parse_scenario(GOOD).to_spec()
+    spec.consensus_lag = 64
+    with pytest.raises(ValueError, match="consensus.lag"):
+        _C.sim.run(spec)
+
+
+def test_arm_costs_expose_the_nominal_model_and_the_truth():
+    spec = parse_scenario(GOOD).to_spec()
+    arms = _C.sim.arm_costs(spec, "dp", "allreduce", 32 << 20)
+    names = [a.name for a in arms]
+    assert names[0] == "default" and "tree/LL128" in names and "ring/Simple" in names
+    ring = next(a for a in arms if a.name == "ring/LL128")
+    assert ring.truth_us > 3 * ring.prior_us * 0.9  # a quarter of the modelled bandwidth
+
+
+# ---- the command line ----------------------------------------------------------------------
+
+def test_cli_writes_table_json_and_png(tmp_path, capsys):
+    scen = tmp_path / "scen"
+    scen.mkdir()
+    (scen / "tiny.json").write_text(json.dumps(GOOD))
+    quiet = copy.deepcopy(GOOD)
+    quiet.update(name="tiny_right", truth={}, congestion=[], expect="no_gain")
+    (scen / "tiny_right.json").write_text(json.dumps(quiet))
+    out = tmp_path / "out"
+    rc = cli.main(["sim", "--scenario", str(scen), "--out", str(out), "--steps", "200"])
+    assert rc == 0
+    table = capsys.readouterr().out
+    assert "tiny" in table and "tiny_right" in table and "speedup" in table
+    for name in ("tiny", "tiny_right"):
+        s = json.loads((out / f"{name}.json").read_text())
+        for key in ("default_us", "learned_us", "oracle_us", "speedup_vs_default",
+                    "gap_to_oracle", "calls_to_converge", "probe_fraction", "roles", "series",
+                    "recovery", "targets"):
+            assert key in s, key
+        assert s["steps"] == 200
+        assert len(s["series"]["learned_us"]) == 200
+        assert (out / f"{name}.png").stat().st_size > 1000
+    results = json.loads((out / "results.json").read_text())
+    assert results["command"].startswith("python -m dynamiccl_pg sim --scenario")
+    assert results["overall"]["gain_scenarios"] == 1
+    assert [s["expect"] for s in results["scenarios"]] == ["gain", "no_gain"]
+    assert "| scenario |" in (out / "summary.md").read_text()
+
+
+def test_cli_rejects_bad_input(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(with_change(["topology", "intra", "type"], "infiniband")))
+    assert cli.main(["--scenario", str(bad)]) == 2
+    assert "topology.intra.type" in capsys.readouterr().err
+    assert cli.main(["--scenario", str(tmp_path / "none.json")]) == 2
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(GOOD))
+    assert cli.main(["--scenario", str(good), "--head", "tp.probe_budgett=0.1"]) == 2
+    assert "unknown key 'probe_budgett'" in capsys.readouterr().err
+    assert cli.main(["--scenario", str(good), str(good)]) == 2  # names must be unique
+    assert os.path.exists(good)
