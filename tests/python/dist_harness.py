@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import pickle
+import queue as queue_module
 import sys
 import tempfile
 import traceback
@@ -37,7 +39,8 @@ def _child(rank, world_size, store_path, backend, env, pg_timeout_s, fn, args, q
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()
-        queue.put((rank, True, result))
+        # Plain pickle: tensors travel by value, not as shared-memory handles that die with us.
+        queue.put((rank, True, pickle.dumps(result)))
     except BaseException:  # report everything, including assertion errors
         queue.put((rank, False, traceback.format_exc()))
 
@@ -63,8 +66,11 @@ def run_ranks(fn: Callable, world_size: int, *args, backend: str = "dynamiccl",
         try:
             for _ in range(world_size):
                 rank, ok, payload = queue.get(timeout=timeout)
-                (results if ok else errors)[rank] = payload
-        except Exception:
+                if ok:
+                    results[rank] = pickle.loads(payload)
+                else:
+                    errors[rank] = payload
+        except queue_module.Empty:
             missing = sorted(set(range(world_size)) - set(results) - set(errors))
             errors.update({r: f"rank {r} did not finish within {timeout}s" for r in missing})
         finally:

@@ -1,0 +1,138 @@
+"""Faults turn into clear errors in bounded time, bad input into errors that name the value,
+and nothing keeps running after destroy_process_group."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from dist_harness import ROOT, run_ranks
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def absent_peer(rank, world, op):
+    """Rank 1 never joins the collective; the others must get an error within the timeout."""
+    if rank == 1:
+        time.sleep(12)  # outlive the others' timeout, then leave without calling it
+        return "skipped"
+    start = time.monotonic()
+    t = torch.ones(1000)
+    try:
+        if op == "allreduce":
+            dist.all_reduce(t)
+        elif op == "broadcast":
+            dist.broadcast(t, 1)
+        else:
+            dist.all_gather_into_tensor(torch.zeros(2000), t)
+    except RuntimeError as e:
+        return ("error", time.monotonic() - start, str(e)[:300])
+    return ("no error", time.monotonic() - start, "")
+
+
+@pytest.mark.parametrize("op,force", [("allreduce", ""), ("allreduce", "allreduce:ring"),
+                                      ("broadcast", "broadcast:tree"), ("allgather", "")])
+def test_absent_peer_times_out(op, force):
+    res = run_ranks(absent_peer, 2, op, env={"DYNAMICCL_FORCE": force}, pg_timeout_s=4,
+                    timeout=120, expect_failure=True)
+    outcome = res[0]
+    assert isinstance(outcome, tuple), outcome
+    status, elapsed, message = outcome
+    assert status == "error", message
+    assert elapsed < 30
+    assert "imeout" in message or "timed out" in message.lower() or "closed" in message, message
+
+
+def bad_arguments(rank, world):
+    errors = {}
+
+    def expect(name, fn):
+        try:
+            fn()
+            errors[name] = "no error"
+        except (RuntimeError, ValueError) as e:
+            errors[name] = str(e)
+
+    expect("root", lambda: dist.broadcast(torch.ones(2), src=5))
+    expect("sizes", lambda: dist.all_gather_into_tensor(torch.zeros(7), torch.ones(2)))
+    expect("rs_sizes", lambda: dist.reduce_scatter_tensor(torch.zeros(3), torch.ones(5)))
+    expect("bitwise_float", lambda: dist.all_reduce(torch.ones(2), op=dist.ReduceOp.BAND))
+    expect("premul_int", lambda: dist.all_reduce(torch.ones(2, dtype=torch.int32),
+                                                 op=dist._make_nccl_premul_sum(2.0)))
+    expect("send_self", lambda: dist.send(torch.ones(1), rank))
+    dist.barrier()  # the group is still usable after rejected calls
+    t = torch.ones(3)
+    dist.all_reduce(t)
+    errors["after"] = t.tolist()
+    return errors
+
+
+def test_bad_arguments_are_named():
+    for errs in run_ranks(bad_arguments, 2):
+        assert "root" in errs["root"] or "rank" in errs["root"]
+        assert "7" in errs["sizes"] and "world size" in errs["sizes"]
+        assert "5" in errs["rs_sizes"]
+        assert "BAND" in errs["bitwise_float"] and "Float" in errs["bitwise_float"]
+        assert "PREMUL_SUM" in errs["premul_int"] and "Int" in errs["premul_int"]
+        assert "invalid" in errs["send_self"] or "rank" in errs["send_self"]
+        assert errs["after"] == [2.0, 2.0, 2.0]
+
+
+def _tasks():
+    # Native threads (Gloo's, our schedule worker) are not Python threads: count the OS tasks.
+    return len(os.listdir("/proc/self/task"))
+
+
+def threads_after_destroy(rank, world):
+    before = _tasks()
+    g = dist.new_group(backend="dynamiccl", group_desc="scratch")
+    t = torch.ones(64)
+    for _ in range(40):
+        dist.all_reduce(t, group=g)  # probes our schedules: starts the schedule worker
+    during = _tasks()
+    dist.destroy_process_group(g)
+    time.sleep(0.5)
+    return before, during, _tasks()
+
+
+def test_no_threads_left_after_destroy():
+    for before, during, after in run_ranks(threads_after_destroy, 2):
+        assert during > before  # the group's engines and worker did run threads
+        assert after <= before, (before, during, after)
+
+
+def _run_script(env, code):
+    full_env = dict(os.environ, PYTHONPATH=ROOT, **env)
+    return subprocess.run([sys.executable, "-c", code], env=full_env, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.parametrize("var,value,expect", [
+    ("DYNAMICCL_MODE", "fast", "accepted: learn, frozen, off"),
+    ("DYNAMICCL_ROUND_CALLS", "0", "DYNAMICCL_ROUND_CALLS=0"),
+    ("DYNAMICCL_ROUND_CALLS", "x", "not an integer"),
+    ("DYNAMICCL_COST_REDUCE", "mean", "accepted: min, max"),
+    ("DYNAMICCL_FORCE", "allreduce", "key:value"),
+    ("DYNAMICCL_FORCE", "allredux:ring", "allredux"),
+    ("DYNAMICCL_ROLE_MAP", "x=bogus", "bogus"),
+    ("DYNAMICCL_MODEE", "learn", "unknown variable DYNAMICCL_MODEE"),
+])
+def test_bad_environment_fails_fast_naming_the_value(var, value, expect):
+    r = _run_script({var: value}, "import dynamiccl_pg")
+    assert r.returncode != 0
+    assert expect in r.stderr, r.stderr[-2000:]
+
+
+def unknown_arm(rank, world):
+    return "unreachable"
+
+
+def test_unknown_forced_arm_lists_valid_arms():
+    res = run_ranks(unknown_arm, 2, env={"DYNAMICCL_FORCE": "allreduce:warp"}, timeout=120,
+                    expect_failure=True)
+    for err in res:
+        assert "warp" in err and "valid arms" in err and "ring" in err, err
