@@ -63,6 +63,12 @@ void DynamicWork::synchronize() {
 }
 
 bool DynamicWork::wait(std::chrono::milliseconds timeout) {
+  std::lock_guard<std::mutex> lock(wait_mu_);
+  if (waited_ && (!inner_ || inner_->isCompleted())) {
+    // Already waited: CUDA still needs this caller's stream ordered after the op.
+    if (inner_) inner_->synchronize();
+    return true;
+  }
   // The inner work applies the engine's semantics: Gloo blocks the host; ProcessGroupNCCL makes
   // the caller's current stream wait without blocking the host. Both throw on error/timeout.
   if (inner_) inner_->wait(timeout);
@@ -77,6 +83,7 @@ bool DynamicWork::wait(std::chrono::milliseconds timeout) {
     future_->wait();
     if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
   }
+  waited_ = true;
   return true;
 }
 

@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <functional>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -39,6 +40,10 @@ class DynamicWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;  // null: inner's own future
   std::vector<at::Tensor> outputs_;
   std::function<void()> on_wait_;
+  // wait() may be called again, and from several threads; engines' works (Gloo p2p) may not
+  // tolerate a second wait, so only the first one reaches the engine.
+  std::mutex wait_mu_;
+  bool waited_ = false;
 };
 
 // One Work for a batch issued between startCoalescing() and endCoalescing() on an engine that

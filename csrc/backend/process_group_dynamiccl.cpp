@@ -233,7 +233,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
   if (config_.mode == Mode::kOff || coalescing_ || (engine == kCpu && !c.custom_ok)) plan = -1;
   Decision d;
   bool learned = false;
-  Role role = group_role();
+  const bool flat = c.type == c10d::OpType::_ALLGATHER_BASE ||
+                    c.type == c10d::OpType::_REDUCE_SCATTER_BASE ||
+                    c.type == c10d::OpType::COALESCED;
+  const Hint& hint = current_hint();
+  const Role role = call_role(group_role(), c.op, flat, hint);
   if (plan >= 0) {
     d.arm = static_cast<uint16_t>(plan);
     d.action = catalogs_[engine]->arms(c.op)[plan].action;
@@ -247,11 +251,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
     ctx.group_size = size_;
     ctx.group_rank = rank_;
     ctx.seq = seq;
-    ctx.hint = current_hint();
-    const bool flat = c.type == c10d::OpType::_ALLGATHER_BASE ||
-                      c.type == c10d::OpType::_REDUCE_SCATTER_BASE ||
-                      c.type == c10d::OpType::COALESCED;
-    ctx.role = role = call_role(group_role(), c.op, flat, ctx.hint);
+    ctx.hint = hint;
+    ctx.role = role;
     d = learners_[engine]->decide(ctx);
     learned = true;
   }
