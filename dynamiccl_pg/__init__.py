@@ -7,6 +7,7 @@ Importing registers "dynamiccl" for cpu and cuda devices.
 """
 
 from . import _C  # noqa: F401  (the compiled core)
+from . import fsdp, pipelining  # noqa: F401  (framework integration: annotate(...))
 from .backend import register as _register
 from .config import ConfigError, Options
 from .ddp import register_ddp_hook

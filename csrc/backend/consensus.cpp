@@ -20,7 +20,7 @@ Consensus::Consensus(int round_calls, CostReduce reduce,
                      c10::intrusive_ptr<c10d::Backend> control)
     : k_(round_calls), reduce_(reduce), control_(std::move(control)), ring_(2 * round_calls) {}
 
-CallRecord& Consensus::begin_call(uint8_t engine, const Decision& d) {
+CallRecord& Consensus::begin_call(uint8_t engine, const Decision& d, SummaryCell* cell) {
   const uint64_t index = next_index_;
   CallRecord& rec = ring_[index % ring_.size()];
   rec.end_ns.store(0, std::memory_order_relaxed);
@@ -29,15 +29,18 @@ CallRecord& Consensus::begin_call(uint8_t engine, const Decision& d) {
   rec.engine = engine;
   rec.state_id = d.state_id;
   rec.arm = d.arm;
+  rec.cell = cell;
   rec.start_ns = now_ns();
   rec.call_index.store(index, std::memory_order_release);
   return rec;
 }
 
-void Consensus::complete(CallRecord& rec, uint64_t index) {
+void Consensus::complete(uint64_t index) {
   const int64_t t = now_ns();
+  CallRecord& rec = ring_[index % ring_.size()];
   if (rec.call_index.load(std::memory_order_acquire) == index) {
     rec.end_ns.store(t, std::memory_order_release);
+    if (rec.cell) rec.cell->add_duration(t - rec.start_ns);
   }
 }
 

@@ -15,11 +15,10 @@
 #include <vector>
 
 #include "backend/config.h"
+#include "backend/telemetry.h"
 #include "policy/learner.h"
 
 namespace dynamiccl {
-
-constexpr int kNumEngines = 2;  // 0 = CPU (Gloo + our schedules), 1 = NCCL
 
 int64_t now_ns();
 
@@ -31,6 +30,7 @@ struct CallRecord {
   uint16_t arm = 0;
   int64_t start_ns = 0;
   std::atomic<int64_t> end_ns{0};           // CPU: stamped on completion
+  SummaryCell* cell = nullptr;              // the call's row in the local summary
   c10::intrusive_ptr<c10d::Work> timed_work;  // NCCL: the inner work, timed on the GPU
   std::atomic<bool> unavailable{false};     // the engine could not apply the arm on this rank
 };
@@ -40,9 +40,9 @@ class Consensus {
   Consensus(int round_calls, CostReduce reduce, c10::intrusive_ptr<c10d::Backend> control);
 
   // The slot for the next learned call (call index = learned_calls()).
-  CallRecord& begin_call(uint8_t engine, const Decision& d);
-  // Marks a CPU call of `index` complete now (from any thread; late completions are ignored).
-  void complete(CallRecord& rec, uint64_t index);
+  CallRecord& begin_call(uint8_t engine, const Decision& d, SummaryCell* cell);
+  // Marks CPU call `index` complete now (from any thread; a slot already reused is left alone).
+  void complete(uint64_t index);
   // After the call is issued: at round boundaries, applies the previous round's agreed result to
   // `learners` and starts the next all-reduce. Called on the collective's calling thread.
   void end_call(std::array<Learner*, kNumEngines> learners);

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/util/Exception.h>
+#include <ATen/record_function.h>
 #include <c10/util/FunctionRef.h>
 
 #include <numeric>
@@ -95,6 +96,12 @@ void apply_scaling(const Reduction& plan, at::Tensor& t, int group_size) {
 
 c10d::ReduceOp as_engine_op(RedOp op) { return c10d::ReduceOp(op); }
 
+// Work's constructor prepares a profiler range (allocating) whenever it gets a title: give it
+// one only while the profiler has callbacks installed.
+const char* profiling_title(const char* title) {
+  return at::hasCallbacks() ? title : nullptr;
+}
+
 template <typename Opts>
 Opts with_timeout(Opts opts, std::chrono::milliseconds timeout) {
   if (opts.timeout == c10d::kUnsetTimeout) opts.timeout = timeout;
@@ -114,16 +121,19 @@ struct ProcessGroupDynamicCCL::Call {
   bool p2p = false;
   // How to issue it natively on the selected engine (Gloo or NCCL).
   c10::function_ref<c10::intrusive_ptr<c10d::Work>(c10d::Backend&)> native;
-  std::vector<at::Tensor> outputs;  // the future's value
+  // Views of the caller's tensors (valid during dispatch): copied only where kept.
+  c10::ArrayRef<at::Tensor> outputs;  // the future's value
   // Reduction handling (CPU: AVG/PREMUL_SUM emulation); `scaled` holds what gets scaled.
   Reduction reduction;
-  std::vector<at::Tensor> scaled;
+  c10::ArrayRef<at::Tensor> scaled;
   // Our CPU schedules (only when `custom_ok`): flat input/output, root.
   bool custom_ok = false;
-  at::Tensor flat_in, flat_out;
+  // Made into flat views only when one of our schedules runs (a view costs allocations).
+  const at::Tensor* in = nullptr;
+  const at::Tensor* out = nullptr;
   int root = 0;
-  std::vector<at::Tensor> unflatten_to;  // list-form all-gather: copy flat_out pieces here
-  std::vector<at::Tensor> flatten_from;  // list-form reduce-scatter: concatenated into flat_in
+  c10::ArrayRef<at::Tensor> unflatten_to;  // list-form all-gather: copy the pieces here
+  c10::ArrayRef<at::Tensor> flatten_from;  // list-form reduce-scatter: concatenated first
 };
 
 ProcessGroupDynamicCCL::ProcessGroupDynamicCCL(int rank, int size, Engines engines,
@@ -260,7 +270,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
     telemetry_.log_decision({seq, c.bytes, d.state_id, d.epoch, d.arm, static_cast<uint8_t>(c.op),
                              static_cast<uint8_t>(engine), d.probe, plan >= 0});
   }
-  CallRecord* rec = learned ? &consensus_.begin_call(static_cast<uint8_t>(engine), d) : nullptr;
+  CallRecord* rec =
+      learned ? &consensus_.begin_call(static_cast<uint8_t>(engine), d, &cell) : nullptr;
   const uint64_t rec_index = consensus_.learned_calls();
   TraceEntry* trace = nullptr;
   if (telemetry_.tracing()) {
@@ -305,41 +316,53 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
     // callbacks, or at wait() for the few engine ops that have no future.
     auto inner_future = future_or_null(*inner_work);
     const bool scale = !c.scaled.empty() && (c.reduction.divide || c.reduction.scale != 1.0);
-    auto scale_outputs = [scaled = c.scaled, red = c.reduction, n = size_] {
+    auto scale_outputs = [scaled = c.scaled.vec(), red = c.reduction, n = size_] {
       for (at::Tensor t : scaled) apply_scaling(red, t, n);
     };
     c10::intrusive_ptr<c10::ivalue::Future> post;
     std::function<void()> on_wait;
     if (scale && inner_future) {
       post = inner_future->then(
-          [scale_outputs, outputs = c.outputs](c10::ivalue::Future&) -> c10::IValue {
+          [scale_outputs, outputs = c.outputs.vec()](c10::ivalue::Future&) -> c10::IValue {
             scale_outputs();
             return c10::IValue(outputs);
           },
           c10::ListType::create(c10::TensorType::get()));
     }
     if (engine == kCpu) {
-      auto record_done = [this, &cell, rec, rec_index, start, trace] {
-        const int64_t end = now_ns();
-        cell.timed.fetch_add(1, std::memory_order_relaxed);
-        cell.sum_ns.fetch_add(end - start, std::memory_order_relaxed);
-        if (rec) consensus_.complete(*rec, rec_index);
-        if (trace) trace->end_ns.store(end, std::memory_order_relaxed);
+      // Small captures keep the callback's storage inline: no allocation for it.
+      auto when_done = [&](auto&& done) {
+        if (inner_future) {
+          (post ? post : inner_future)->addCallback([done](c10::ivalue::Future&) { done(); });
+        } else {
+          on_wait = [done, scale_outputs, scale] {
+            if (scale) scale_outputs();
+            done();
+          };
+        }
       };
-      if (inner_future) {
-        (post ? post : inner_future)->addCallback(
-            [record_done](c10::ivalue::Future&) { record_done(); });
+      if (trace) {
+        when_done([this, learned, rec_index, &cell, start, trace] {
+          const int64_t end = now_ns();
+          if (learned) {
+            consensus_.complete(rec_index);
+          } else {
+            cell.add_duration(end - start);
+          }
+          trace->end_ns.store(end, std::memory_order_relaxed);
+        });
+      } else if (rec) {
+        when_done([this, rec_index] { consensus_.complete(rec_index); });
       } else {
-        on_wait = [record_done, scale_outputs, scale] {
-          if (scale) scale_outputs();
-          record_done();
-        };
+        when_done([cell = &cell, start] { cell->add_duration(now_ns() - start); });
       }
     } else if (rec) {
       rec->timed_work = inner_work;  // GPU time is read at the next round, once complete
     }
-    work = c10::make_intrusive<DynamicWork>(rank_, c.type, c.title, std::move(inner_work),
-                                            std::move(post), c.outputs, std::move(on_wait));
+    work = c10::make_intrusive<DynamicWork>(rank_, c.type, profiling_title(c.title),
+                                            std::move(inner_work),
+                                            std::move(post), c.outputs.vec(),
+                                            std::move(on_wait));
   }
   // 3. Learn: the round boundary (if this call ends a round) runs on every rank here.
   if (learned) consensus_.end_call({learners_[0].get(), learners_[1].get()});
@@ -352,21 +375,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::issue_custom_cpu(Call& c,
                                                                        CallRecord* rec,
                                                                        uint64_t rec_index) {
   // List forms run on a flat buffer of the whole message.
-  if (!c.unflatten_to.empty() && !c.flat_out.defined()) {
-    c.flat_out = at::empty({c.flat_in.numel() * size_}, c.flat_in.options());
-  }
-  if (!c.flatten_from.empty() && !c.flat_in.defined()) {
-    c.flat_in = at::empty({c.flat_out.numel() * size_}, c.flat_out.options());
-  }
+  at::Tensor flat_in = c.in ? c.in->view({-1}) : at::Tensor();
+  at::Tensor flat_out = c.out ? c.out->view({-1}) : at::Tensor();
+  if (!c.unflatten_to.empty()) flat_out = at::empty({flat_in.numel() * size_}, flat_in.options());
+  if (!c.flatten_from.empty()) flat_in = at::empty({flat_out.numel() * size_}, flat_out.options());
   auto future = make_tensor_list_future({});  // CPU: no devices to synchronize
   const uint32_t tag = next_schedule_tag();
   const int bin = size_bin(c.effective_bytes);
   SummaryCell* cell = &telemetry_.summary(kCpu, c.op, bin);
   const int64_t start = rec ? rec->start_ns : now_ns();
   worker_.enqueue([this, future, tag, action, cell, rec, rec_index, start, op = c.op,
-                   in = c.flat_in, out = c.flat_out, root = c.root, red = c.reduction,
-                   outputs = c.outputs, unflatten = c.unflatten_to,
-                   flatten = c.flatten_from]() mutable {
+                   in = flat_in, out = flat_out, root = c.root, red = c.reduction,
+                   outputs = c.outputs.vec(), unflatten = c.unflatten_to.vec(),
+                   flatten = c.flatten_from.vec()]() mutable {
     try {
       const auto algo = static_cast<CpuAlgo>(action.algo);
       const int segments = action.channels > 0 ? action.channels : 1;
@@ -404,14 +425,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::issue_custom_cpu(Call& c,
       future->setError(std::current_exception());
       return;
     }
-    const int64_t end = now_ns();
-    cell->timed.fetch_add(1, std::memory_order_relaxed);
-    cell->sum_ns.fetch_add(end - start, std::memory_order_relaxed);
-    if (rec) consensus_.complete(*rec, rec_index);
+    if (rec) {
+      consensus_.complete(rec_index);
+    } else {
+      cell->add_duration(now_ns() - start);
+    }
     future->markCompleted(c10::IValue(outputs));
   });
-  return c10::make_intrusive<DynamicWork>(rank_, c.type, c.title, nullptr, std::move(future),
-                                          c.outputs);
+  return c10::make_intrusive<DynamicWork>(rank_, c.type, profiling_title(c.title), nullptr,
+                                          std::move(future), c.outputs.vec());
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -432,7 +454,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allreduce(
   c.outputs = tensors;
   c.scaled = tensors;
   c.custom_ok = t.is_contiguous();
-  c.flat_out = c.custom_ok ? t.view({-1}) : t;
+  c.out = &t;
   auto native_opts = with_timeout(opts, timeout_);
   native_opts.reduceOp = t.device().is_cpu() ? as_engine_op(c.reduction.engine_op) : opts.reduceOp;
   auto native = [&](c10d::Backend& e) { return e.allreduce(tensors, native_opts); };
@@ -475,7 +497,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::broadcast(
   c.bytes = c.effective_bytes = nbytes(t);
   c.outputs = tensors;
   c.custom_ok = t.is_contiguous();
-  c.flat_out = c.custom_ok ? t.view({-1}) : t;
+  c.out = &t;
   c.root = static_cast<int>(opts.rootRank);
   auto native_opts = with_timeout(opts, timeout_);
   auto native = [&](c10d::Backend& e) { return e.broadcast(tensors, native_opts); };
@@ -500,7 +522,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce(std::vector<at::Te
   c.outputs = tensors;
   if (rank_ == opts.rootRank) c.scaled = tensors;
   c.custom_ok = t.is_contiguous();
-  c.flat_out = c.custom_ok ? t.view({-1}) : t;
+  c.out = &t;
   c.root = static_cast<int>(opts.rootRank);
   auto native_opts = with_timeout(opts, timeout_);
   if (t.device().is_cpu()) native_opts.reduceOp = as_engine_op(c.reduction.engine_op);
@@ -532,8 +554,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather(
     uniform = uniform && o.numel() == in.numel() && o.device() == in.device();
   }
   c.custom_ok = uniform;
-  c.flat_in = uniform ? in.view({-1}) : in;
-  c.unflatten_to = outputs[0];  // flat_out is allocated only if one of our schedules runs
+  c.in = &in;
+  c.unflatten_to = outputs[0];
   auto native_opts = with_timeout(opts, timeout_);
   auto native = [&](c10d::Backend& e) { return e.allgather(outputs, inputs, native_opts); };
   c.native = native;
@@ -554,11 +576,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_allgather_base(
   c.sample = input;
   c.bytes = nbytes(input);
   c.effective_bytes = nbytes(output);
-  c.outputs = {output};
+  c.outputs = output;
   c.custom_ok = input.is_contiguous() && output.is_contiguous();
   if (c.custom_ok) {
-    c.flat_in = input.view({-1});
-    c.flat_out = output.view({-1});
+    c.in = &input;
+    c.out = &output;
   }
   auto native_opts = with_timeout(opts, timeout_);
   auto native = [&](c10d::Backend& e) { return e._allgather_base(output, input, native_opts); };
@@ -624,8 +646,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter(
   auto native = [&](c10d::Backend& e) { return e.reduce_scatter(outputs, inputs, native_opts); };
   c.native = native;
   c.custom_ok = uniform;
-  c.flat_out = uniform ? out.view({-1}) : out;
-  c.flatten_from = inputs[0];  // flat_in is allocated only if one of our schedules runs
+  c.out = &out;
+  c.flatten_from = inputs[0];
   return dispatch(c);
 }
 
@@ -643,12 +665,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_reduce_scatter_base(
   c.sample = input;
   c.bytes = c.effective_bytes = nbytes(input);
   c.reduction = plan_reduction(opts.reduceOp, input, size_, input.device().is_cpu());
-  c.outputs = {output};
-  c.scaled = {output};
+  c.outputs = output;
+  c.scaled = output;
   c.custom_ok = input.is_contiguous() && output.is_contiguous();
   if (c.custom_ok) {
-    c.flat_in = input.view({-1});
-    c.flat_out = output.view({-1});
+    c.in = &input;
+    c.out = &output;
   }
   auto native_opts = with_timeout(opts, timeout_);
   if (input.device().is_cpu()) native_opts.reduceOp = as_engine_op(c.reduction.engine_op);
@@ -739,7 +761,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall_base(
   c.title = "dynamiccl:all_to_all_single";
   c.sample = input;
   c.bytes = c.effective_bytes = nbytes(input);
-  c.outputs = {output};
+  c.outputs = output;
   auto native_opts = with_timeout(opts, timeout_);
   auto native = [&](c10d::Backend& e) {
     return e.alltoall_base(output, input, output_splits, input_splits, native_opts);

@@ -10,10 +10,11 @@
 #include <mutex>
 #include <vector>
 
-#include "backend/consensus.h"
 #include "core/types.h"
 
 namespace dynamiccl {
+
+constexpr int kNumEngines = 2;  // 0 = CPU (Gloo + our schedules), 1 = NCCL
 
 struct DecisionLogEntry {
   uint64_t seq = 0;
@@ -29,6 +30,10 @@ struct DecisionLogEntry {
 
 // Local wall time of calls, per (engine, op, size bin). Updated from completion callbacks.
 struct SummaryCell {
+  void add_duration(int64_t ns) {
+    timed.fetch_add(1, std::memory_order_relaxed);
+    sum_ns.fetch_add(static_cast<uint64_t>(ns), std::memory_order_relaxed);
+  }
   std::atomic<uint64_t> calls{0};
   std::atomic<uint64_t> timed{0};
   std::atomic<uint64_t> sum_ns{0};

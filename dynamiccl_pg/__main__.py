@@ -1,0 +1,50 @@
+"""Command line: ``python -m dynamiccl_pg <command>``.
+
+    actions [--world-size N]   the arms (candidate configurations) per op and engine
+    config                     every DYNAMICCL_* variable: default and current value
+    sim --scenario FILE|DIR    run scenarios through the learner (see benchmarks/scenarios)
+"""
+
+import argparse
+import os
+import sys
+
+
+def _actions(argv) -> int:
+    from . import _C, config
+    p = argparse.ArgumentParser(prog="python -m dynamiccl_pg actions")
+    p.add_argument("--world-size", type=int, default=4, help="group size (default 4)")
+    args = p.parse_args(argv)
+    print(f"{'op':<15} {'engine':<6} arms (first = engine default)")
+    for op in config.OPS:
+        print(f"{op:<15} {'cpu':<6} {', '.join(_C.cpu_arm_names(op, args.world_size))}")
+        print(f"{'':<15} {'nccl':<6} {', '.join(_C.nccl_arm_names(op))}")
+    print("\npin an op to an arm on every rank: DYNAMICCL_FORCE=\"allreduce:ring;allgather:rd\"")
+    return 0
+
+
+def _config(argv) -> int:
+    from . import config
+    argparse.ArgumentParser(prog="python -m dynamiccl_pg config").parse_args(argv)
+    for name, (default, doc) in config.ENV_VARS.items():
+        current = os.environ.get(name)
+        shown = f"{current!r}" if current is not None else "(unset)"
+        print(f"{name:<28} default {default!r:<9} now {shown:<12} {doc}")
+    config.validate_environment()
+    return 0
+
+
+def main(argv) -> int:
+    commands = {"actions": _actions, "config": _config}
+    if not argv or argv[0] in ("-h", "--help") or argv[0] not in (*commands, "sim"):
+        print(__doc__.strip(), file=sys.stderr if argv and argv[0] not in ("-h", "--help")
+              else sys.stdout)
+        return 0 if not argv or argv[0] in ("-h", "--help") else 2
+    if argv[0] == "sim":
+        from .sim.cli import main as sim_main
+        return sim_main(argv[1:])
+    return commands[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
