@@ -12,7 +12,7 @@ import os
 from typing import Dict, Optional
 
 MODES = ("learn", "frozen", "off")
-COST_REDUCTIONS = ("min", "max")
+COST_REDUCTIONS = ("auto", "min", "max")
 ROLES = ("default", "dp", "fsdp_ag", "fsdp_rs", "tp", "pp", "cp", "ep")
 OPS = ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "gather",
        "scatter", "send", "recv", "barrier")
@@ -43,7 +43,8 @@ class Options:
 ENV_VARS = {
     "DYNAMICCL_MODE": ("learn", "learn | frozen | off"),
     "DYNAMICCL_ROUND_CALLS": ("32", "learned calls between consensus rounds (K), >= 1"),
-    "DYNAMICCL_COST_REDUCE": ("min", "how a call's per-rank durations become its cost: min | max"),
+    "DYNAMICCL_COST_REDUCE": ("auto", "per-rank durations -> cost: auto (max on CPU, min on NCCL) "
+                              "| min | max"),
     "DYNAMICCL_FORCE": ("", "pin ops to arms on every rank, e.g. allreduce:ring;allgather:rd"),
     "DYNAMICCL_ROLE_MAP": ("", "map group descriptions to roles, e.g. my_tp_group=tp;emb=dp"),
     "DYNAMICCL_POLICY": ("", "policy JSON to load at group creation (warm start)"),

@@ -76,10 +76,12 @@ BackendConfig config_from_dict(const py::dict& d) {
   TORCH_CHECK(parse_mode(mode, &c.mode), "dynamiccl: unknown mode '", mode,
               "'; accepted: learn, frozen, off");
   c.round_calls = get_or<int>(d, "round_calls", c.round_calls);
-  const auto reduce = get_or<std::string>(d, "cost_reduce", "min");
-  TORCH_CHECK(reduce == "min" || reduce == "max", "dynamiccl: unknown cost_reduce '", reduce,
-              "'; accepted: min, max");
-  c.cost_reduce = reduce == "max" ? CostReduce::kMax : CostReduce::kMin;
+  const auto reduce = get_or<std::string>(d, "cost_reduce", "auto");
+  TORCH_CHECK(reduce == "auto" || reduce == "min" || reduce == "max",
+              "dynamiccl: unknown cost_reduce '", reduce, "'; accepted: auto, min, max");
+  c.cost_reduce = reduce == "max"   ? CostReduce::kMax
+                  : reduce == "min" ? CostReduce::kMin
+                                    : CostReduce::kAuto;
   c.force = get_or<std::map<std::string, std::string>>(d, "force", {});
   for (const auto& [desc, role] : get_or<std::map<std::string, std::string>>(d, "role_map", {})) {
     Role r;

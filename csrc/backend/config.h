@@ -12,12 +12,16 @@
 
 namespace dynamiccl {
 
-enum class CostReduce : uint8_t { kMin = 0, kMax = 1 };
+// How a call's per-rank durations become its cost. Min removes waiting for late peers but
+// rewards schedules whose ranks finish at different times (a tree's root is done long before its
+// leaves); max charges the whole collective. Auto: max for our CPU schedules (asymmetric), min
+// for NCCL kernels (every rank's kernel spans the whole collective).
+enum class CostReduce : uint8_t { kAuto = 0, kMin = 1, kMax = 2 };
 
 struct BackendConfig {
   Mode mode = Mode::kLearn;
   int round_calls = 32;                 // K: learned calls between consensus rounds (same on all ranks)
-  CostReduce cost_reduce = CostReduce::kMin;
+  CostReduce cost_reduce = CostReduce::kAuto;
   std::map<std::string, std::string> force;  // op name -> arm name (DYNAMICCL_FORCE)
   std::map<std::string, Role> role_map;      // group description -> role
   LearnerConfig learner;

@@ -16,6 +16,11 @@ int64_t now_ns() {
       .count();
 }
 
+float Consensus::sign_of(uint8_t engine) const {
+  const bool max = reduce_ == CostReduce::kMax || (reduce_ == CostReduce::kAuto && engine == 0);
+  return max ? -1.f : 1.f;
+}
+
 Consensus::Consensus(int round_calls, CostReduce reduce,
                      c10::intrusive_ptr<c10d::Backend> control)
     : k_(round_calls), reduce_(reduce), control_(std::move(control)), ring_(2 * round_calls) {}
@@ -54,12 +59,12 @@ void Consensus::end_call(std::array<Learner*, kNumEngines> learners) {
 }
 
 void Consensus::start_round(uint64_t first, uint64_t count) {
-  // Payload: per call, the cost in µs (negated for max-reduction so one MIN all-reduce serves
-  // both), then per call -1 if this rank could not apply the arm, then the two signals.
+  // Payload: per call, the cost in µs (negated where it is to be max-reduced, so one MIN
+  // all-reduce serves both), then per call -1 if this rank could not apply the arm, then the two
+  // signals.
   const int64_t n = static_cast<int64_t>(count);
   at::Tensor payload = at::empty({2 * n + 2}, at::kFloat);
   float* p = payload.data_ptr<float>();
-  const float sign = reduce_ == CostReduce::kMax ? -1.f : 1.f;
   pending_.engine.resize(count);
   pending_.state.resize(count);
   pending_.arm.resize(count);
@@ -80,7 +85,7 @@ void Consensus::start_round(uint64_t first, uint64_t count) {
       const int64_t end = rec.end_ns.load(std::memory_order_acquire);
       if (end > 0) cost = std::max(0.001f, static_cast<float>(end - rec.start_ns) / 1000.f);
     }
-    p[i] = cost == kMissing ? kMissing : sign * cost;
+    p[i] = cost == kMissing ? kMissing : sign_of(rec.engine) * cost;
     p[n + i] = rec.unavailable.load(std::memory_order_relaxed) ? -1.f : 0.f;
   }
   {
@@ -105,7 +110,6 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
   pending_.work.reset();
   const float* p = pending_.payload[0].data_ptr<float>();
   const int64_t n = static_cast<int64_t>(pending_.count);
-  const float sign = reduce_ == CostReduce::kMax ? -1.f : 1.f;
   std::array<RoundResult, kNumEngines> rounds;
   const double step = p[2 * n], loss = p[2 * n + 1];
   for (auto& r : rounds) {
@@ -116,7 +120,8 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
     RoundResult& r = rounds[pending_.engine[i]];
     if (p[n + i] < 0) r.unavailable.emplace_back(pending_.state[i], pending_.arm[i]);
     if (std::isinf(p[i])) continue;  // no rank measured it (still running): not reported
-    r.calls.push_back(CallOutcome{pending_.state[i], pending_.arm[i], sign * p[i]});
+    r.calls.push_back(
+        CallOutcome{pending_.state[i], pending_.arm[i], sign_of(pending_.engine[i]) * p[i]});
   }
   for (int e = 0; e < kNumEngines; ++e) {
     if (learners[e]) learners[e]->apply_round(rounds[e]);

@@ -60,6 +60,7 @@ class Consensus {
 
  private:
   void start_round(uint64_t first, uint64_t count);
+  float sign_of(uint8_t engine) const;  // -1 where costs are max-reduced
   void apply_pending(std::array<Learner*, kNumEngines> learners);
 
   const int k_;

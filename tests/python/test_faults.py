@@ -115,7 +115,7 @@ def _run_script(env, code):
     ("DYNAMICCL_MODE", "fast", "accepted: learn, frozen, off"),
     ("DYNAMICCL_ROUND_CALLS", "0", "DYNAMICCL_ROUND_CALLS=0"),
     ("DYNAMICCL_ROUND_CALLS", "x", "not an integer"),
-    ("DYNAMICCL_COST_REDUCE", "mean", "accepted: min, max"),
+    ("DYNAMICCL_COST_REDUCE", "mean", "accepted: auto, min, max"),
     ("DYNAMICCL_FORCE", "allreduce", "key:value"),
     ("DYNAMICCL_FORCE", "allredux:ring", "allredux"),
     ("DYNAMICCL_ROLE_MAP", "x=bogus", "bogus"),
