@@ -22,10 +22,13 @@ FORMAT = "dynamiccl-policy/1"
 ENGINES = ("cpu", "nccl")
 
 
-def fingerprint() -> dict:
+def fingerprint(pg=None) -> dict:
     cuda = torch.cuda.is_available()
+    # While the default group is being created the world is not registered yet: its size is
+    # the world size then.
+    world = dist.get_world_size() if dist.is_initialized() else (pg.size() if pg else 1)
     return {
-        "world_size": dist.get_world_size() if dist.is_initialized() else 1,
+        "world_size": world,
         "torch": torch.__version__.split("+")[0],
         "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
         "device": torch.cuda.get_device_name() if cuda else platform.machine(),
@@ -70,7 +73,7 @@ def _read(path: str) -> dict:
 def load_into(pg, path: str) -> bool:
     """Restores ``pg``'s learners from ``path``. Returns False (with a warning) on a mismatch."""
     data = _read(path)
-    mine = fingerprint()
+    mine = fingerprint(pg)
     theirs = data.get("fingerprint", {})
     diff = {k: (theirs.get(k), v) for k, v in mine.items() if theirs.get(k) != v}
     if diff:

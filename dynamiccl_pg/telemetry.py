@@ -31,7 +31,7 @@ def stats(group=None) -> dict:
         "epochs": {name: pg.epoch(i) for i, name in enumerate(ENGINES)},
         "states": {name: pg.stats(i) for i, name in enumerate(ENGINES)},
         "calls": pg.call_summary(),
-        "nccl_plugin": _C.nccl_counters(),
+        "nccl_plugin": dict(_C.nccl_counters(), tuning_active=pg.nccl_tuning_active),
     }
 
 

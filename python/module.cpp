@@ -250,6 +250,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("group_desc", [](const PG& pg) { return pg.getGroupDesc(); })
       .def_property_readonly("learned_calls", &PG::learned_calls)
       .def_property_readonly("rounds_applied", &PG::rounds_applied)
+      .def_property_readonly("nccl_tuning_active", &PG::nccl_tuning_active)
       .def("stats",
            [](const PG& pg, int engine) -> py::object {
              const Learner* l = pg.learner(engine);

@@ -99,6 +99,8 @@ void nccl_publish(OpKind op, uint64_t effective_bytes, const Action& action) {
 
 void nccl_clear() { dynamiccl_nccl_clear(); }
 
+bool nccl_plugin_loaded() { return dynamiccl_nccl_loaded_by_nccl() != 0; }
+
 bool nccl_last_outcome_unavailable() {
   return dynamiccl_nccl_last_outcome() == DYNAMICCL_NCCL_UNAVAILABLE;
 }

@@ -27,5 +27,7 @@ void nccl_publish(OpKind op, uint64_t effective_bytes, const Action& action);
 void nccl_clear();
 // True when NCCL consulted the plugin for the last call and could not apply the arm.
 bool nccl_last_outcome_unavailable();
+// True once NCCL in this process initialised the plugin (a communicator exists).
+bool nccl_plugin_loaded();
 
 }  // namespace dynamiccl

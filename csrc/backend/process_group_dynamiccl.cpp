@@ -238,9 +238,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
   cell.calls.fetch_add(1, std::memory_order_relaxed);
   cell.bytes.fetch_add(c.bytes, std::memory_order_relaxed);
 
-  // 1. Decide. Off mode, coalescing windows and ops with a single arm take the native path.
+  // 1. Decide. Off mode, coalescing windows and ops with a single arm take the native path, and
+  // so does the first NCCL collective: it creates the communicator, which tells whether NCCL loaded
+  // our plugin, and every rank must agree on that before any NCCL decision is published.
   int plan = op_plan_[engine][static_cast<int>(c.op)];
-  if (config_.mode == Mode::kOff || coalescing_ || (engine == kCpu && !c.custom_ok)) plan = -1;
+  const bool first_nccl_call = engine == kNccl && !c.p2p && !nccl_plugin_checked_;
+  if (config_.mode == Mode::kOff || coalescing_ || (engine == kCpu && !c.custom_ok) ||
+      first_nccl_call) {
+    plan = -1;
+  }
   Decision d;
   bool learned = false;
   const bool flat = c.type == c10d::OpType::_ALLGATHER_BASE ||
@@ -364,6 +370,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
                                             std::move(post), c.outputs.vec(),
                                             std::move(on_wait));
   }
+  if (first_nccl_call) agree_on_nccl_plugin();
   // 3. Learn: the round boundary (if this call ends a round) runs on every rank here.
   if (learned) consensus_.end_call({learners_[0].get(), learners_[1].get()});
   if (coalescing_ && engine == kCpu) coalesced_works_.push_back(work);
@@ -884,6 +891,27 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::barrier(const c10d::Barri
 }
 
 // ---------------------------------------------------------------------------------------------
+
+void ProcessGroupDynamicCCL::agree_on_nccl_plugin() {
+  nccl_plugin_checked_ = true;
+  if (!config_.nccl_tuning) return;
+  // A rank whose NCCL did not load the plugin (another communicator came first, a different
+  // NCCL_TUNER_PLUGIN) would let NCCL choose while the others force: mismatched algorithms hang.
+  // So the flag is agreed (MIN over ranks) and tuning steps aside everywhere if anyone lacks it.
+  at::Tensor loaded = at::full({1}, nccl_plugin_loaded() ? 1.f : 0.f);
+  std::vector<at::Tensor> payload{loaded};
+  c10d::AllreduceOptions opts;
+  opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::MIN);
+  opts.timeout = timeout_;
+  engines_.control->allreduce(payload, opts)->wait(timeout_);
+  if (loaded.item<float>() < 0.5f) {
+    TORCH_WARN_ONCE("dynamiccl: NCCL did not load the DynamICCL tuner plugin on every rank "
+                    "(another NCCL communicator was created first, or NCCL_TUNER_PLUGIN differs); "
+                    "NCCL tuning steps aside and NCCL decides as usual");
+    nccl_plugin_active_ = false;
+    for (auto& plan : op_plan_[kNccl]) plan = -1;
+  }
+}
 
 void ProcessGroupDynamicCCL::startCoalescing() {
   TORCH_CHECK(!coalescing_, "dynamiccl: startCoalescing() called twice without endCoalescing()");

@@ -104,6 +104,11 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   const Telemetry& telemetry() const { return telemetry_; }
   uint64_t learned_calls() const { return consensus_.learned_calls(); }
   uint64_t rounds_applied() const { return consensus_.rounds_applied(); }
+  // NCCL tuning is live: the engine exists, tuning was not stepped aside, every rank's NCCL
+  // loaded the plugin (known after the first NCCL call).
+  bool nccl_tuning_active() const {
+    return engines_.nccl && config_.nccl_tuning && nccl_plugin_active_;
+  }
   void add_step_time(double us) { consensus_.add_step_time(us); }
   void add_loss(double loss) { consensus_.add_loss(loss); }
 
@@ -116,6 +121,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
                                                   CallRecord* rec, uint64_t rec_index);
   c10::intrusive_ptr<c10d::Backend>& engine_for(const at::Tensor& t, int* engine);
   void ensure_learning_engine(int engine);
+  void agree_on_nccl_plugin();
   uint32_t next_schedule_tag() { return schedule_tag_++; }
 
   Engines engines_;
@@ -142,6 +148,8 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   bool nccl_coalescing_ = false;
   std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_works_;
   bool shut_down_ = false;
+  bool nccl_plugin_checked_ = false;  // the first NCCL call agreed on whether NCCL loaded it
+  bool nccl_plugin_active_ = true;
 };
 
 }  // namespace dynamiccl

@@ -1,0 +1,106 @@
+"""What the learner knows can be saved, loaded warm and run frozen; what it did is visible
+(stats as JSON, traces, the summary); hints reject bad values by name."""
+
+import json
+import os
+
+import pytest
+import torch
+import torch.distributed as dist
+
+from dist_harness import run_ranks
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def learn_and_save(rank, world, path, calls):
+    import dynamiccl_pg
+    t = torch.ones(20000)
+    for _ in range(calls):
+        dist.all_reduce(t)
+    dynamiccl_pg.save_policy(path)
+    s = dynamiccl_pg.stats()
+    json.dumps(s)  # JSON-serialisable as documented
+    return {st["size_bin"]: st["incumbent"] for st in s["states"]["cpu"]}, s
+
+
+def run_loaded(rank, world, calls):
+    import dynamiccl_pg
+    t = torch.ones(20000)
+    for _ in range(calls):
+        dist.all_reduce(t)
+    s = dynamiccl_pg.stats()
+    log = dynamiccl_pg.decision_log()
+    return ({st["size_bin"]: (st["incumbent"], st["phase"]) for st in s["states"]["cpu"]},
+            sum(1 for e in log if e[7]), sorted({e[4] for e in log}))
+
+
+def test_save_load_frozen_round_trip(tmp_path):
+    path = str(tmp_path / "policy.json")
+    learned, stats = run_ranks(learn_and_save, 2, path, 400,
+                               env={"DYNAMICCL_ROUND_CALLS": "8"})[0]
+    data = json.load(open(path))
+    assert data["format"] == "dynamiccl-policy/1"
+    assert data["fingerprint"]["world_size"] == 2
+    assert stats["rounds_applied"] > 10
+    # Frozen with the policy: the saved incumbent runs every call, no probing at all.
+    results = run_ranks(run_loaded, 2, 60,
+                        env={"DYNAMICCL_POLICY": path, "DYNAMICCL_MODE": "frozen"})
+    for states, probes, arms_used in results:
+        for bin_, incumbent in learned.items():
+            assert states[bin_][0] == incumbent
+        assert probes == 0
+        assert len(arms_used) == 1
+    # Learn mode, warm: the loaded state starts converged (exploit), not in warm-up.
+    for states, _, _ in run_ranks(run_loaded, 2, 20, env={"DYNAMICCL_POLICY": path}):
+        assert all(phase != "warmup" for _, phase in states.values())
+
+
+def test_policy_from_elsewhere_starts_cold(tmp_path):
+    path = str(tmp_path / "policy.json")
+    run_ranks(learn_and_save, 2, path, 100)
+    data = json.load(open(path))
+    data["fingerprint"]["torch"] = "0.0.1"
+    json.dump(data, open(path, "w"))
+    for states, _, _ in run_ranks(run_loaded, 2, 3, env={"DYNAMICCL_POLICY": path}):
+        assert all(phase == "warmup" for _, phase in states.values())
+
+
+def traced(rank, world, prefix):
+    import dynamiccl_pg
+    with dynamiccl_pg.hint(role="tp"):
+        dist.all_reduce(torch.ones(10))
+    dist.broadcast(torch.ones(5), 0)
+    files = dynamiccl_pg.write_trace(prefix)
+    summary = dynamiccl_pg.format_summary()
+    return files, summary
+
+
+def test_trace_and_summary(tmp_path):
+    prefix = str(tmp_path / "trace")
+    results = run_ranks(traced, 2, prefix, env={"DYNAMICCL_TRACE": prefix})
+    for rank, (files, summary) in enumerate(results):
+        jsonl, chrome = files
+        records = [json.loads(line) for line in open(jsonl)]
+        ops = [(r["op"], r["role"]) for r in records]
+        assert ("allreduce", "tp") in ops and ("broadcast", "default") in ops
+        assert all(r["dur_us"] is not None and r["dur_us"] >= 0 for r in records)
+        events = json.load(open(chrome))["traceEvents"]
+        assert len(events) == len(records)
+        assert "allreduce" in summary and "calls" in summary
+
+
+def test_hint_rejects_bad_values():
+    import dynamiccl_pg
+    with pytest.raises(ValueError, match="role='warp'.*accepted: default, dp"):
+        with dynamiccl_pg.hint(role="warp"):
+            pass
+    with pytest.raises(ValueError, match="bucket=-3"):
+        with dynamiccl_pg.hint(bucket=-3):
+            pass
+    with pytest.raises(ValueError, match="direction='up'"):
+        with dynamiccl_pg.hint(direction="up"):
+            pass
+    with dynamiccl_pg.hint(role="pp", stage=2, direction="backward"):
+        assert dynamiccl_pg._C.get_hint()[:5] == (5, -1, -1, 2, 1)
+    assert dynamiccl_pg._C.get_hint() == (-1,) * 6  # restored on exit
