@@ -112,10 +112,16 @@ Opts with_timeout(Opts opts, std::chrono::milliseconds timeout) {
 
 // Everything dispatch() needs to know about one call.
 struct ProcessGroupDynamicCCL::Call {
-  OpKind op = OpKind::kAllReduce;
-  c10d::OpType type = c10d::OpType::UNKNOWN;
-  const char* title = "";
-  at::Tensor sample;  // selects the engine; its dtype is the context's
+  // bytes and effective bytes start as the sample's size; collectives whose message is larger
+  // (gathers, lists) set them.
+  Call(OpKind op, c10d::OpType type, const char* title, at::Tensor sample_tensor)
+      : op(op), type(type), title(title), sample(std::move(sample_tensor)) {
+    bytes = effective_bytes = nbytes(sample);
+  }
+  OpKind op;
+  c10d::OpType type;
+  const char* title;   // the profiler's name for it
+  at::Tensor sample;   // selects the engine; its dtype is the context's
   uint64_t bytes = 0;
   uint64_t effective_bytes = 0;
   bool p2p = false;
@@ -451,12 +457,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allreduce(
   TORCH_CHECK(tensors.size() == 1, "dynamiccl: allreduce takes one tensor per call, got ",
               tensors.size());
   at::Tensor& t = tensors[0];
-  Call c;
-  c.op = OpKind::kAllReduce;
-  c.type = c10d::OpType::ALLREDUCE;
-  c.title = "dynamiccl:all_reduce";
-  c.sample = t;
-  c.bytes = c.effective_bytes = nbytes(t);
+  Call c(OpKind::kAllReduce, c10d::OpType::ALLREDUCE, "dynamiccl:all_reduce", t);
   c.reduction = plan_reduction(opts.reduceOp, t, size_, t.device().is_cpu());
   c.outputs = tensors;
   c.scaled = tensors;
@@ -472,11 +473,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allreduce(
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "dynamiccl: allreduce_coalesced needs at least one tensor");
-  Call c;
-  c.op = OpKind::kAllReduce;
-  c.type = c10d::OpType::ALLREDUCE_COALESCED;
-  c.title = "dynamiccl:all_reduce_coalesced";
-  c.sample = tensors[0];
+  Call c(OpKind::kAllReduce, c10d::OpType::ALLREDUCE_COALESCED, "dynamiccl:all_reduce_coalesced", tensors[0]);
+  c.bytes = 0;
   for (auto& t : tensors) c.bytes += nbytes(t);
   c.effective_bytes = c.bytes;
   c.reduction = plan_reduction(opts.reduceOp, tensors[0], size_, tensors[0].device().is_cpu());
@@ -496,12 +494,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::broadcast(
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "dynamiccl: broadcast root ",
               opts.rootRank, " is out of range; accepted: 0..", size_ - 1);
   at::Tensor& t = tensors[0];
-  Call c;
-  c.op = OpKind::kBroadcast;
-  c.type = c10d::OpType::BROADCAST;
-  c.title = "dynamiccl:broadcast";
-  c.sample = t;
-  c.bytes = c.effective_bytes = nbytes(t);
+  Call c(OpKind::kBroadcast, c10d::OpType::BROADCAST, "dynamiccl:broadcast", t);
   c.outputs = tensors;
   c.custom_ok = t.is_contiguous();
   c.out = &t;
@@ -519,12 +512,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce(std::vector<at::Te
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "dynamiccl: reduce root ",
               opts.rootRank, " is out of range; accepted: 0..", size_ - 1);
   at::Tensor& t = tensors[0];
-  Call c;
-  c.op = OpKind::kReduce;
-  c.type = c10d::OpType::REDUCE;
-  c.title = "dynamiccl:reduce";
-  c.sample = t;
-  c.bytes = c.effective_bytes = nbytes(t);
+  Call c(OpKind::kReduce, c10d::OpType::REDUCE, "dynamiccl:reduce", t);
   c.reduction = plan_reduction(opts.reduceOp, t, size_, t.device().is_cpu());
   c.outputs = tensors;
   if (rank_ == opts.rootRank) c.scaled = tensors;
@@ -546,12 +534,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather(
   TORCH_CHECK(static_cast<int>(outputs[0].size()) == size_, "dynamiccl: allgather output list has ",
               outputs[0].size(), " tensors; it must have one per rank (", size_, ")");
   at::Tensor& in = inputs[0];
-  Call c;
-  c.op = OpKind::kAllGather;
-  c.type = c10d::OpType::ALLGATHER;
-  c.title = "dynamiccl:all_gather";
-  c.sample = in;
-  c.bytes = nbytes(in);
+  Call c(OpKind::kAllGather, c10d::OpType::ALLGATHER, "dynamiccl:all_gather", in);
   c.effective_bytes = c.bytes * size_;
   c.outputs = outputs[0];
   bool uniform = in.is_contiguous();
@@ -576,12 +559,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_allgather_base(
               input.numel() * size_);
   TORCH_CHECK(output.dtype() == input.dtype(), "dynamiccl: all_gather_into_tensor output dtype ",
               output.scalar_type(), " does not match the input dtype ", input.scalar_type());
-  Call c;
-  c.op = OpKind::kAllGather;
-  c.type = c10d::OpType::_ALLGATHER_BASE;
-  c.title = "dynamiccl:all_gather_into_tensor";
-  c.sample = input;
-  c.bytes = nbytes(input);
+  Call c(OpKind::kAllGather, c10d::OpType::_ALLGATHER_BASE, "dynamiccl:all_gather_into_tensor", input);
   c.effective_bytes = nbytes(output);
   c.outputs = output;
   c.custom_ok = input.is_contiguous() && output.is_contiguous();
@@ -601,11 +579,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather_into_tensor_coa
   TORCH_CHECK(!inputs.empty() && inputs.size() == outputs.size(),
               "dynamiccl: allgather_into_tensor_coalesced needs as many outputs as inputs (got ",
               outputs.size(), " and ", inputs.size(), ")");
-  Call c;
-  c.op = OpKind::kAllGather;
-  c.type = c10d::OpType::COALESCED;
-  c.title = "dynamiccl:all_gather_into_tensor_coalesced";
-  c.sample = inputs[0];
+  Call c(OpKind::kAllGather, c10d::OpType::COALESCED, "dynamiccl:all_gather_into_tensor_coalesced", inputs[0]);
+  c.bytes = 0;
   for (auto& t : inputs) c.bytes += nbytes(t);
   c.effective_bytes = c.bytes * size_;
   c.outputs = outputs;
@@ -632,11 +607,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter(
   TORCH_CHECK(static_cast<int>(inputs[0].size()) == size_, "dynamiccl: reduce_scatter input list "
               "has ", inputs[0].size(), " tensors; it must have one per rank (", size_, ")");
   at::Tensor& out = outputs[0];
-  Call c;
-  c.op = OpKind::kReduceScatter;
-  c.type = c10d::OpType::REDUCE_SCATTER;
-  c.title = "dynamiccl:reduce_scatter";
-  c.sample = out;
+  Call c(OpKind::kReduceScatter, c10d::OpType::REDUCE_SCATTER, "dynamiccl:reduce_scatter", out);
   c.bytes = nbytes(out) * size_;
   c.effective_bytes = c.bytes;
   c.reduction = plan_reduction(opts.reduceOp, out, size_, out.device().is_cpu());
@@ -665,12 +636,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_reduce_scatter_base(
               output.numel() * size_);
   TORCH_CHECK(output.dtype() == input.dtype(), "dynamiccl: reduce_scatter_tensor output dtype ",
               output.scalar_type(), " does not match the input dtype ", input.scalar_type());
-  Call c;
-  c.op = OpKind::kReduceScatter;
-  c.type = c10d::OpType::_REDUCE_SCATTER_BASE;
-  c.title = "dynamiccl:reduce_scatter_tensor";
-  c.sample = input;
-  c.bytes = c.effective_bytes = nbytes(input);
+  Call c(OpKind::kReduceScatter, c10d::OpType::_REDUCE_SCATTER_BASE, "dynamiccl:reduce_scatter_tensor", input);
   c.reduction = plan_reduction(opts.reduceOp, input, size_, input.device().is_cpu());
   c.outputs = output;
   c.scaled = output;
@@ -694,11 +660,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter_tensor_coa
   TORCH_CHECK(!inputs.empty() && inputs.size() == outputs.size(),
               "dynamiccl: reduce_scatter_tensor_coalesced needs as many outputs as inputs (got ",
               outputs.size(), " and ", inputs.size(), ")");
-  Call c;
-  c.op = OpKind::kReduceScatter;
-  c.type = c10d::OpType::COALESCED;
-  c.title = "dynamiccl:reduce_scatter_tensor_coalesced";
-  c.sample = inputs[0];
+  Call c(OpKind::kReduceScatter, c10d::OpType::COALESCED, "dynamiccl:reduce_scatter_tensor_coalesced", inputs[0]);
+  c.bytes = 0;
   for (auto& t : inputs) c.bytes += nbytes(t);
   c.effective_bytes = c.bytes;
   c.reduction = plan_reduction(opts.reduceOp, inputs[0], size_, inputs[0].device().is_cpu());
@@ -725,12 +688,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::gather(
   TORCH_CHECK(inputs.size() == 1, "dynamiccl: gather takes one input tensor per call");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "dynamiccl: gather root ",
               opts.rootRank, " is out of range; accepted: 0..", size_ - 1);
-  Call c;
-  c.op = OpKind::kGather;
-  c.type = c10d::OpType::GATHER;
-  c.title = "dynamiccl:gather";
-  c.sample = inputs[0];
-  c.bytes = nbytes(inputs[0]);
+  Call c(OpKind::kGather, c10d::OpType::GATHER, "dynamiccl:gather", inputs[0]);
   c.effective_bytes = c.bytes * size_;
   if (!outputs.empty()) c.outputs = outputs[0];
   auto native_opts = with_timeout(opts, timeout_);
@@ -745,12 +703,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::scatter(
   TORCH_CHECK(outputs.size() == 1, "dynamiccl: scatter takes one output tensor per call");
   TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "dynamiccl: scatter root ",
               opts.rootRank, " is out of range; accepted: 0..", size_ - 1);
-  Call c;
-  c.op = OpKind::kScatter;
-  c.type = c10d::OpType::SCATTER;
-  c.title = "dynamiccl:scatter";
-  c.sample = outputs[0];
-  c.bytes = nbytes(outputs[0]);
+  Call c(OpKind::kScatter, c10d::OpType::SCATTER, "dynamiccl:scatter", outputs[0]);
   c.effective_bytes = c.bytes * size_;
   c.outputs = outputs;
   auto native_opts = with_timeout(opts, timeout_);
@@ -762,12 +715,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::scatter(
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
     std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
-  Call c;
-  c.op = OpKind::kAllToAll;
-  c.type = c10d::OpType::ALLTOALL_BASE;
-  c.title = "dynamiccl:all_to_all_single";
-  c.sample = input;
-  c.bytes = c.effective_bytes = nbytes(input);
+  Call c(OpKind::kAllToAll, c10d::OpType::ALLTOALL_BASE, "dynamiccl:all_to_all_single", input);
   c.outputs = output;
   auto native_opts = with_timeout(opts, timeout_);
   auto native = [&](c10d::Backend& e) {
@@ -781,11 +729,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllToAllOptions& opts) {
   TORCH_CHECK(!inputs.empty(), "dynamiccl: alltoall needs input tensors");
-  Call c;
-  c.op = OpKind::kAllToAll;
-  c.type = c10d::OpType::ALLTOALL;
-  c.title = "dynamiccl:all_to_all";
-  c.sample = inputs[0];
+  Call c(OpKind::kAllToAll, c10d::OpType::ALLTOALL, "dynamiccl:all_to_all", inputs[0]);
+  c.bytes = 0;
   for (auto& t : inputs) c.bytes += nbytes(t);
   c.effective_bytes = c.bytes;
   c.outputs = outputs;
@@ -828,12 +773,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::send(std::vector<at::Tens
   TORCH_CHECK(tensors.size() == 1, "dynamiccl: send takes one tensor per call");
   TORCH_CHECK(dst >= 0 && dst < size_ && dst != rank_, "dynamiccl: send destination ", dst,
               " is invalid; accepted: another rank in 0..", size_ - 1);
-  Call c;
-  c.op = OpKind::kSend;
-  c.type = c10d::OpType::SEND;
-  c.title = "dynamiccl:send";
-  c.sample = tensors[0];
-  c.bytes = c.effective_bytes = nbytes(tensors[0]);
+  Call c(OpKind::kSend, c10d::OpType::SEND, "dynamiccl:send", tensors[0]);
   c.p2p = true;
   c.outputs = tensors;
   auto native = [&](c10d::Backend& e) { return e.send(tensors, dst, tag); };
@@ -846,12 +786,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::recv(std::vector<at::Tens
   TORCH_CHECK(tensors.size() == 1, "dynamiccl: recv takes one tensor per call");
   TORCH_CHECK(src >= 0 && src < size_ && src != rank_, "dynamiccl: recv source ", src,
               " is invalid; accepted: another rank in 0..", size_ - 1);
-  Call c;
-  c.op = OpKind::kRecv;
-  c.type = c10d::OpType::RECV;
-  c.title = "dynamiccl:recv";
-  c.sample = tensors[0];
-  c.bytes = c.effective_bytes = nbytes(tensors[0]);
+  Call c(OpKind::kRecv, c10d::OpType::RECV, "dynamiccl:recv", tensors[0]);
   c.p2p = true;
   c.outputs = tensors;
   auto native = [&](c10d::Backend& e) { return e.recv(tensors, src, tag); };
@@ -862,12 +797,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::recv(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::recvAnysource(
     std::vector<at::Tensor>& tensors, int tag) {
   TORCH_CHECK(tensors.size() == 1, "dynamiccl: recv takes one tensor per call");
-  Call c;
-  c.op = OpKind::kRecv;
-  c.type = c10d::OpType::RECVANYSOURCE;
-  c.title = "dynamiccl:recv_anysource";
-  c.sample = tensors[0];
-  c.bytes = c.effective_bytes = nbytes(tensors[0]);
+  Call c(OpKind::kRecv, c10d::OpType::RECVANYSOURCE, "dynamiccl:recv_anysource", tensors[0]);
   c.p2p = true;
   c.outputs = tensors;
   auto native = [&](c10d::Backend& e) { return e.recvAnysource(tensors, tag); };
@@ -877,11 +807,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::recvAnysource(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::barrier(const c10d::BarrierOptions& opts) {
   // A barrier is host-blocking on every engine: run it on Gloo, which blocks the host in wait().
-  Call c;
-  c.op = OpKind::kBarrier;
-  c.type = c10d::OpType::BARRIER;
-  c.title = "dynamiccl:barrier";
-  c.sample = at::empty({0}, at::kByte);
+  Call c(OpKind::kBarrier, c10d::OpType::BARRIER, "dynamiccl:barrier", at::empty({0}, at::kByte));
   auto native_opts = with_timeout(opts, timeout_);
   native_opts.device_ids.clear();
   native_opts.device.reset();
