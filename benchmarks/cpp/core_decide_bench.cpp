@@ -129,7 +129,7 @@ void BM_DecideConvergedManyStates(benchmark::State& state) {
 BENCHMARK(BM_DecideConvergedManyStates);
 
 // Probing: no rounds are applied, and min_samples is large, so every probe goes through the
-// round-robin search over the 16 candidates (budget 0.25: one call in four probes).
+// round-robin search over the 8 candidates of the dp head (budget 0.5: every other call probes).
 void BM_DecideProbing(benchmark::State& state) {
   LearnerConfig cfg;
   for (HeadConfig& h : cfg.heads) h.min_samples = 1000000;
@@ -145,10 +145,15 @@ BENCHMARK(BM_DecideProbing);
 
 // Late probing: every candidate has its min_samples calls, so a probe searches for the widest
 // confidence interval (equal arms with 30% noise stay undecided). Once all reach the probe cap
-// (no rounds are applied here) the search comes back empty: both paths scan all 16 slots.
+// (no rounds are applied here) the search comes back empty: both paths scan all 16 slots. The
+// documented HeadConfig defaults (16 candidates, 25% budget, min_samples 6) set this up in 416
+// calls.
 void BM_DecideProbingWidest(benchmark::State& state) {
   LearnerConfig cfg;
-  for (HeadConfig& h : cfg.heads) h.switch_margin = 0.0;
+  for (HeadConfig& h : cfg.heads) {
+    h = HeadConfig{};
+    h.switch_margin = 0.0;
+  }
   Learner l(cfg, std::make_shared<BenchCatalog>());
   const CollectiveContext ctx = context();
   std::mt19937 rng(7);
@@ -188,6 +193,35 @@ void BM_ApplyRoundPerCall(benchmark::State& state) {
       kRound, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 BENCHMARK(BM_ApplyRoundPerCall);
+
+// apply_round while probing: the kRound outcomes spread over all 8 candidates, so every arm's
+// robust view is recomputed each round (its winsorized centre, and every 8 costs the median and
+// MAD of its window of 32).
+void BM_ApplyRoundProbingPerCall(benchmark::State& state) {
+  LearnerConfig cfg;
+  for (HeadConfig& h : cfg.heads) h.min_samples = 1000000;  // never resolved: stays probing
+  Learner l(cfg, std::make_shared<BenchCatalog>());
+  const CollectiveContext ctx = context();
+  for (int i = 0; i < 100; ++i) l.decide(ctx);  // past warm-up
+  std::mt19937 rng(7);
+  std::normal_distribution<double> noise(1.0, 0.05);
+  RoundResult r;
+  const uint32_t id = l.decide(ctx).state_id;
+  // The candidates are arms 0..max_candidates-1: the best priors (10 + arm).
+  const int candidates = cfg.heads[static_cast<int>(ctx.role)].max_candidates;
+  for (int i = 0; i < kRound; ++i) {
+    const uint16_t arm = static_cast<uint16_t>(i % candidates);
+    r.calls.push_back({id, arm, static_cast<float>(cost_of(arm) * noise(rng))});
+  }
+  for (int i = 0; i < 64; ++i) l.apply_round(r);  // windows full
+  if (l.stats().at(0).phase != "probing") state.SkipWithError("state is not probing");
+  const uint64_t before = g_allocations;
+  for (auto _ : state) l.apply_round(r);
+  report_allocations(state, g_allocations - before, kRound);
+  state.counters["time/call"] = benchmark::Counter(
+      kRound, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+BENCHMARK(BM_ApplyRoundProbingPerCall);
 
 }  // namespace
 }  // namespace dynamiccl

@@ -1,5 +1,6 @@
-// Cost statistics of one (state, arm) pair: a running mean/variance for confidence bounds and a
-// small ring of the most recent samples for a robust (median) view.
+// Cost statistics primitives: a running mean/variance (Welford) and a small ring of the most
+// recent samples with its order statistics (median, MAD, extremes), from which a learner state
+// takes the robust view it compares arms by (arm_slot.h).
 #pragma once
 
 #include <array>
@@ -44,10 +45,19 @@ class RunningStats {
   double m2_ = 0;
 };
 
+// Order statistics of a set of samples.
+struct RobustSummary {
+  int n = 0;
+  double median = 0;
+  double mad = 0;      // median absolute deviation from the median (unscaled)
+  double lowest = 0;
+  double highest = 0;
+};
+
 // The last kCapacity samples; the oldest is overwritten first.
 class SampleWindow {
  public:
-  static constexpr int kCapacity = 16;
+  static constexpr int kCapacity = 32;
 
   void push(float x) {
     ring_[next_] = x;
@@ -56,14 +66,26 @@ class SampleWindow {
   }
   void clear() { next_ = 0, size_ = 0; }
   int size() const { return size_; }
+  // The sample `back` positions before the newest (0 = the newest); back < size().
+  float recent(int back) const {
+    const int pos = next_ - 1 - back;
+    return ring_[pos < 0 ? pos + kCapacity : pos];
+  }
   // Median of the `k` most recent samples (k clamped to [0, size()]); 0 when there are none.
   // No allocation: it sorts a copy on the stack.
   double median_recent(int k) const;
+  // Median, MAD and extremes of the `k` most recent samples (k clamped as above); all zero
+  // when there are none. No allocation.
+  RobustSummary summary_recent(int k) const;
 
  private:
   std::array<float, kCapacity> ring_{};
   int next_ = 0;  // slot the next sample goes to
   int size_ = 0;
 };
+
+// Scale from the MAD to the standard deviation of a normal distribution: a MAD-based spread
+// reads like a standard deviation on well-behaved data and ignores a minority of outliers.
+constexpr double kMadToSigma = 1.4826;
 
 }  // namespace dynamiccl

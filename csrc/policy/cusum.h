@@ -1,33 +1,60 @@
-// The "trigger agent": a one-sided CUSUM detector on the incumbent's cost, normalized by the
-// incumbent's own mean and spread. It raises an alarm when the incumbent becomes slower for a
-// sustained stretch. A cheaper incumbent is no reason to explore; that another arm became
-// cheaper is what the runner-up re-check of the policy state detects.
+// The "trigger agent": a two-sided CUSUM detector on the incumbent's cost, normalized by the
+// incumbent's robust centre and spread. It raises an alarm when the incumbent's cost shifts for
+// a sustained stretch: up (the incumbent became slower: another arm may now be better) or down
+// (conditions eased, e.g. congestion ended: the arm that was best before may be back).
+//
+// Robust to heavy-tailed costs in three ways: the upward sum reads the cheapest of the last three
+// costs and the downward one the dearest (a shift must persist to show, slow outliers reach the
+// upward sum only three in a row), each input moves a sum by at most kMaxStep spreads
+// (winsorized), and the caller raises the threshold with the rate of outliers it has seen. The
+// filters also take ~0.85 spreads off normal noise in each direction, on top of the drift.
 #pragma once
+
+#include <cstdint>
 
 namespace dynamiccl {
 
 class Cusum {
  public:
-  // A single sample moves the sum by at most this many standard deviations, so one outlier (a
-  // preempted call, a page fault) cannot raise an alarm by itself.
-  static constexpr double kMaxStep = 4.0;
+  enum class Alarm : uint8_t { kNone = 0, kUp, kDown };
 
-  // threshold: alarm level; drift: slack subtracted per sample (both in std-devs).
+  // A single input moves a sum by at most this many spreads, so even a run of three outliers
+  // (which the filter lets through) cannot raise an alarm by itself.
+  static constexpr double kMaxStep = 3.0;
+  // A cheaper incumbent loses nothing while it goes unnoticed (only a possibly better arm is
+  // missed), so the downward alarm asks for this much more evidence.
+  static constexpr double kDownFactor = 1.5;
+
+  // threshold: alarm level; drift: slack subtracted per sample (both in spreads).
   void configure(double threshold, double drift) {
     threshold_ = threshold;
     drift_ = drift;
   }
-  void reset() { sum_ = 0; }
-  double sum() const { return sum_; }
+  // Forgets the sums and the filter's history.
+  void reset() {
+    up_ = down_ = 0;
+    run_up_ = run_down_ = run_ = 0;
+    held_ = 0;
+  }
+  double up() const { return up_; }
+  double down() const { return down_; }
+  // After an alarm: the costs the alarming sum spans, counted from when it last rested at zero
+  // (where the change most likely began). Kept until reset().
+  uint32_t run() const { return run_; }
 
-  // Adds one cost against the reference level `mean` and spread `sigma` (> 0) predicted before
-  // it; true when the sum crosses the threshold (the sum then restarts from zero).
-  bool add(double cost, double mean, double sigma);
+  // Adds one cost against the reference level `center` and spread `sigma` (> 0) estimated before
+  // it; the alarm level is threshold * threshold_scale. On an alarm both sums and the filter
+  // restart; run() tells how many costs the evidence spans.
+  Alarm add(double cost, double center, double sigma, double threshold_scale = 1.0);
 
  private:
   double threshold_ = 8.0;
   double drift_ = 0.5;
-  double sum_ = 0;  // evidence that the cost went up
+  double up_ = 0;    // evidence that the cost went up
+  double down_ = 0;  // evidence that it went down
+  uint32_t run_up_ = 0, run_down_ = 0, run_ = 0;
+  float last_[2] = {0, 0};  // the two previous costs, newest first (the filter's window)
+  int held_ = 0;            // how many of last_ are valid
 };
 
 }  // namespace dynamiccl

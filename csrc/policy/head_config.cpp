@@ -26,24 +26,33 @@ bool parse_mode(const std::string& name, Mode* out) {
 }
 
 // Why these budgets (DESIGN.md §4):
+// - A state spends about (candidates - 1) x min_samples probes whatever its budget (fewer when
+//   the hopeless rule and the confidence intervals drop arms early); the budget only sets how
+//   fast they are spent. A higher budget costs no more probes in all and reaches the best arm
+//   sooner; what it limits is how much one stretch of calls may slow down.
 // - Bulk roles (default, dp, fsdp_rs) move large gradient buffers whose collectives mostly
-//   overlap with backward compute and repeat every step: a bad probe costs a fraction of one
-//   overlapped call, so they spend up to 25% of a state's calls exploring all 16 candidates and
-//   switch for a 3% gain.
+//   overlap with backward compute and repeat every step: they probe up to every other call while
+//   exploring, over 8 candidates (the prior cut-off already drops arms priced far beyond the
+//   best), and switch for a 3% gain.
 // - Latency-critical roles sit on the critical path: a tensor-parallel activation all-reduce or a
-//   pipeline send stalls compute directly, so a bad probe is paid in full. They explore 5% of
-//   calls over 6 candidates (the prior already ranks arms well for small messages) and demand a
-//   5% gain before switching, because each switch risks a slower untested regime.
-// - FSDP all-gather, context- and expert-parallel traffic is partly hidden by prefetch or
-//   overlap: in between (8-10%, 8 candidates).
-// Warm-up, sample counts and the CUSUM levels are the same everywhere: they are statistical,
-// not a matter of how expensive a probe is.
+//   pipeline send stalls compute directly, so a bad probe is paid in full. They explore over 6
+//   candidates (the prior ranks arms well for small messages) and demand a 5% gain before
+//   switching, because each switch risks a slower untested regime. Tensor-parallel calls are
+//   many per step, so a fifth of them finds the best arm within ~100 calls; pipeline sends,
+//   context- and expert-parallel traffic are few per step and keep 5-8%.
+// - FSDP all-gather is partly hidden by prefetch: in between (30%, 8 candidates).
+// Warm-up, sample counts and CUSUM levels are the same everywhere: they are statistical, not a
+// matter of how expensive a probe is. Four costs per arm suffice with the winsorized centre and
+// the early (hopeless) elimination (more are asked for when the costs turn out heavy-tailed).
 std::array<HeadConfig, kNumRoles> LearnerConfig::default_heads() {
   HeadConfig bulk;
-  bulk.probe_budget = 0.25;
+  bulk.probe_budget = 0.5;
   bulk.converged_budget = 0.01;
-  bulk.max_candidates = 16;
+  bulk.min_samples = 4;
+  bulk.max_candidates = 8;
   bulk.switch_margin = 0.03;
+  bulk.cusum_threshold = 8.0;
+  bulk.cusum_drift = 0.5;
 
   HeadConfig critical = bulk;
   critical.probe_budget = 0.05;
@@ -61,9 +70,10 @@ std::array<HeadConfig, kNumRoles> LearnerConfig::default_heads() {
   heads[static_cast<int>(Role::kDataParallel)] = bulk;
   heads[static_cast<int>(Role::kFsdpReduceScatter)] = bulk;
   heads[static_cast<int>(Role::kTensorParallel)] = critical;
+  heads[static_cast<int>(Role::kTensorParallel)].probe_budget = 0.2;
   heads[static_cast<int>(Role::kPipeline)] = critical;
   heads[static_cast<int>(Role::kFsdpAllGather)] = overlapped;
-  heads[static_cast<int>(Role::kFsdpAllGather)].probe_budget = 0.10;
+  heads[static_cast<int>(Role::kFsdpAllGather)].probe_budget = 0.3;
   heads[static_cast<int>(Role::kContextParallel)] = overlapped;
   heads[static_cast<int>(Role::kExpertParallel)] = overlapped;
   return heads;

@@ -1,6 +1,7 @@
 #include "policy/policy_state.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -15,12 +16,13 @@ uint32_t to_ppm(double fraction) {
   return static_cast<uint32_t>(std::clamp(fraction, 0.0, 1.0) * kPpmOne);
 }
 
-// CUSUM spread: the incumbent's own standard deviation, but never below the switch margin
-// (at least 1%) of its mean. Without the floor a near-noiseless cost would alarm on shifts far
-// too small to change which arm is best.
-double cusum_sigma(const RunningStats& s, double switch_margin) {
-  const double floor = std::max(switch_margin, 0.01) * std::fabs(s.mean());
-  return std::max({s.stddev(), floor, 1e-9});
+// CUSUM spread: the standard deviation of the incumbent's winsorized costs over the regime
+// (stable, unlike a MAD of a short window, and bounded by the winsorizing under heavy tails), but
+// never below the switch margin (at least 1%) of its centre. Without the floor a near-noiseless
+// cost would alarm on shifts far too small to change which arm is best.
+double cusum_sigma(const ArmView& v, double switch_margin) {
+  const double floor = std::max(switch_margin, 0.01) * std::fabs(v.center);
+  return std::max({v.spread, floor, 1e-9});
 }
 
 }  // namespace
@@ -35,6 +37,7 @@ PolicyState::PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const 
       warmup_calls_(static_cast<uint64_t>(std::max(head.warmup_calls, 0))),
       probe_ppm_(to_ppm(head.probe_budget)),
       converged_ppm_(std::min(to_ppm(head.converged_budget), to_ppm(head.probe_budget))),
+      need_(static_cast<uint32_t>(std::max(head.min_samples, 1))),
       budget_ppm_(probe_ppm_) {
   const std::vector<Arm>& arms = catalog.arms(op);
   if (arms.empty() || arms.size() > static_cast<size_t>(std::numeric_limits<int16_t>::max())) {
@@ -58,9 +61,24 @@ PolicyState::PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const 
     ranked.push_back({prior_of(static_cast<uint16_t>(a)), static_cast<uint16_t>(a)});
   }
   std::sort(ranked.begin(), ranked.end(), by_prior);
+  // The reference is the best positive prior, the default's included (an engine may price its
+  // default at 0 = "not estimated"; that says nothing about the other arms).
+  const Ranked def{prior_of(kDefaultArm), kDefaultArm};
+  double best_prior = INFINITY;
+  for (const Ranked& r : ranked) {
+    if (r.prior > 0) best_prior = std::min(best_prior, r.prior);
+  }
+  if (def.prior > 0) best_prior = std::min(best_prior, def.prior);
+  const bool priced = std::isfinite(best_prior);
   const size_t others = static_cast<size_t>(std::max(head.max_candidates - 1, 0));
-  if (ranked.size() > others) ranked.resize(others);
-  ranked.push_back({prior_of(kDefaultArm), kDefaultArm});
+  size_t keep = 0;
+  while (keep < ranked.size() && keep < others &&
+         (keep < static_cast<size_t>(kMinChallengers) || !priced ||
+          ranked[keep].prior <= kPriorCutoff * best_prior)) {
+    ++keep;  // sorted by prior: the first arm beyond the cut ends the list
+  }
+  ranked.resize(keep);
+  ranked.push_back(def);
   std::sort(ranked.begin(), ranked.end(), by_prior);
 
   slot_of_arm_.assign(arms.size(), -1);
@@ -70,6 +88,8 @@ PolicyState::PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const 
     s.arm = r.arm;
     s.action = arms[r.arm].action;
     s.prior_us = r.prior;
+    s.prior_gated = priced && r.arm != kDefaultArm && r.prior > kGatePrior * best_prior;
+    s.gated = s.prior_gated;
     slot_of_arm_[r.arm] = static_cast<int16_t>(slots_.size());
     if (r.arm == kDefaultArm) default_slot_ = static_cast<int>(slots_.size());
     slots_.push_back(s);
@@ -79,24 +99,14 @@ PolicyState::PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const 
   if (warmup_calls_ == 0) phase_ = LearnPhase::kProbing;
 }
 
-int PolicyState::probe_target() {
-  const int n = num_slots();
-  const uint32_t min_samples = static_cast<uint32_t>(head_.min_samples);
-  for (int k = 0; k < n; ++k) {
-    int i = rr_cursor_ + k;
-    if (i >= n) i -= n;
-    const ArmSlot& a = slots_[i];
-    if (i == incumbent_ || !a.probeable() || a.issued >= min_samples) continue;
-    rr_cursor_ = i + 1 == n ? 0 : i + 1;
-    return i;
-  }
-  // Every live candidate has its min_samples calls. Probe the one whose confidence interval
-  // will still be widest once its costs in flight arrive: variance / issued, compared by
-  // cross-multiplication (no division on the hot path). Candidates whose costs have not arrived
-  // yet (fewer than two samples) are waited for, not probed again.
-  const uint32_t cap = min_samples * kProbeCapFactor;
+// Every live candidate has its min_samples calls. Probe the one whose confidence interval will
+// still be widest once its costs in flight arrive: variance / issued, compared by
+// cross-multiplication (no division on the hot path). Candidates whose costs have not arrived yet
+// (fewer than two samples) are waited for, not probed again.
+int PolicyState::widest_target() const {
+  const uint32_t cap = static_cast<uint32_t>(head_.min_samples) * kProbeCapFactor;
   int best = -1;
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& a = slots_[i];
     if (i == incumbent_ || !a.probeable() || a.stats.count() < 2 || a.issued >= cap) continue;
     if (best < 0 || a.variance * slots_[best].issued > slots_[best].variance * a.issued) best = i;
@@ -109,57 +119,112 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool learning) {
   if (i < 0) return false;
   ArmSlot& a = slots_[i];
   if (a.unavailable) return false;  // whatever ran in its place says nothing about the arm
-  // The CUSUM residual is predictive: the cost against the incumbent's statistics before it.
-  // The reference thus sharpens as samples accumulate (a poorly estimated reference is what
-  // makes CUSUM raise false alarms), while a sudden shift still stands out against a long
-  // history.
-  bool alarm = false;
-  if (learning && !frozen_ && phase_ == LearnPhase::kExploit && i == incumbent_ &&
-      a.stats.count() >= kCusumMinReference) {
-    alarm = cusum_.add(cost_us, a.stats.mean(), cusum_sigma(a.stats, head_.switch_margin));
-  }
-  if (alarm) {
-    ++alarms_;
-    reopen();  // the alarming cost belongs to the new regime
-  }
-  a.stats.add(cost_us);
-  a.variance = a.stats.variance();
-  a.window.push(cost_us);
+  // The CUSUM residual is predictive: the cost against the incumbent's view as of the last round,
+  // so a shift within this round's costs cannot pull its own reference along.
+  const bool watch = learning && !frozen_ && phase_ == LearnPhase::kExploit &&
+                     i == incumbent_ && a.view.n >= kCusumMinReference;
+  a.add(cost_us);
   ++a.samples;
   ++a.fresh;
-  return alarm;
+  if (!watch) return false;
+  const Cusum::Alarm alarm = cusum_.add(
+      cost_us, a.view.center, cusum_sigma(a.view, head_.switch_margin), 1.0 + kTailWeight * tail_);
+  if (alarm == Cusum::Alarm::kNone) return false;
+  ++alarms_;
+  // The costs since the CUSUM sum last left zero, and the two its filter held back, are the new
+  // regime's first costs of the incumbent.
+  const int keep = static_cast<int>(
+      std::min<uint32_t>(cusum_.run() + 2, static_cast<uint32_t>(SampleWindow::kCapacity)));
+  reopen_focused(-1, keep, alarm == Cusum::Alarm::kUp);
+  return true;
 }
 
-// Comparisons use the mean cost of the current regime with a normal confidence interval. The
-// mean (not the median) is what a step pays on average, and the rank-reduced cost (minimum over
-// ranks) already removes the worst outliers (waiting for late peers); the median window serves
-// the runner-up re-check and reporting.
+// The state's outlier rate, pooled over its arms (slow calls hit whatever arm runs), and what it
+// implies: the costs an early elimination rests on, so that all of them being outliers is less
+// likely than kHopelessFalseRate (one cost while no outlier has been seen, three at 10%), and the
+// costs an arm needs before it is compared: min_samples, or more, so that outliers are unlikely
+// (below kMajorityOutlierRate) to make up half of them, where the winsorized centre breaks down.
+void PolicyState::update_tail() {
+  uint64_t outliers = 0, n_all = 0;
+  for (const ArmSlot& a : slots_) {
+    if (a.unavailable) continue;
+    outliers += a.outliers;
+    n_all += a.view.n;
+  }
+  const double q = n_all > 0 ? static_cast<double>(outliers) / static_cast<double>(n_all) : 0.0;
+  tail_ = q;
+  hopeless_need_ = 1;
+  for (double p = q; p > kHopelessFalseRate && hopeless_need_ < kMaxHopelessNeed; p *= q) {
+    ++hopeless_need_;
+  }
+  const uint32_t base = static_cast<uint32_t>(head_.min_samples);
+  need_ = base;
+  // With many samples per arm already, an outlier majority is negligible for any real rate.
+  if (n_all < kTailMinReference || !(q > 0) || base > kMaxNeedSearch) return;
+  for (uint32_t n = base; n <= kMaxNeedFactor * base; ++n) {
+    need_ = n;
+    // P(at least ceil(n / 2) outliers among n costs).
+    double term = std::pow(1.0 - q, n);  // k = 0
+    double below = 0;
+    const uint32_t half = (n + 1) / 2;
+    for (uint32_t k = 0; k < half; ++k) {
+      below += term;
+      term *= static_cast<double>(n - k) / static_cast<double>(k + 1) * q / (1.0 - q);
+    }
+    if (1.0 - below <= kMajorityOutlierRate) return;
+  }
+}
+
+// Early elimination, from a challenger's cheapest cost so far (a pessimistic view of it: its
+// centre can only be higher). It must lie above every recent cost of the incumbent, and rest on
+// enough costs that all of them being outliers is unlikely (update_tail): the tail of the noise,
+// which hits every arm, must not eliminate a good arm. Then the challenger is hopeless when that
+// cost exceeds kHopelessRatio x the incumbent's centre, or when, with the state's own noise level
+// (the incumbent's relative robust spread) as its uncertainty, it is confidently above the
+// incumbent's upper bound: successive elimination without waiting for min_samples costs.
+bool PolicyState::hopeless(const ArmSlot& c, const ArmSlot& inc) const {
+  if (c.stats.count() < hopeless_need_ || inc.view.n < kHopelessMinReference) return false;
+  const double center = inc.view.center;
+  if (!(center > 0) || c.lowest <= inc.view.highest) return false;
+  if (c.lowest > kHopelessRatio * center) return true;
+  const double rel = inc.view.robust_sigma / center;
+  return c.lowest * (1.0 - kConfidenceZ * rel) > center + inc.view.half_width;
+}
+
+// Comparisons use the winsorized centre of the current regime with a normal confidence interval:
+// it tracks what a call costs on average, without letting a few outliers (a preempted rank, which
+// hits any arm) decide between arms. The raw mean and the median serve reporting.
 //
 // Reward view: reward = -cost. The two penalties of DESIGN.md §4 enter as constraints rather
 // than as terms added to the cost:
 //   - switching: a challenger takes over only if its expected reward beats the incumbent's by
 //     switch_margin * incumbent cost, confidently (its upper bound below the incumbent's lower
 //     bound). The margin is the price a switch has to pay back (hysteresis);
-//   - probing: probe calls are capped by the head's budget (a credit counter), and an undecided
-//     near-tie stops being probed after kProbeCapFactor * min_samples calls, because the reward it
-//     could still win is below the margin while each probe may cost.
+//   - probing: probe calls are capped by the head's budget (a credit counter), an arm that cannot
+//     win (hopeless after as little as one cost, or confidently worse) is not probed again, and an
+//     undecided near-tie stops being probed after kProbeCapFactor * min_samples calls, because
+//     the reward it could still win is below the margin while each probe may cost.
 void PolicyState::evaluate() {
   if (frozen_ || phase_ == LearnPhase::kWarmup) return;
-  const uint64_t min_samples = static_cast<uint64_t>(head_.min_samples);
+  for (ArmSlot& a : slots_) {
+    if (a.dirty) a.refresh();
+  }
+  update_tail();
+  const uint64_t min_samples = need_;
   const double keep = 1.0 - head_.switch_margin;
 
   if (phase_ == LearnPhase::kProbing) {
     const ArmSlot* inc = &slots_[incumbent_];
     const bool inc_ready = inc->stats.count() >= min_samples;
     if (inc_ready) {  // switch to the confidently cheapest challenger, if any
-      const double inc_lcb = inc->stats.mean() - inc->stats.half_width(kConfidenceZ);
+      const double inc_lcb = inc->view.center - inc->view.half_width;
       int best = -1;
       for (int i = 0; i < num_slots(); ++i) {
         const ArmSlot& c = slots_[i];
         if (i == incumbent_ || c.unavailable || c.stats.count() < min_samples) continue;
-        const double m = c.stats.mean();
-        if (m < inc->stats.mean() * keep && m + c.stats.half_width(kConfidenceZ) < inc_lcb &&
-            (best < 0 || m < slots_[best].stats.mean())) {
+        const double m = c.view.center;
+        if (m < inc->view.center * keep && m + c.view.half_width < inc_lcb &&
+            (best < 0 || m < slots_[best].view.center)) {
           best = i;
         }
       }
@@ -169,37 +234,55 @@ void PolicyState::evaluate() {
         inc = &slots_[best];
       }
     }
-    const double inc_mean = inc->stats.mean();
-    const double inc_ucb = inc_mean + inc->stats.half_width(kConfidenceZ);
-    const uint32_t cap = static_cast<uint32_t>(min_samples) * kProbeCapFactor;
+    const double inc_center = inc->view.center;
+    const double inc_ucb = inc_center + inc->view.half_width;
+    const uint32_t cap = static_cast<uint32_t>(head_.min_samples) * kProbeCapFactor;
     bool all_resolved = true;
     for (int i = 0; i < num_slots(); ++i) {
       ArmSlot& c = slots_[i];
       c.resolved = false;
       if (i == incumbent_ || c.unavailable) continue;
+      if (hopeless(c, *inc)) c.eliminated = true;
       const bool ready = inc_ready && c.stats.count() >= min_samples;
-      const double c_lcb = c.stats.mean() - c.stats.half_width(kConfidenceZ);
+      const double c_lcb = c.view.center - c.view.half_width;
       if (ready && c_lcb > inc_ucb) c.eliminated = true;
+      // A gated probe whose cost never comes (an engine that could not time it) is not waited
+      // for forever.
+      if (awaiting(c) && ++c.waited > kMaxWaitRounds) c.gated = false;
       // Resolved: confidently worse, or confidently unable to beat the incumbent by the margin,
-      // or probed up to the cap without a verdict.
-      c.resolved = c.eliminated || c.issued >= cap || (ready && c_lcb >= inc_mean * keep);
+      // or probed up to the cap without a verdict, or parked by a focused re-open.
+      const double c_lower = c.view.center - c.view.half_width * (kResolveZ / kConfidenceZ);
+      c.resolved = c.eliminated || c.parked || c.issued >= cap ||
+                   (ready && c_lower >= inc_center * keep);
       all_resolved = all_resolved && c.resolved;
     }
-    if (all_resolved && inc_ready) converge();
+    if (all_resolved && inc_ready) {
+      if (!unpark_if_inconclusive()) converge();
+    }
   } else {
     // Runner-up re-check: its recent costs (received since convergence) against the incumbent.
     // The median's standard error is ~1.25 s/sqrt(k); only a confident gain beyond the margin
     // re-opens probing, so a near-equal runner-up does not make the state flap.
-    if (runner_up_ >= 0) {
+    if (runner_up_ >= 0 && slots_[runner_up_].confirm) {
+      // An arm eliminated on a single cost in a heavy-tailed state gets one more: the first may
+      // have been an outlier that the state's first costs did not yet show to be possible.
+      ArmSlot& r = slots_[runner_up_];
+      if (r.stats.count() >= 2) {
+        r.confirm = false;
+        if (!hopeless(r, slots_[incumbent_])) reopen_focused(runner_up_, 0, false);
+      }
+    } else if (runner_up_ >= 0) {
       const ArmSlot& r = slots_[runner_up_];
       const ArmSlot& inc = slots_[incumbent_];
       const uint32_t need =
           std::min<uint32_t>(static_cast<uint32_t>(min_samples), SampleWindow::kCapacity);
       if (r.fresh >= need && inc.stats.count() >= min_samples) {
         const int k = static_cast<int>(std::min<uint32_t>(r.fresh, SampleWindow::kCapacity));
-        const double sd = std::max(r.stats.stddev(), inc.stats.stddev());
-        const double ucb = r.window.median_recent(k) + kConfidenceZ * 1.2533 * sd / std::sqrt(k);
-        if (ucb < inc.stats.mean() * keep) reopen();
+        const RobustSummary rs = r.window.summary_recent(k);
+        const double sd = std::max(kMadToSigma * rs.mad, inc.view.robust_sigma);
+        const double ucb = rs.median + kConfidenceZ * 1.2533 * sd / std::sqrt(k);
+        // Re-probe afresh: the runner-up's costs since convergence may straddle the change.
+        if (ucb < inc.view.center * keep) reopen_focused(runner_up_, 0, false);
       }
     }
   }
@@ -209,53 +292,45 @@ void PolicyState::evaluate() {
 void PolicyState::converge() {
   phase_ = LearnPhase::kExploit;
   converged_at_call_ = calls_;
-  for (ArmSlot& a : slots_) a.fresh = 0;
-  cusum_.reset();
-}
-
-// Re-open exploration after a change: the costs measured before it describe another regime, so
-// every arm starts over (eliminations forgotten, statistics cleared); the incumbent keeps running
-// between probes until a challenger confidently beats it.
-void PolicyState::reopen() {
+  // By now the state has seen enough costs to know whether its noise has a tail: if it has,
+  // an elimination on a single cost may have been an outlier, and gets one more probe.
   for (ArmSlot& a : slots_) {
-    a.stats.reset();
-    a.variance = 0;
-    a.window.clear();
-    a.issued = 0;
     a.fresh = 0;
-    a.eliminated = false;
-    a.resolved = false;
+    a.confirm = tail_ > 0 && a.eliminated && !a.unavailable && a.stats.count() == 1;
   }
-  phase_ = LearnPhase::kProbing;
-  budget_ppm_ = probe_ppm_;
-  rr_cursor_ = 0;
-  runner_up_ = -1;
   cusum_.reset();
+  burst_ = false;
+  focus_from_ = -1;
 }
 
-// The best available non-incumbent arm by mean (eliminated ones included: the re-check is how
-// an arm that became cheaper gets a second chance); before any costs, the next one by prior.
+// An arm whose single-cost elimination awaits confirmation first; else the best available
+// non-incumbent arm by centre (eliminated ones included: the re-check is how an arm that became
+// cheaper gets a second chance); before any costs, the next one by prior.
 int PolicyState::pick_runner_up() const {
   int best = -1;
   int first = -1;
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& a = slots_[i];
-    if (i == incumbent_ || a.unavailable) continue;
+    if (i != incumbent_ && a.confirm && !a.unavailable && !a.parked) return i;
+  }
+  for (int i = 0; i < num_slots(); ++i) {
+    const ArmSlot& a = slots_[i];
+    if (i == incumbent_ || a.unavailable || a.parked) continue;
     if (first < 0) first = i;
     if (a.stats.count() == 0) continue;
-    if (best < 0 || a.stats.mean() < slots_[best].stats.mean()) best = i;
+    if (best < 0 || a.view.center < slots_[best].view.center) best = i;
   }
   return best >= 0 ? best : first;
 }
 
-// Lowest mean among available arms with min_samples costs; the default when none has them.
+// Lowest centre among available arms with enough costs; the default when none has them.
 int PolicyState::best_known() const {
-  const uint64_t min_samples = static_cast<uint64_t>(head_.min_samples);
+  const uint64_t min_samples = need_;
   int best = -1;
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& a = slots_[i];
     if (a.unavailable || a.stats.count() < min_samples) continue;
-    if (best < 0 || a.stats.mean() < slots_[best].stats.mean()) best = i;
+    if (best < 0 || a.view.center < slots_[best].view.center) best = i;
   }
   return best >= 0 ? best : default_slot_;
 }
@@ -267,12 +342,17 @@ void PolicyState::drop_arm(uint16_t arm) {
   ArmSlot& a = slots_[i];
   a.unavailable = true;
   a.resolved = false;
+  a.parked = false;
   if (runner_up_ == i) runner_up_ = -1;
+  if (focus_from_ == i) focus_from_ = -1;
   if (incumbent_ != i) return;
-  incumbent_ = default_slot_;
+  // The best arm known in the current regime takes over (the default when none is known: a
+  // focused re-open may have left it unmeasured).
+  incumbent_ = best_known();
+  slots_[incumbent_].eliminated = false;
   cusum_.reset();
-  // A converged state lost its choice: probe again from the default, keeping the statistics,
-  // so an arm already known to be confidently cheaper takes over at the next round.
+  // A converged state lost its choice: probe again, keeping the statistics, so an arm already
+  // known to be confidently cheaper takes over at the next round.
   if (!frozen_ && phase_ == LearnPhase::kExploit) {
     phase_ = LearnPhase::kProbing;
     budget_ppm_ = probe_ppm_;
@@ -281,9 +361,14 @@ void PolicyState::drop_arm(uint16_t arm) {
 }
 
 void PolicyState::freeze() {
+  for (ArmSlot& a : slots_) {
+    if (a.dirty) a.refresh();
+  }
   frozen_ = true;
   incumbent_ = best_known();
   runner_up_ = -1;
+  burst_ = false;
+  focus_from_ = -1;
   cusum_.reset();
 }
 
@@ -296,18 +381,20 @@ void PolicyState::restore(const StateSnapshot& snap, const std::vector<Arm>& arm
         break;
       }
     }
+    const bool unavailable = a.unavailable;
+    a.clear_regime();
+    a.unavailable = unavailable;
+    a.parked = false;
+    a.gated = a.prior_gated;
     if (found != nullptr) {
+      // No costs in the window: the restored mean stands for the centre until new costs arrive.
       a.stats.assign(found->samples, found->mean_us, found->m2);
+      a.trimmed.assign(found->samples, found->mean_us, found->m2);
       a.eliminated = found->eliminated;
-    } else {
-      a.stats.reset();
-      a.eliminated = false;
+      a.lowest = 0;  // unknown: never hopeless on restored numbers alone
     }
-    a.variance = a.stats.variance();
     a.issued = static_cast<uint32_t>(std::min<uint64_t>(a.stats.count(), UINT32_MAX));
-    a.window.clear();
-    a.fresh = 0;
-    a.resolved = false;
+    a.refresh();
   }
   incumbent_ = default_slot_;
   for (int i = 0; i < num_slots(); ++i) {
@@ -320,11 +407,14 @@ void PolicyState::restore(const StateSnapshot& snap, const std::vector<Arm>& arm
   converged_at_call_ = calls_;
   budget_ppm_ = converged_ppm_;
   rr_cursor_ = 0;
+  burst_ = false;
+  focus_from_ = -1;
   cusum_.reset();
   runner_up_ = frozen_ ? -1 : pick_runner_up();  // frozen: the restored incumbent, nothing else
 }
 
-// Unavailable arms are reported as eliminated: they are out of the competition for good.
+// Unavailable and parked arms are reported as eliminated: they are out of the competition (for
+// good, or until the state re-opens).
 StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
   StateStats st;
   st.state_id = id_;
@@ -350,7 +440,7 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
     as.samples = a.samples;
     as.mean_us = a.stats.mean();
     as.median_us = a.window.median_recent(a.window.size());
-    as.eliminated = a.eliminated || a.unavailable;
+    as.eliminated = a.eliminated || a.unavailable || a.parked;
     st.arms.push_back(std::move(as));
   }
   return st;
@@ -371,7 +461,7 @@ StateSnapshot PolicyState::snapshot(const std::vector<Arm>& arms) const {
     as.samples = a.stats.count();
     as.mean_us = a.stats.mean();
     as.m2 = a.stats.m2();
-    as.eliminated = a.eliminated || a.unavailable;
+    as.eliminated = a.eliminated || a.unavailable || a.parked;
     snap.arms.push_back(std::move(as));
   }
   return snap;

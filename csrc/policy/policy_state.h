@@ -1,59 +1,93 @@
 // One learner state, a (role, op, size bin) of a process group, and its life cycle: warm-up on
-// the engine default, budgeted deterministic probing with elimination, exploitation with
-// hysteresis, CUSUM re-opening (see learner.h for the contract). The Learner owns the table of
-// states, the guards and the snapshots; everything that concerns a single state lives here.
+// the engine default, budgeted deterministic probing with early elimination, exploitation with
+// hysteresis, focused re-opening on a CUSUM alarm (see learner.h for the contract). The Learner
+// owns the table of states, the guards and the snapshots; everything that concerns a single
+// state lives here.
 //
 // Determinism: every function below reads only the state itself, the head's budgets and the
 // costs handed to fold(). Nothing reads a clock, a random source, or this rank's own timings.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "core/types.h"
 #include "policy/arm_catalog.h"
-#include "policy/arm_stats.h"
+#include "policy/arm_slot.h"
 #include "policy/cusum.h"
 #include "policy/learner.h"
 
 namespace dynamiccl {
 
-// Confidence multiplier of the intervals used to eliminate, switch and re-check (~95% two-sided
-// for a normal mean; the minimum sample count keeps the normal approximation reasonable).
-constexpr double kConfidenceZ = 2.0;
+// "Resolved" (this challenger cannot beat the incumbent by the switch margin) is a one-sided
+// question: its lower bound at ~95% one-sided. It only stops probing; it eliminates nothing.
+constexpr double kResolveZ = 1.645;
 // An undecided candidate is probed until it has this many times min_samples calls; after that
 // the incumbent keeps its place (the tie cannot pay for more probing).
 constexpr int kProbeCapFactor = 4;
-// CUSUM watches the incumbent once its mean rests on this many costs.
+// CUSUM watches the incumbent once its centre rests on this many costs.
 constexpr uint64_t kCusumMinReference = 32;
 // Budgets are kept in parts per million so the probe credit counter is exact integer arithmetic.
 constexpr uint32_t kPpmOne = 1000000;
 
+// --- Candidates -------------------------------------------------------------------------------
+// An arm whose prior cost is more than kPriorCutoff times the best prior of the state is not a
+// candidate (at 100,000 ranks a ring arm is priced 1,500x NCCL's pick and really costs seconds
+// per call), except that the kMinChallengers best arms by prior always are. The cut is wide
+// because priors are models: the winners the simulator's library plants sit at up to 4x.
+constexpr double kPriorCutoff = 8.0;
+constexpr int kMinChallengers = 2;
+// A candidate priced above kGatePrior times the best prior gets a single probe until its first
+// cost is back, so that the hopeless rule can drop it before more probes are spent on it.
+constexpr double kGatePrior = 2.0;
+// A gated candidate waiting for a cost that does not come stops waiting after this many rounds.
+constexpr uint8_t kMaxWaitRounds = 2;
+
+// --- Evidence under heavy tails ----------------------------------------------------------------
+// Costs an arm needs before it is compared: min_samples, or more so that outliers make up half
+// of them with at most kMajorityOutlierRate probability at the rate the state has shown over at
+// least kTailMinReference costs; at most kMaxNeedFactor x min_samples.
+constexpr double kMajorityOutlierRate = 0.01;
+constexpr uint64_t kTailMinReference = 16;
+constexpr uint32_t kMaxNeedFactor = 2;
+constexpr uint32_t kMaxNeedSearch = 32;  // min_samples above which no more are asked for
+
+// --- Early elimination ------------------------------------------------------------------------
+// Hopeless: a challenger whose cheapest cost so far exceeds the incumbent's worst recent cost
+// (so that a heavy tail, which hits every arm, is not mistaken for a slow arm) and either
+// kHopelessRatio times the incumbent's centre or, by the state's noise level, confidently its
+// upper bound, is eliminated after as few costs as make "all of them outliers" less likely than
+// kHopelessFalseRate (one while the state has shown no outlier; at most kMaxHopelessNeed). When
+// the state's costs turn out heavy-tailed, an elimination on a single cost is confirmed by one
+// more probe once the state has converged.
+constexpr double kHopelessRatio = 2.0;
+constexpr uint64_t kHopelessMinReference = 3;  // incumbent costs needed for that comparison
+constexpr double kHopelessFalseRate = 0.001;
+constexpr uint32_t kMaxHopelessNeed = 4;
+
+// --- Change detection and recovery ------------------------------------------------------------
+// CUSUM alarm level = threshold * (1 + kTailWeight * the state's outlier rate): heavy-tailed
+// costs need more evidence for the same confidence.
+constexpr double kTailWeight = 10.0;
+// Re-opening after an alarm (or a runner-up that became confidently cheaper) re-probes only the
+// kRecoveryArms best arms by their last known centre, the incumbent included, at a burst budget
+// of 100% until each has its calls; the others are parked unless that is inconclusive.
+constexpr int kRecoveryArms = 3;
+static_assert(kRecoveryArms >= 2, "the incumbent and a challenger are always re-probed");
+// After an alarm on a rise of the incumbent's cost by more than this fraction, the best re-probed
+// arm by its last known centre takes over at once (provisionally) if it was cheaper than the
+// incumbent is now: e.g. congestion tripled the incumbent's cost. Smaller shifts, and false
+// alarms, leave the incumbent in place until a challenger confidently beats it.
+constexpr double kProvisionalShift = 0.2;
+
 enum class LearnPhase : uint8_t { kWarmup, kProbing, kExploit };
-
-// One candidate arm of a state.
-struct ArmSlot {
-  uint16_t arm = kDefaultArm;
-  Action action;
-  double prior_us = 0;
-  RunningStats stats;     // costs of the current regime (cleared when probing re-opens)
-  SampleWindow window;    // most recent costs, for the median view and the runner-up re-check
-  double variance = 0;    // stats.variance() as of the last fold, read on the hot path
-  uint64_t calls = 0;     // lifetime calls decided with this arm
-  uint64_t samples = 0;   // lifetime costs received
-  uint32_t issued = 0;    // calls decided in the current regime, costs in flight included
-  uint32_t fresh = 0;     // costs received since the state last converged
-  bool eliminated = false;  // confidently worse than the incumbent
-  bool resolved = false;    // nothing more to learn by probing it (recomputed every round)
-  bool unavailable = false; // dropped for good: the engine cannot run it for this state
-
-  bool probeable() const { return !eliminated && !resolved && !unavailable; }
-};
 
 class PolicyState {
  public:
-  // Candidates: the engine default plus the (max_candidates - 1) arms with the lowest prior cost
-  // for this call's size and group, all kept in probe order (prior, then arm index).
+  // Candidates: the engine default plus at most (max_candidates - 1) arms with the lowest prior
+  // cost for this call's size and group, without those priced beyond kPriorCutoff x the best
+  // prior (the kMinChallengers best always stay), all kept in probe order (prior, then arm index).
   PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const HeadConfig& head,
               const ArmCatalog& catalog, uint64_t effective_bytes, int group_size);
 
@@ -72,13 +106,16 @@ class PolicyState {
       const uint32_t step = (budget_ppm_ - converged_ppm_) >> 6;
       budget_ppm_ -= step > 0 ? step : 1;
     }
-    credit_ppm_ += budget_ppm_;
+    // A burst (right after a re-open) probes every call until the focused arms have their
+    // calls: the incumbent just proved slower (or is measuring itself afresh).
+    credit_ppm_ += burst_ ? kPpmOne : budget_ppm_;
     if (credit_ppm_ < kPpmOne) return incumbent_;
     const int target = phase_ == LearnPhase::kProbing ? probe_target() : runner_up_;
     if (target < 0) {
       // Nothing to probe now (costs in flight, or no challenger): the credit is not banked, so
       // the search runs at most once per 1/budget calls and probes never come in a burst.
       credit_ppm_ = 0;
+      burst_ = false;
       return incumbent_;
     }
     credit_ppm_ -= kPpmOne;
@@ -92,7 +129,8 @@ class PolicyState {
   bool fold(uint16_t arm, float cost_us, bool learning);
   // Once per round after the costs: switch, eliminate, resolve, converge, re-check.
   void evaluate();
-  // The arm can never run for this state again; an incumbent falls back to the default.
+  // The arm can never run for this state again; an incumbent falls back to the best arm known in
+  // the current regime (the default when none is known).
   void drop_arm(uint16_t arm);
   // Guard freeze: stop exploring, run the best known arm (default when none is known).
   void freeze();
@@ -120,11 +158,36 @@ class PolicyState {
   }
 
  private:
-  // Probing: round robin over candidates still short of min_samples calls, then the undecided
-  // candidate with the widest confidence interval (costs in flight counted), -1 if none.
-  int probe_target();
+  // Probing: round robin over candidates still short of need_ calls (a gated candidate waits
+  // for its first cost), then, outside a burst and once the incumbent has need_ costs, the
+  // undecided candidate with the widest confidence interval (costs in flight counted); -1 if
+  // none.
+  int probe_target() {
+    const int n = num_slots();
+    const uint32_t min_samples = need_;
+    for (int k = 0; k < n; ++k) {
+      int i = rr_cursor_ + k;
+      if (i >= n) i -= n;
+      const ArmSlot& a = slots_[i];
+      if (i == incumbent_ || !a.probeable() || a.issued >= min_samples || awaiting(a)) continue;
+      rr_cursor_ = i + 1 == n ? 0 : i + 1;
+      return i;
+    }
+    // Sharpening a challenger's interval is pointless until the incumbent has a reference
+    // (after a re-open it may have none): its own calls come first.
+    if (burst_ || slots_[incumbent_].stats.count() < min_samples) return -1;
+    return widest_target();
+  }
+  // A gated candidate whose first cost is still in flight.
+  bool awaiting(const ArmSlot& a) const {
+    return a.gated && a.stats.count() == 0 && a.issued > 0;
+  }
+  int widest_target() const;
   void converge();
-  void reopen();
+  void reopen_focused(int challenger, int keep_incumbent, bool slower);
+  bool unpark_if_inconclusive();
+  void update_tail();
+  bool hopeless(const ArmSlot& c, const ArmSlot& inc) const;
   int pick_runner_up() const;
   int best_known() const;
 
@@ -145,6 +208,11 @@ class PolicyState {
   int rr_cursor_ = 0;
   LearnPhase phase_ = LearnPhase::kWarmup;
   bool frozen_ = false;
+  bool burst_ = false;                 // probing every call right after a focused re-open
+  int focus_from_ = -1;                // incumbent before a focused re-open still in progress
+  uint32_t need_ = 0;                  // costs an arm needs before it is compared (update_tail)
+  uint32_t hopeless_need_ = 1;         // costs an early elimination rests on (update_tail)
+  double tail_ = 0;                    // the state's outlier rate (update_tail)
   uint32_t budget_ppm_ = 0;            // current probing fraction
   uint32_t credit_ppm_ = 0;            // accumulated probe credit
   uint64_t calls_ = 0;

@@ -1,0 +1,90 @@
+// One candidate arm of a learner state: its costs in the current regime, and the robust view of
+// them that comparisons read. Real collective costs are heavy-tailed (a preempted rank, a noisy
+// neighbour on a shared host: an arm with a median of 129 us had a mean of 797 us), so arms are
+// compared by a winsorized mean, not the raw mean; the raw Welford statistics stay for reporting
+// and snapshots.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "core/types.h"
+#include "policy/arm_stats.h"
+
+namespace dynamiccl {
+
+// Confidence multiplier of the intervals used to eliminate, switch and re-check (~95% two-sided
+// for a normal mean; the minimum sample count keeps the normal approximation reasonable).
+constexpr double kConfidenceZ = 2.0;
+
+// Costs beyond median +- kClipSpreads robust spreads (MAD-based, at least kMinRelSpread of the
+// median, from the arm's recent window once it holds kMinRobustWindow costs) are clipped before
+// they enter the centre an arm is compared by (a winsorized mean).
+constexpr double kClipSpreads = 3.0;
+constexpr double kMinRelSpread = 0.01;
+constexpr int kMinRobustWindow = 3;
+// A cost beyond kOutlierSpreads robust spreads above the median (of a window of at least
+// kMinOutlierWindow costs) counts as an outlier: a heavy-tail event, about one normal cost in a
+// billion. The state's rate of them sets how much evidence its decisions need.
+constexpr double kOutlierSpreads = 6.0;
+constexpr int kMinOutlierWindow = 8;
+// Once the window holds only part of a long regime, its order statistics (clip bounds, robust
+// spread, worst recent cost) are recomputed every kSummaryEvery costs rather than every round.
+constexpr uint32_t kSummaryEvery = 8;
+
+// What the comparisons read about an arm, recomputed once per round when costs arrived.
+struct ArmView {
+  double center = 0;      // winsorized mean of the current regime
+  double spread = 0;      // its standard deviation (floored at kMinRelSpread of the centre)
+  double half_width = INFINITY;  // kConfidenceZ * spread / sqrt(n); +inf below two costs
+  double robust_sigma = 0;       // MAD-based spread of the recent window (CUSUM, re-check)
+  double highest = INFINITY;     // worst cost in the recent window (+inf: unknown)
+  double clip_lo = -INFINITY;    // winsorizing bounds for the next costs
+  double clip_hi = INFINITY;
+  double outlier_hi = INFINITY;  // costs above it count as outliers
+  uint64_t n = 0;         // costs the centre rests on
+};
+
+// One candidate arm of a state.
+struct ArmSlot {
+  uint16_t arm = kDefaultArm;
+  Action action;
+  double prior_us = 0;
+  RunningStats stats;     // raw costs of the current regime (reporting, snapshots)
+  RunningStats trimmed;   // winsorized costs of the current regime (comparisons)
+  SampleWindow window;    // most recent costs of the current regime
+  ArmView view;
+  double variance = 0;    // view.spread^2 as of the last round, read on the hot path
+  double prev_center = INFINITY;  // centre before the last re-open (recovery ranking)
+  float lowest = INFINITY;        // cheapest cost of the current regime
+  uint32_t outliers = 0;  // regime costs above view.outlier_hi when they arrived
+  uint32_t unsummarized = 0;  // costs since the window's order statistics were last taken
+  uint64_t calls = 0;     // lifetime calls decided with this arm
+  uint64_t samples = 0;   // lifetime costs received
+  uint32_t issued = 0;    // calls decided in the current regime, costs in flight included
+  uint32_t fresh = 0;     // costs received since the state last converged
+  bool eliminated = false;  // confidently worse than the incumbent (or hopeless)
+  bool resolved = false;    // nothing more to learn by probing it (recomputed every round)
+  bool unavailable = false; // dropped for good: the engine cannot run it for this state
+  bool parked = false;      // left out of a focused re-probe after a re-open
+  bool prior_gated = false; // priced above kGatePrior x the best prior
+  bool gated = false;       // waits for its first cost before more probes
+  bool confirm = false;     // eliminated on one cost among heavy tails: one more probe
+  bool dirty = false;       // costs arrived since the view was computed
+  uint8_t waited = 0;       // rounds a gated probe's cost has been awaited
+
+  bool probeable() const { return !eliminated && !resolved && !unavailable && !parked; }
+
+  // One cost into the current regime (lifetime counters are the caller's business).
+  void add(float cost_us);
+  // Recomputes the view: clip bounds from the recent window's median and MAD (see
+  // kSummaryEvery), the winsorized centre and its confidence interval.
+  void refresh();
+  // A new regime: the statistics start over, not the lifetime counters nor the flags that
+  // describe the arm's place in the state (unavailable, parked, gated).
+  void clear_regime();
+  // A new regime that already holds the `keep_recent` most recent costs (counted as issued).
+  void restart_regime(int keep_recent);
+};
+
+}  // namespace dynamiccl

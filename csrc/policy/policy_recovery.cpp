@@ -1,0 +1,111 @@
+// What a learner state does after a change: a focused re-open (the best few arms re-probed in
+// a burst, the rest parked) and, at its end, the check that widens the search again when the
+// re-probe was inconclusive.
+#include "policy/policy_state.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dynamiccl {
+
+// Re-open exploration after a change (a CUSUM alarm on the incumbent, `slower` when its cost went
+// up, or a runner-up that became confidently cheaper: `challenger`, always re-probed). The costs
+// measured before it describe another regime, so every arm starts over, except the incumbent's
+// `keep_incumbent` most recent costs, which the alarm found to belong to the new one. Rather
+// than re-learning from scratch, only the kRecoveryArms best arms by their last known centre are
+// re-probed (a burst at 100% budget); the rest are parked. The incumbent keeps its place until a
+// challenger confidently beats it, except after a large shift (below).
+void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower) {
+  const int from = incumbent_;
+  for (ArmSlot& a : slots_) {
+    a.prev_center = !a.unavailable && a.view.n > 0 ? a.view.center : INFINITY;
+  }
+  // Focus set: the incumbent, the challenger, then the best others by previous centre.
+  int focus[kRecoveryArms];
+  int n_focus = 0;
+  const auto in_focus = [&](int i) {
+    for (int k = 0; k < n_focus; ++k) {
+      if (focus[k] == i) return true;
+    }
+    return false;
+  };
+  focus[n_focus++] = from;
+  if (challenger >= 0 && challenger != from) focus[n_focus++] = challenger;
+  while (n_focus < kRecoveryArms) {
+    int best = -1;
+    for (int i = 0; i < num_slots(); ++i) {
+      const ArmSlot& a = slots_[i];
+      if (a.unavailable || !std::isfinite(a.prev_center) || in_focus(i)) continue;
+      if (best < 0 || a.prev_center < slots_[best].prev_center) best = i;
+    }
+    if (best < 0) break;
+    focus[n_focus++] = best;
+  }
+  for (int i = 0; i < num_slots(); ++i) {
+    ArmSlot& a = slots_[i];
+    if (i == from) {
+      a.restart_regime(keep_incumbent);
+    } else {
+      a.clear_regime();
+    }
+    const bool focused = in_focus(i);
+    a.parked = !focused && !a.unavailable;
+    a.gated = !focused && a.prior_gated;
+  }
+  // Provisional switch: after a large rise of the incumbent's cost, seen in every cost that
+  // raised the alarm (noise, even a run of outliers, leaves some of them low), the best other
+  // focused arm takes over at once if it was cheaper than what the incumbent costs now. Arms
+  // that cost the same as the incumbent before (within the margin) are passed over: most likely
+  // the same configuration under another name (NCCL's own pick among the explicit arms), hit by
+  // the same change.
+  const ArmSlot& now = slots_[from];
+  const double margin = head_.switch_margin;
+  if (slower && now.view.n > 0 && now.lowest > now.prev_center * (1.0 + kProvisionalShift)) {
+    int best = -1;
+    for (int k = 1; k < n_focus; ++k) {
+      const double p = slots_[focus[k]].prev_center;
+      if (std::fabs(p - now.prev_center) <= margin * now.prev_center) continue;
+      if (best < 0 || p < slots_[best].prev_center) best = focus[k];
+    }
+    if (best >= 0 && slots_[best].prev_center < now.view.center * (1.0 - margin)) {
+      incumbent_ = best;
+    }
+  }
+  // Otherwise the costs that raised the alarm were selected for being high (or low): kept, they
+  // would misstate the incumbent. It measures itself afresh.
+  if (incumbent_ == from) slots_[from].clear_regime();
+  focus_from_ = from;
+  burst_ = true;
+  phase_ = LearnPhase::kProbing;
+  budget_ppm_ = probe_ppm_;
+  rr_cursor_ = 0;
+  runner_up_ = -1;
+  cusum_.reset();
+}
+
+// End of a focused re-probe: when the incumbent it started from really became slower and none
+// of the arms it re-probed beats it by the margin now (a provisional switch does not count), the
+// ranking that chose them is in doubt, so the parked arms join the search (true). Otherwise the
+// parked arms stay out (false).
+bool PolicyState::unpark_if_inconclusive() {
+  if (focus_from_ < 0) return false;
+  const ArmSlot& from = slots_[focus_from_];
+  const double keep = 1.0 - head_.switch_margin;
+  const bool improved =
+      incumbent_ != focus_from_ && slots_[incumbent_].view.center < from.view.center * keep;
+  const bool slower = std::isfinite(from.prev_center) &&
+                      from.view.center > from.prev_center * (1.0 + head_.switch_margin);
+  focus_from_ = -1;
+  if (improved || !slower) return false;
+  bool any = false;
+  for (ArmSlot& a : slots_) {
+    if (!a.parked) continue;
+    a.parked = false;
+    a.gated = a.prior_gated;
+    a.resolved = false;
+    any = true;
+  }
+  return any;
+}
+
+}  // namespace dynamiccl
