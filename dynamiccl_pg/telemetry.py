@@ -91,17 +91,23 @@ def format_summary(group=None) -> str:
         mean = f"{row['mean_us']:.1f}" if row["mean_us"] >= 0 else "-"
         lines.append(f"{row['engine']:<6} {row['op']:<15} {'>=' + _size(row['size_bin']):>9} "
                      f"{row['calls']:>8} {mean:>10}")
-    for engine, states in s["states"].items():
-        if not states:
+    for engine, all_states in s["states"].items():
+        # One-off calls (set-up broadcasts, DDP's parameter check) never leave warm-up: skip them.
+        states = [st for st in all_states if st["probes"] > 0 or st["calls"] >= 16]
+        if not all_states:
             continue
         lines.append("")
+        if len(states) < len(all_states):
+            lines.append(f"({len(all_states) - len(states)} {engine} states with fewer than 16 "
+                         "calls and no probes not shown)")
         lines.append(f"learned ({engine}): {'role':<8} {'op':<15} {'size':>9} {'incumbent':<14} "
                      f"{'phase':<8} {'calls':>7} {'probes':>6} {'default_us':>10} "
                      f"{'chosen_us':>10} {'speedup':>8}")
         for st in sorted(states, key=lambda x: (x["role"], x["op"], x["size_bin"])):
             arms = {a["name"]: a for a in st["arms"]}
             d, c = arms.get("default", {}), arms.get(st["incumbent"], {})
-            dm, cm = d.get("median_us", 0.0), c.get("median_us", 0.0)
+            # The learner's own yardstick: a winsorized mean of the current regime.
+            dm, cm = d.get("center_us", 0.0), c.get("center_us", 0.0)
             speed = f"{dm / cm:.2f}x" if dm > 0 and cm > 0 else "-"
             phase = "frozen" if st["frozen"] else st["phase"]
             lines.append(f"{'':<14}{st['role']:<8} {st['op']:<15} "

@@ -121,6 +121,7 @@ py::list stats_to_py(const Learner& learner) {
       ad["samples"] = a.samples;
       ad["mean_us"] = a.mean_us;
       ad["median_us"] = a.median_us;
+      ad["center_us"] = a.center_us;
       ad["eliminated"] = a.eliminated;
       arms.append(ad);
     }

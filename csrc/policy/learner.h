@@ -80,6 +80,7 @@ struct ArmStats {
   uint64_t samples = 0;    // costs received for it
   double mean_us = 0;
   double median_us = 0;    // over a window of recent samples
+  double center_us = 0;    // what the learner compares arms by: winsorized mean, current regime
   bool eliminated = false;
 };
 

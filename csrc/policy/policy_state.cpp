@@ -325,14 +325,18 @@ int PolicyState::pick_runner_up() const {
 
 // Lowest centre among available arms with enough costs; the default when none has them.
 int PolicyState::best_known() const {
+  // An arm beats the engine default only on evidence from the same regime: when the default has
+  // no costs since the last re-open, it is the safe answer.
   const uint64_t min_samples = need_;
-  int best = -1;
+  const ArmSlot& def = slots_[default_slot_];
+  if (def.stats.count() < min_samples) return default_slot_;
+  int best = default_slot_;
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& a = slots_[i];
     if (a.unavailable || a.stats.count() < min_samples) continue;
-    if (best < 0 || a.view.center < slots_[best].view.center) best = i;
+    if (a.view.center < slots_[best].view.center) best = i;
   }
-  return best >= 0 ? best : default_slot_;
+  return best;
 }
 
 void PolicyState::drop_arm(uint16_t arm) {
@@ -440,6 +444,7 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
     as.samples = a.samples;
     as.mean_us = a.stats.mean();
     as.median_us = a.window.median_recent(a.window.size());
+    as.center_us = a.view.center;
     as.eliminated = a.eliminated || a.unavailable || a.parked;
     st.arms.push_back(std::move(as));
   }
