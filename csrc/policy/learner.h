@@ -9,14 +9,19 @@
 //
 // Per state, the life cycle (DESIGN.md §4):
 //   warm-up   : the first `warmup_calls` calls run the engine default (the baseline);
-//   probing   : candidates (arms not eliminated, ordered by the catalog's prior) are tried
-//               deterministically, interleaved with the incumbent so that the fraction of probe
-//               calls stays within the head's `probe_budget`; an arm whose mean cost is
-//               confidently worse than the incumbent's is eliminated;
+//   probing   : candidates (the default plus the best arms by the catalog's prior; arms priced
+//               far beyond the best prior are left out, dear ones get one probe and wait for its
+//               cost) are tried deterministically, interleaved with the incumbent so that the
+//               fraction of probe calls stays within the head's `probe_budget`; an arm whose cost
+//               is confidently worse than the incumbent's is eliminated — after one cost if it
+//               is hopeless. Arms are compared by a winsorized mean (robust to the heavy-tailed
+//               timings of shared machines);
 //   exploit   : the incumbent runs; the incumbent changes only when a challenger is better by
-//               more than `switch_margin` (hysteresis), so near-equal arms do not flap;
-//   re-open   : a CUSUM detector on the incumbent's cost ("trigger agent") raises an alarm on a
-//               sustained shift and re-opens probing (eliminations are forgotten).
+//               more than `switch_margin` (hysteresis), so near-equal arms do not flap; the
+//               budget decays to `converged_budget` (occasional re-checks of the runner-up);
+//   re-open   : a robust two-sided CUSUM on the incumbent's cost ("trigger agent") raises an
+//               alarm on a sustained shift; the previous best few arms are re-probed first, in a
+//               short burst, the others only if that is inconclusive.
 // Guards: a step-time regression beyond `step_regression` while running a non-default arm, or a
 // loss stall during exploration, freezes exploration and falls back to the best known arm.
 #pragma once
