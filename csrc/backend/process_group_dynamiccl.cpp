@@ -82,7 +82,9 @@ Reduction plan_reduction(const c10d::ReduceOp& op, const at::Tensor& t, int grou
   return plan;
 }
 
-void apply_scaling(const Reduction& plan, at::Tensor& t, int group_size) {
+void apply_scaling(const Reduction& plan, const at::Tensor& tensor, int group_size) {
+  // Communication buffers may require grad (DDP with create_graph): scale the data, untracked.
+  at::Tensor t = tensor.detach();
   if (plan.divide) {
     if (at::isFloatingType(t.scalar_type()) || at::isComplexType(t.scalar_type())) {
       t.div_(group_size);
@@ -132,8 +134,10 @@ struct ProcessGroupDynamicCCL::Call {
   // Reduction handling (CPU: AVG/PREMUL_SUM emulation); `scaled` holds what gets scaled.
   Reduction reduction;
   c10::ArrayRef<at::Tensor> scaled;
-  // Our CPU schedules (only when `custom_ok`): flat input/output, root.
-  bool custom_ok = false;
+  // One collective an engine can run with a chosen arm — our schedule on CPU, the plugin's
+  // forced choice on NCCL (which sees it as one call of `effective_bytes`). Coalesced batches and
+  // non-contiguous tensors are not: they always take the engine default.
+  bool tunable = false;
   // Made into flat views only when one of our schedules runs (a view costs allocations).
   const at::Tensor* in = nullptr;
   const at::Tensor* out = nullptr;
@@ -249,8 +253,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
   // our plugin, and every rank must agree on that before any NCCL decision is published.
   int plan = op_plan_[engine][static_cast<int>(c.op)];
   const bool first_nccl_call = engine == kNccl && !c.p2p && !nccl_plugin_checked_;
-  if (config_.mode == Mode::kOff || coalescing_ || (engine == kCpu && !c.custom_ok) ||
-      first_nccl_call) {
+  if (config_.mode == Mode::kOff || coalescing_ || !c.tunable || first_nccl_call) {
     plan = -1;
   }
   Decision d;
@@ -329,7 +332,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
     auto inner_future = future_or_null(*inner_work);
     const bool scale = !c.scaled.empty() && (c.reduction.divide || c.reduction.scale != 1.0);
     auto scale_outputs = [scaled = c.scaled.vec(), red = c.reduction, n = size_] {
-      for (at::Tensor t : scaled) apply_scaling(red, t, n);
+      for (const at::Tensor& t : scaled) apply_scaling(red, t, n);
     };
     c10::intrusive_ptr<c10::ivalue::Future> post;
     std::function<void()> on_wait;
@@ -388,8 +391,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::issue_custom_cpu(Call& c,
                                                                        CallRecord* rec,
                                                                        uint64_t rec_index) {
   // List forms run on a flat buffer of the whole message.
-  at::Tensor flat_in = c.in ? c.in->view({-1}) : at::Tensor();
-  at::Tensor flat_out = c.out ? c.out->view({-1}) : at::Tensor();
+  // Schedules move data, not autograd history: they work on detached views (a bucket may
+  // require grad, e.g. DDP with create_graph).
+  at::Tensor flat_in = c.in ? c.in->detach().view({-1}) : at::Tensor();
+  at::Tensor flat_out = c.out ? c.out->detach().view({-1}) : at::Tensor();
   if (!c.unflatten_to.empty()) flat_out = at::empty({flat_in.numel() * size_}, flat_in.options());
   if (!c.flatten_from.empty()) flat_in = at::empty({flat_out.numel() * size_}, flat_out.options());
   auto future = make_tensor_list_future({});  // CPU: no devices to synchronize
@@ -401,6 +406,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::issue_custom_cpu(Call& c,
                    in = flat_in, out = flat_out, root = c.root, red = c.reduction,
                    outputs = c.outputs.vec(), unflatten = c.unflatten_to.vec(),
                    flatten = c.flatten_from.vec()]() mutable {
+    at::NoGradGuard no_grad;  // grad mode is per thread: this one only moves data
     try {
       const auto algo = static_cast<CpuAlgo>(action.algo);
       const int segments = action.channels > 0 ? action.channels : 1;
@@ -461,7 +467,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allreduce(
   c.reduction = plan_reduction(opts.reduceOp, t, size_, t.device().is_cpu());
   c.outputs = tensors;
   c.scaled = tensors;
-  c.custom_ok = t.is_contiguous();
+  c.tunable = t.is_contiguous();
   c.out = &t;
   auto native_opts = with_timeout(opts, timeout_);
   native_opts.reduceOp = t.device().is_cpu() ? as_engine_op(c.reduction.engine_op) : opts.reduceOp;
@@ -496,7 +502,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::broadcast(
   at::Tensor& t = tensors[0];
   Call c(OpKind::kBroadcast, c10d::OpType::BROADCAST, "dynamiccl:broadcast", t);
   c.outputs = tensors;
-  c.custom_ok = t.is_contiguous();
+  c.tunable = t.is_contiguous();
   c.out = &t;
   c.root = static_cast<int>(opts.rootRank);
   auto native_opts = with_timeout(opts, timeout_);
@@ -516,7 +522,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce(std::vector<at::Te
   c.reduction = plan_reduction(opts.reduceOp, t, size_, t.device().is_cpu());
   c.outputs = tensors;
   if (rank_ == opts.rootRank) c.scaled = tensors;
-  c.custom_ok = t.is_contiguous();
+  c.tunable = t.is_contiguous();
   c.out = &t;
   c.root = static_cast<int>(opts.rootRank);
   auto native_opts = with_timeout(opts, timeout_);
@@ -543,7 +549,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather(
                 " does not match the input dtype ", in.scalar_type());
     uniform = uniform && o.numel() == in.numel() && o.device() == in.device();
   }
-  c.custom_ok = uniform;
+  c.tunable = uniform;
   c.in = &in;
   c.unflatten_to = outputs[0];
   auto native_opts = with_timeout(opts, timeout_);
@@ -562,8 +568,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_allgather_base(
   Call c(OpKind::kAllGather, c10d::OpType::_ALLGATHER_BASE, "dynamiccl:all_gather_into_tensor", input);
   c.effective_bytes = nbytes(output);
   c.outputs = output;
-  c.custom_ok = input.is_contiguous() && output.is_contiguous();
-  if (c.custom_ok) {
+  c.tunable = input.is_contiguous() && output.is_contiguous();
+  if (c.tunable) {
     c.in = &input;
     c.out = &output;
   }
@@ -623,7 +629,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter(
   if (out.device().is_cpu()) native_opts.reduceOp = as_engine_op(c.reduction.engine_op);
   auto native = [&](c10d::Backend& e) { return e.reduce_scatter(outputs, inputs, native_opts); };
   c.native = native;
-  c.custom_ok = uniform;
+  c.tunable = uniform;
   c.out = &out;
   c.flatten_from = inputs[0];
   return dispatch(c);
@@ -640,8 +646,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_reduce_scatter_base(
   c.reduction = plan_reduction(opts.reduceOp, input, size_, input.device().is_cpu());
   c.outputs = output;
   c.scaled = output;
-  c.custom_ok = input.is_contiguous() && output.is_contiguous();
-  if (c.custom_ok) {
+  c.tunable = input.is_contiguous() && output.is_contiguous();
+  if (c.tunable) {
     c.in = &input;
     c.out = &output;
   }
@@ -677,6 +683,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter_tensor_coa
       works.push_back(e._reduce_scatter_base(outputs[i], inputs[i], native_opts));
     }
     return c10::make_intrusive<CoalescedWork>(rank_, std::move(works));
+  };
+  c.native = native;
+  return dispatch(c);
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  // Deprecated upstream but still reachable (dist.all_gather_coalesced): the engine's own form.
+  TORCH_CHECK(!inputs.empty(), "dynamiccl: allgather_coalesced needs input tensors");
+  Call c(OpKind::kAllGather, c10d::OpType::ALLGATHER_COALESCED, "dynamiccl:all_gather_coalesced",
+         inputs[0]);
+  c.bytes = 0;
+  for (auto& t : inputs) c.bytes += nbytes(t);
+  c.effective_bytes = c.bytes * size_;
+  auto native_opts = with_timeout(opts, timeout_);
+  auto native = [&](c10d::Backend& e) {
+    return e.allgather_coalesced(outputs, inputs, native_opts);
   };
   c.native = native;
   return dispatch(c);
@@ -756,7 +780,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall(
     auto copy_back = [out, outs = outputs, out_splits] {
       int64_t offset = 0;
       for (size_t i = 0; i < outs.size(); ++i) {
-        at::Tensor dst = outs[i];
+        at::Tensor dst = outs[i].detach();
         dst.copy_(out.narrow(0, offset, out_splits[i]).view_as(dst));
         offset += out_splits[i];
       }
@@ -814,6 +838,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::barrier(const c10d::Barri
   auto native = [&](c10d::Backend& e) { return e.barrier(native_opts); };
   c.native = native;
   return dispatch(c);
+}
+
+void ProcessGroupDynamicCCL::monitoredBarrier(const c10d::BarrierOptions& opts,
+                                              bool wait_all_ranks) {
+  // Gloo's monitored barrier names the ranks that did not arrive: exactly what a user wants.
+  TORCH_CHECK(!shut_down_, "dynamiccl: monitored_barrier issued after shutdown()");
+  engines_.gloo->monitoredBarrier(with_timeout(opts, timeout_), wait_all_ranks);
 }
 
 // ---------------------------------------------------------------------------------------------
