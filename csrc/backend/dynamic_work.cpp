@@ -29,10 +29,13 @@ DynamicWork::DynamicWork(int rank, c10d::OpType type, const char* profiling_titl
       on_wait_(std::move(on_wait)) {
   // The profiler's async range (opened by Work's constructor) ends when the op completes, not
   // when someone waits: register only when profiling is on, to keep the common path lean.
-  if (recordFunctionEndCallback_ && (future_ || !on_wait_)) {
-    getFuture()->addCallback(
-        [end = std::move(recordFunctionEndCallback_)](c10::ivalue::Future&) { end(); });
+  if (recordFunctionEndCallback_) {
+    profiling_ = std::make_shared<ProfilingRange>();
+    profiling_->end = std::move(recordFunctionEndCallback_);
     recordFunctionEndCallback_ = nullptr;
+    if (future_ || !on_wait_) {
+      getFuture()->addCallback([range = profiling_](c10::ivalue::Future&) { range->close(); });
+    }
   }
 }
 
@@ -83,6 +86,7 @@ bool DynamicWork::wait(std::chrono::milliseconds timeout) {
     future_->wait();
     if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
   }
+  if (profiling_) profiling_->close();
   waited_ = true;
   return true;
 }

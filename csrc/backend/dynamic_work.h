@@ -7,6 +7,7 @@
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -40,6 +41,15 @@ class DynamicWork : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;  // null: inner's own future
   std::vector<at::Tensor> outputs_;
   std::function<void()> on_wait_;
+  // The profiler's range ends once: on completion (any thread) or in wait(), whichever comes
+  // first — and wait() does not return while another thread is still ending it (the caller may
+  // leave the profiler right after).
+  struct ProfilingRange {
+    std::once_flag once;
+    std::function<void()> end;
+    void close() { std::call_once(once, [this] { end(); }); }
+  };
+  std::shared_ptr<ProfilingRange> profiling_;
   // wait() may be called again, and from several threads; engines' works (Gloo p2p) may not
   // tolerate a second wait, so only the first one reaches the engine.
   std::mutex wait_mu_;
