@@ -1,0 +1,136 @@
+"""Times every CPU arm of the dynamiccl backend, per op and message size, on the current world.
+
+Run one process per rank with the usual env:// variables (RANK, WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT); run.sh starts them inside the emulated cluster's namespaces. Rank 0 appends one
+JSON line per (op, arm, size) to --out.
+
+How an arm is pinned: one "dynamiccl" group per arm index i, created with
+Options(force="allreduce:<arm i>;allgather:<arm i>;..."), so a forced call never learns and runs
+exactly that schedule ("default" = Gloo's own algorithm, through the same backend wrapper).
+
+How a call is timed: all ranks share this machine's monotonic clock, so after a Gloo barrier
+each rank records (start, end) of one call; the call's time is max(end) - max(start) over ranks,
+i.e. from the moment the last rank entered to the moment the last rank left. Arms take turns
+inside each repetition, so slow drifts of the machine hit every arm alike. Reported: median
+and quartiles over repetitions, after warm-up calls that are not timed.
+
+Sizes are the op's full buffer: the all-reduced / broadcast tensor, the all-gather output, the
+reduce-scatter input (rounded up to a multiple of 4 bytes x ranks for the last two).
+"""
+
+import argparse
+import json
+import os
+import statistics
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+import dynamiccl_pg
+from dynamiccl_pg import _C
+
+OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast")
+
+
+def reps_for(nbytes: int, scale: float) -> tuple:
+    """(warm-up, timed) calls: many for latency-bound sizes, few where one call takes ~1 s."""
+    if nbytes <= 64 << 10:
+        warm, reps = 3, 25
+    elif nbytes <= 1 << 20:
+        warm, reps = 2, 12
+    elif nbytes <= 4 << 20:
+        warm, reps = 1, 7
+    elif nbytes <= 16 << 20:
+        warm, reps = 1, 5
+    else:
+        warm, reps = 1, 3
+    return warm, max(3, int(round(reps * scale)))
+
+
+def make_call(op: str, nbytes: int, world: int, rank: int, group):
+    """A closure issuing one call of `op` on `nbytes` of float32, with its buffers made once."""
+    if op in ("allgather", "reduce_scatter"):
+        per_rank = max(1, -(-nbytes // (4 * world)))
+        full = torch.zeros(per_rank * world)
+        part = torch.zeros(per_rank)
+        if op == "allgather":
+            return lambda: dist.all_gather_into_tensor(full, part, group=group)
+        return lambda: dist.reduce_scatter_tensor(part, full, group=group)
+    t = torch.zeros(max(1, nbytes // 4))
+    if op == "allreduce":
+        return lambda: dist.all_reduce(t, group=group)
+    return lambda: dist.broadcast(t, src=0, group=group)
+
+
+def effective_bytes(op: str, nbytes: int, world: int) -> int:
+    if op in ("allgather", "reduce_scatter"):
+        return max(1, -(-nbytes // (4 * world))) * world * 4
+    return max(1, nbytes // 4) * 4
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--ops", default=",".join(OPS))
+    p.add_argument("--sizes", default="4,16,64,256,1K,4K,16K,64K,256K,1M,4M,16M,64M",
+                   help="bytes, with K/M suffixes (powers of 1024)")
+    p.add_argument("--reps-scale", type=float, default=1.0, help="scale the timed repetitions")
+    p.add_argument("--profile", default="", help="label stored with every result")
+    p.add_argument("--out", required=True, help="JSON-lines file rank 0 appends to")
+    args = p.parse_args()
+
+    ops = [o for o in args.ops.split(",") if o]
+    units = {"K": 1 << 10, "M": 1 << 20}
+    sizes = [int(s[:-1]) * units[s[-1]] if s[-1] in units else int(s)
+             for s in args.sizes.split(",")]
+
+    dist.init_process_group("gloo", timeout=timedelta(minutes=10))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    arms = {op: _C.cpu_arm_names(op, world) for op in ops}
+    groups = []
+    for i in range(max(len(a) for a in arms.values())):
+        force = ";".join(f"{op}:{a[i] if i < len(a) else 'default'}" for op, a in arms.items())
+        groups.append(dist.new_group(backend="dynamiccl", timeout=timedelta(minutes=10),
+                                     pg_options=dynamiccl_pg.Options(force=force)))
+
+    t_start = time.perf_counter()
+    for op in ops:
+        for nbytes in sizes:
+            calls = [make_call(op, nbytes, world, rank, groups[i]) for i in range(len(arms[op]))]
+            warm, reps = reps_for(nbytes, args.reps_scale)
+            for call in calls:
+                for _ in range(warm):
+                    call()
+            stamps = torch.zeros(reps, len(calls), 2, dtype=torch.float64)
+            for r in range(reps):
+                for i, call in enumerate(calls):
+                    dist.barrier()
+                    t0 = time.perf_counter()
+                    call()
+                    stamps[r, i, 0], stamps[r, i, 1] = t0, time.perf_counter()
+            everyone = [torch.zeros_like(stamps) for _ in range(world)]
+            dist.all_gather(everyone, stamps)
+            if rank != 0:
+                continue
+            latest = torch.stack(everyone).amax(dim=0)  # [reps, arms, (start, end)]
+            times_us = ((latest[..., 1] - latest[..., 0]) * 1e6).tolist()
+            with open(args.out, "a") as f:
+                for i, arm in enumerate(arms[op]):
+                    xs = [row[i] for row in times_us]
+                    q = statistics.quantiles(xs, n=4)
+                    f.write(json.dumps({
+                        "profile": args.profile, "world": world, "op": op, "arm": arm,
+                        "bytes": effective_bytes(op, nbytes, world),
+                        "median_us": round(statistics.median(xs), 1),
+                        "q1_us": round(q[0], 1), "q3_us": round(q[2], 1), "reps": reps}) + "\n")
+            best = min(range(len(calls)), key=lambda i: statistics.median(r[i] for r in times_us))
+            print(f"[{args.profile} x{world}] {op:<14} {nbytes:>9} B: best {arms[op][best]:<8} "
+                  f"({time.perf_counter() - t_start:.0f} s)", flush=True)
+    for g in groups:
+        dist.destroy_process_group(g)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""Turns one examples/train_ddp.py run (rank 0's output, and for dynamiccl its call trace) into
+one JSON line: median step time, the learned-choices table it printed, the gradient buckets,
+and when learning settled.
+
+Settling, per learned state (all-reduce size bin): the step of the last probe, and the step
+from which the arm in use never changed again. A call's step is its index among the
+all-reduces divided by the all-reduces per step (DDP issues one per bucket per step).
+"""
+
+import argparse
+import json
+import math
+import os
+import re
+
+from dynamiccl_pg import _C
+
+STEP_RE = re.compile(r"^(\w+): (\d+) steps on (\d+) ranks in ([\d.]+)s; "
+                     r"median step \(second half\) ([\d.]+) ms")
+LEARNED_HEADER = "learned (cpu):"
+
+
+def parse_log(path: str) -> dict:
+    out = {"learned": []}
+    in_table = False
+    with open(path) as f:
+        for line in f:
+            m = STEP_RE.match(line.strip())
+            if m:
+                out.update(total_s=float(m.group(4)), median_step_ms=float(m.group(5)),
+                           world=int(m.group(3)))
+            if line.startswith(LEARNED_HEADER):
+                in_table = True
+                continue
+            if in_table:
+                cols = line.split()
+                if len(cols) != 10:
+                    in_table = False
+                    continue
+                role, op, size, incumbent, phase, calls, probes, dflt, chosen, speedup = cols
+                out["learned"].append({
+                    "role": role, "op": op, "size": size, "incumbent": incumbent,
+                    "phase": phase, "calls": int(calls), "probes": int(probes),
+                    "default_us": float(dflt), "chosen_us": float(chosen), "speedup": speedup})
+    return out
+
+
+def parse_trace(path: str, steps: int, world: int) -> dict:
+    names = _C.cpu_arm_names("allreduce", world)
+    calls = []
+    with open(path) as f:
+        for line in f:
+            r = json.loads(line)
+            if r["op"] == "allreduce" and r["group"] == "0":
+                calls.append(r)
+    calls.sort(key=lambda r: r["seq"])
+    per_step = max(1, round(len(calls) / steps))
+    by_bin = {}
+    for i, r in enumerate(calls):
+        by_bin.setdefault(int(math.log2(max(1, r["bytes"]))), []).append((i // per_step + 1, r))
+    states = []
+    for b, rows in sorted(by_bin.items()):
+        last_probe = max((s for s, r in rows if r["probe"]), default=0)
+        final_arm = rows[-1][1]["arm"]
+        settled = 1
+        for s, r in rows:
+            if r["arm"] != final_arm:
+                settled = s + 1
+        states.append({"size_bin": f">={_size(1 << b)}", "calls": len(rows),
+                       "probes": sum(1 for _, r in rows if r["probe"]),
+                       "last_probe_step": last_probe, "final_arm": names[final_arm],
+                       "final_arm_from_step": settled})
+    bucket_bytes = sorted({r["bytes"] for r in calls[-per_step:]})
+    return {"allreduces_per_step": per_step, "bucket_bytes": bucket_bytes, "states": states}
+
+
+def _size(b: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if b < 1024:
+            return f"{b}{unit}"
+        b //= 1024
+    return f"{b}TiB"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--log", required=True)
+    p.add_argument("--trace", default="")
+    p.add_argument("--config", required=True)
+    p.add_argument("--args", default="")
+    p.add_argument("--backend", required=True)
+    p.add_argument("--run", type=int, default=0)
+    p.add_argument("--steps", type=int, required=True)
+    a = p.parse_args()
+    rec = {"config": a.config, "args": a.args, "backend": a.backend, "run": a.run,
+           "steps": a.steps}
+    rec.update(parse_log(a.log))
+    if "median_step_ms" not in rec:
+        raise SystemExit(f"{a.log}: no 'median step' line; did the run fail?")
+    if a.backend == "dynamiccl" and a.trace and os.path.exists(a.trace):
+        rec["trace"] = parse_trace(a.trace, a.steps, rec["world"])
+    print(json.dumps(rec))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,284 @@
+"""Writes results.md and one plot per op (sweep_<op>.png) from what run.sh measured:
+netcheck.jsonl (the emulated network), sweep.jsonl (every arm per op, size, profile, ranks) and
+e2e.jsonl (examples/train_ddp.py, dynamiccl against gloo).
+
+A size's winner is the arm with the lowest median; when the engine default is within TIE of it
+the size counts for the default (differences that small are inside this machine's noise).
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+from collections import defaultdict
+
+TIE = 1.05
+OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast")
+PROFILES = ("lan", "wan")
+
+
+def load(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def size_str(b: int) -> str:
+    """Exact sizes as 4 B / 64 KiB; others as 529.1 KiB."""
+    v = float(b)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if v < 1024:
+            return f"{v:g} {unit}" if v == int(v) else f"{v:.1f} {unit}"
+        v /= 1024
+    return f"{v:.1f} TiB"
+
+
+def ms(us: float) -> str:
+    v = us / 1e3
+    return f"{v:.3g}" if v < 100 else f"{v:.0f}"
+
+
+def by_config(sweep):
+    """{(op, profile, world): {bytes: {arm: row}}}"""
+    out = defaultdict(lambda: defaultdict(dict))
+    for r in sweep:
+        out[(r["op"], r["profile"], r["world"])][r["bytes"]][r["arm"]] = r
+    return out
+
+
+def winner(arms: dict) -> tuple:
+    """(winning arm, its speedup over default) for one size's {arm: row}."""
+    best = min(arms, key=lambda a: arms[a]["median_us"])
+    d = arms["default"]["median_us"]
+    if d <= TIE * arms[best]["median_us"]:
+        return "default", 1.0
+    return best, d / arms[best]["median_us"]
+
+
+def crossover_line(sizes: dict) -> str:
+    """Consecutive sizes with the same winner, as 'arm lo–hi (speedup range)'."""
+    runs = []
+    for b in sorted(sizes):
+        arm, speedup = winner(sizes[b])
+        if runs and runs[-1][0] == arm:
+            runs[-1][2] = b
+            runs[-1][3].append(speedup)
+        else:
+            runs.append([arm, b, b, [speedup]])
+    parts = []
+    for arm, lo, hi, sp in runs:
+        span = size_str(lo) if lo == hi else f"{size_str(lo)}–{size_str(hi)}"
+        if arm == "default":
+            parts.append(f"**default** {span}")
+        else:
+            lo_s, hi_s = min(sp), max(sp)
+            ratio = f"{lo_s:.2f}x" if abs(hi_s - lo_s) < 0.01 else f"{lo_s:.2f}–{hi_s:.2f}x"
+            parts.append(f"**{arm}** {span} ({ratio})")
+    return "; ".join(parts)
+
+
+def capacity_lines(cap):
+    if not cap:
+        return []
+    lines = ["What the path itself can carry (one TCP stream for 5 s, 64-byte ping-pong), "
+             "measured on an idle machine:", "",
+             "| path | RTT (p10–p90) | bulk |", "|---|---|---|"]
+    for r in cap:
+        p = r["ping"]
+        lines.append(f"| {r['path']} | {p['rtt_us_median']:.0f} µs ({p['rtt_us_p10']:.0f}–"
+                     f"{p['rtt_us_p90']:.0f}) | {r['bulk']['gbit_per_s']:.2f} Gbit/s |")
+    return lines + [""]
+
+
+def network_section(net, cap):
+    lines = ["## The emulated network, measured", ""] + capacity_lines(cap) + [
+             "TCP ping-pong of 64-byte messages (1000 round trips, median and p10–p90) and one "
+             "bulk TCP stream for 3 s, between ranks 0 and 1 of the cluster the sweep then ran on.",
+             "",
+             "| profile | ranks | target one-way | added by each delay line | measured RTT "
+             "(p10–p90) | measured one-way (RTT/2) | rate (tbf) | measured bulk |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in net:
+        p = r["ping"]
+        lines.append(
+            f"| {r['profile']} | {r['world']} | {r['target_one_way_us']:g} µs | "
+            f"{r['added_delay_us']} µs | {p['rtt_us_median']:.0f} µs ({p['rtt_us_p10']:.0f}–"
+            f"{p['rtt_us_p90']:.0f}) | {p['rtt_us_median'] / 2:.0f} µs | {r['rate']} | "
+            f"{r['bulk']['gbit_per_s']:.2f} Gbit/s |")
+    if net:
+        lines += ["", "The machine's own one-way latency through this path, with nothing added, "
+                  f"was {net[0]['base_one_way_us']} µs (veth, bridge, a delay line copying in "
+                  "user space, scheduling on 2 cores)."]
+    return lines
+
+
+def sweep_section(cfgs):
+    lines = ["## Crossovers: which arm wins, per size", "",
+             f"Winner = lowest median; the default keeps a size unless an arm beats it by more "
+             f"than {int((TIE - 1) * 100)}%. In parentheses: median time of the default / the "
+             "winner's.", ""]
+    for op in OPS:
+        rows = [(p, w) for (o, p, w) in sorted(cfgs) if o == op]
+        if not rows:
+            continue
+        lines += [f"### {op}", "", "| profile | ranks | winners by size |", "|---|---|---|"]
+        for p, w in rows:
+            lines.append(f"| {p} | {w} | {crossover_line(cfgs[(op, p, w)])} |")
+        lines.append("")
+    lines += ["## Median time per arm (ms)", "",
+              "Median over the timed repetitions of one call, from the moment the last rank "
+              "entered to the moment the last rank left (all ranks share this machine's clock); "
+              "**bold** = fastest.", ""]
+    for (op, p, w), sizes in sorted(cfgs.items()):
+        arms = list(next(iter(sizes.values())).keys())
+        lines += [f"#### {op}, {p}, {w} ranks", "",
+                  "| size | reps | " + " | ".join(arms) + " | default / best |",
+                  "|---" * (len(arms) + 3) + "|"]
+        for b in sorted(sizes):
+            row = sizes[b]
+            best = min(row, key=lambda a: row[a]["median_us"])
+            cells = [f"**{ms(row[a]['median_us'])}**" if a == best else ms(row[a]["median_us"])
+                     for a in arms]
+            reps = row[arms[0]]["reps"]
+            lines.append(f"| {size_str(b)} | {reps} | " + " | ".join(cells) +
+                         f" | {row['default']['median_us'] / row[best]['median_us']:.2f} |")
+        lines.append("")
+    return lines
+
+
+def expected_for(cfgs, buckets, world):
+    """Per bucket: the WAN sweep's winner at the nearest measured size and its speedup."""
+    sizes = cfgs.get(("allreduce", "wan", world))
+    if not sizes:
+        return ""
+    out = []
+    for b in buckets:
+        near = min(sizes, key=lambda s: abs((s.bit_length()) - b.bit_length()))
+        arm, sp = winner(sizes[near])
+        out.append(f"{size_str(b)}: {arm} {sp:.2f}x (sweep at {size_str(near)})")
+    return "; ".join(out)
+
+
+def e2e_section(e2e, cfgs):
+    if not e2e:
+        return []
+    lines = ["## End to end: examples/train_ddp.py, WAN profile, 4 ranks", "",
+             "`examples/train_ddp.py` unmodified, both backends back to back in the same "
+             "emulated cluster (which goes first alternates between repetitions; dynamiccl learns "
+             "from scratch every time), each printing the median step time of the second half of "
+             "its steps. Speedup = gloo median / dynamiccl median. Learned arms and phases are "
+             "from the summary the example prints; the last probe and the step from which the "
+             "final arm was used for good are from the call trace.", ""]
+    configs = []
+    for r in e2e:
+        if r["config"] not in configs:
+            configs.append(r["config"])
+    for name in configs:
+        runs = [r for r in e2e if r["config"] == name]
+        gloo = [r["median_step_ms"] for r in runs if r["backend"] == "gloo"]
+        dcl = [r for r in runs if r["backend"] == "dynamiccl"]
+        dmed = [r["median_step_ms"] for r in dcl]
+        lines += [f"### {name}: `train_ddp.py {runs[0]['args']} --steps {runs[0]['steps']}`", ""]
+        lines += ["| run | gloo step (ms) | dynamiccl step (ms) | speedup |", "|---|---|---|---|"]
+        for i, (g, d) in enumerate(zip(gloo, dmed)):
+            lines.append(f"| {i} | {g:.1f} | {d:.1f} | {g / d:.2f}x |")
+        if len(gloo) > 1:
+            g, d = statistics.median(gloo), statistics.median(dmed)
+            lines.append(f"| median | {g:.1f} | {d:.1f} | {g / d:.2f}x |")
+        lines.append("")
+        tr = dcl[-1].get("trace") if dcl else None
+        if tr:
+            lines.append(f"Gradient buckets per step: {tr['allreduces_per_step']} "
+                         f"({', '.join(size_str(b) for b in tr['bucket_bytes'])}). The sweep "
+                         f"predicts: {expected_for(cfgs, tr['bucket_bytes'], 4)}.")
+            lines.append("")
+        lines += ["| run | size bin | learned arm | phase | calls | probes | default µs | "
+                  "chosen µs | speedup | last probe at step | final arm from step |",
+                  "|---" * 11 + "|"]
+        for i, r in enumerate(dcl):
+            states = {s["size_bin"]: s for s in r.get("trace", {}).get("states", [])}
+            for st in r["learned"]:
+                if st["op"] != "allreduce":
+                    continue
+                t = states.get(st["size"], {})
+                lines.append(f"| {i} | {st['size']} | {st['incumbent']} | {st['phase']} | "
+                             f"{st['calls']} | {st['probes']} | {st['default_us']:.0f} | "
+                             f"{st['chosen_us']:.0f} | {st['speedup']} | "
+                             f"{t.get('last_probe_step', '-')} | "
+                             f"{t.get('final_arm_from_step', '-')} |")
+        lines.append("")
+    return lines
+
+
+def plot(cfgs, out_dir):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for op in OPS:
+        panels = [(p, w) for (o, p, w) in sorted(cfgs, key=lambda k: (PROFILES.index(k[1]), k[2]))
+                  if o == op]
+        if not panels:
+            continue
+        fig, axes = plt.subplots(2, len(panels), figsize=(4.2 * len(panels), 7.5),
+                                 squeeze=False, sharex=True)
+        for col, (p, w) in enumerate(panels):
+            sizes = cfgs[(op, p, w)]
+            xs = sorted(sizes)
+            arms = list(sizes[xs[0]].keys())
+            for arm in arms:
+                ys = [sizes[b][arm]["median_us"] / 1e3 for b in xs]
+                rel = [sizes[b][arm]["median_us"] / sizes[b]["default"]["median_us"] for b in xs]
+                style = dict(color="black", linestyle="--", linewidth=2) if arm == "default" \
+                    else dict(marker="o", markersize=3)
+                axes[0][col].plot(xs, ys, label=arm, **style)
+                axes[1][col].plot(xs, rel, label=arm, **style)
+            axes[0][col].set_title(f"{op}: {p}, {w} ranks")
+            axes[0][col].set_yscale("log")
+            axes[0][col].set_ylabel("median time (ms)")
+            axes[1][col].set_ylabel("time / default's")
+            axes[1][col].set_xlabel("message size (bytes)")
+            axes[1][col].axhline(1.0, color="grey", linewidth=0.5)
+            for row in axes:
+                row[col].set_xscale("log", base=2)
+                row[col].grid(True, which="major", alpha=0.3)
+        axes[0][0].legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(out_dir, f"sweep_{op}.png")
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        written.append(os.path.basename(path))
+    return written
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--dir", required=True)
+    p.add_argument("--command", default="benchmarks/network/run.sh")
+    p.add_argument("--quick", type=int, default=0)
+    p.add_argument("--elapsed", type=int, default=0, help="seconds the measurements took")
+    a = p.parse_args()
+    net = load(os.path.join(a.dir, "netcheck.jsonl"))
+    sweep = load(os.path.join(a.dir, "sweep.jsonl"))
+    e2e = load(os.path.join(a.dir, "e2e.jsonl"))
+    cap = load(os.path.join(a.dir, "capacity.jsonl"))
+    cfgs = by_config(sweep)
+    pngs = plot(cfgs, a.dir) if cfgs else []
+    lines = ["# CPU engine under emulated network conditions", "",
+             f"Produced by `{a.command}` (as root){' — quick mode' if a.quick else ''}; "
+             f"measurements took {a.elapsed // 60} min {a.elapsed % 60} s on a "
+             f"{os.cpu_count()}-core machine ({platform.machine()}, Linux {platform.release()}). "
+             "How the cluster is emulated, and the limits of that: README.md in this folder.", ""]
+    if pngs:
+        lines += ["Plots (top: median time; bottom: time relative to the engine default, below 1 "
+                  "= faster): " + ", ".join(f"[{n}]({n})" for n in pngs) + ".", ""]
+    lines += network_section(net, cap) + [""] + e2e_section(e2e, cfgs) + sweep_section(cfgs)
+    with open(os.path.join(a.dir, "results.md"), "w") as f:
+        f.write("\n".join(lines).rstrip() + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# The CPU engine under real network conditions: an emulated cluster on this machine (network
+# namespaces, veths, a bridge, tc tbf rates and user-space delay lines; see cluster.sh), then
+#   1. netcheck: measured RTT and bandwidth of each profile,
+#   2. sweep:    every CPU arm of allreduce / allgather / reduce_scatter / broadcast, 4 B..64 MiB,
+#                at 4 and 8 ranks under each profile (coll_bench.py),
+#   3. e2e:      examples/train_ddp.py under the WAN profile at 4 ranks, dynamiccl (learning)
+#                against plain gloo, back to back in the same cluster, in two configurations,
+# and writes results.md and sweep.png (report.py). Needs root (namespaces, tc).
+#
+#   benchmarks/network/run.sh [--quick] [--stages netcheck,sweep,e2e] [--out DIR] [--no-build]
+#
+# --quick: fewer sizes, repetitions and steps (a few minutes), written to
+# build/network-quick unless --out is given; the full run writes benchmarks/network/.
+# --no-build: use the existing environment and build instead of sourcing scripts/env.sh.
+#
+# Profiles (host-to-host one-way delay, per-direction rate of each rank's link):
+#   lan  50 us, 10 Gbit/s      wan  1 ms, 1 Gbit/s
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+ROOT="$(cd "$HERE/../.." && pwd)"
+
+ORIG_ARGS="$*"
+QUICK=0
+STAGES="netcheck,sweep,e2e"
+OUT=""
+BUILD_ENV=1
+while (($#)); do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --stages) STAGES="$2"; shift ;;
+    --out) OUT="$2"; shift ;;
+    --no-build) BUILD_ENV=0 ;;
+    *) echo "unknown argument $1; accepted: --quick, --stages LIST, --out DIR, --no-build" >&2
+       exit 2 ;;
+  esac
+  shift
+done
+
+if ((BUILD_ENV)); then
+  # shellcheck source=/dev/null
+  source "$ROOT/scripts/env.sh"
+fi
+VENV="${DYNAMICCL_VENV:-$HOME/.cache/dynamiccl/venv}"
+BUILD="${DYNAMICCL_BUILD:-$ROOT/build}"
+PY="$VENV/bin/python"
+if ((QUICK)); then OUT="${OUT:-$BUILD/network-quick}"; else OUT="${OUT:-$HERE}"; fi
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+
+if [ "$(id -u)" != 0 ]; then echo "run.sh needs root (ip netns, tc)" >&2; exit 1; fi
+for tool in ip tc bridge cc; do
+  command -v "$tool" >/dev/null || { echo "run.sh needs '$tool'" >&2; exit 1; }
+done
+
+mkdir -p "$BUILD/network"
+DELAY_LINE="$BUILD/network/delay_line"
+cc -O2 -Wall -Wextra -pthread -o "$DELAY_LINE" "$HERE/delay_line.c"
+
+# shellcheck source=cluster.sh
+source "$HERE/cluster.sh"
+LOGS="$(mktemp -d /tmp/dynamiccl-netlogs.XXXXXX)"
+cleanup() {
+  cluster_down
+  rm -rf "$LOGS"
+}
+# The ranks import a snapshot of the package (compiled module included): a rebuild in the
+# checkout while this runs for an hour must not change, or break, what is measured.
+snapshot_package() {
+  local try
+  for try in 1 2 3 4 5; do
+    rm -rf "$LOGS/pkg" && mkdir -p "$LOGS/pkg" && cp -r "$ROOT/dynamiccl_pg" "$LOGS/pkg/"
+    if (cd "$LOGS" && PYTHONPATH="$LOGS/pkg" "$PY" -c "import dynamiccl_pg") 2>/dev/null; then
+      return 0
+    fi
+    sleep 20  # caught a build half-written; try again
+  done
+  echo "cannot import dynamiccl_pg from $ROOT (is it built?)" >&2
+  return 1
+}
+snapshot_package
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+cluster_down  # leftovers of an interrupted run
+
+declare -A ONE_WAY_US=([lan]=50 [wan]=1000)
+declare -A RATE=([lan]=10gbit [wan]=1gbit)
+PORT=29600
+next_port() { PORT=$((PORT + 1)); }
+
+# TCP ping-pong RTT (us) between ranks 0 and 1 of the current cluster: the median of three
+# runs' medians, so that one disturbed run does not set a profile's delay.
+ping_rtt() {
+  rank_exec 1 python3 "$HERE/netcheck.py" serve 5000 &
+  local server=$! i
+  for i in 1 2 3; do
+    rank_exec 0 python3 "$HERE/netcheck.py" ping "$(rank_addr 1)" 5000 "$1" |
+      python3 -c 'import json, sys; print(json.load(sys.stdin)["rtt_us_median"])'
+  done | sort -g | sed -n 2p
+  rank_exec 0 python3 "$HERE/netcheck.py" quit "$(rank_addr 1)" 5000
+  wait "$server"
+}
+
+# The path through the machine itself (veths, bridge, a delay line adding nothing) already has
+# a one-way latency of tens of microseconds; each profile's delay line adds only what is
+# missing, with one correction from a measurement: measured RTT / 2 ~ the profile's target.
+declare -A ADDED_US
+calibrate() {
+  cluster_up 2 0 100gbit
+  BASE_ONE_WAY_US=$(ping_rtt 1000 | awk '{ printf "%.1f", $1 / 2 }')
+  cluster_down
+  echo "[network] the machine's own one-way latency (nothing added): ${BASE_ONE_WAY_US} us"
+  local profile added rtt
+  for profile in lan wan; do
+    added=$(awk -v t="${ONE_WAY_US[$profile]}" -v b="$BASE_ONE_WAY_US" \
+      'BEGIN { d = t - b; printf "%.1f", (d > 0 ? d : 0) }')
+    cluster_up 2 "$added" "${RATE[$profile]}"
+    rtt=$(ping_rtt 500)
+    cluster_down
+    ADDED_US[$profile]=$(awk -v a="$added" -v t="${ONE_WAY_US[$profile]}" -v r="$rtt" \
+      'BEGIN { d = a + t - r / 2; printf "%.1f", (d > 0 ? d : 0) }')
+    echo "[network] $profile: adding ${added} us gave RTT ${rtt} us;" \
+      "adding ${ADDED_US[$profile]} us"
+  done
+}
+
+profile_up() {
+  cluster_up "$2" "${ADDED_US[$1]}" "${RATE[$1]}"
+}
+
+# RTT and single-stream bandwidth between ranks 0 and 1 of the current cluster.
+netcheck() {
+  local profile="$1" ranks="$2" seconds="$3"
+  rank_exec 1 python3 "$HERE/netcheck.py" serve 5000 &
+  local server=$! ping bulk
+  ping=$(rank_exec 0 python3 "$HERE/netcheck.py" ping "$(rank_addr 1)" 5000 1000)
+  bulk=$(rank_exec 0 python3 "$HERE/netcheck.py" bulk "$(rank_addr 1)" 5000 "$seconds")
+  rank_exec 0 python3 "$HERE/netcheck.py" quit "$(rank_addr 1)" 5000
+  wait "$server"
+  echo "[network] $profile x$ranks: ping $ping bulk $bulk"
+  # One JSON line per cluster; a cluster far from its profile would make every number after it
+  # meaningless, so that stops the run.
+  python3 - "$profile" "$ranks" "${ONE_WAY_US[$profile]}" "${RATE[$profile]}" \
+    "${ADDED_US[$profile]}" "$BASE_ONE_WAY_US" "$ping" "$bulk" >>"$OUT/netcheck.jsonl" <<'EOF'
+import json, sys
+profile, world, target, rate, added, base, ping, bulk = sys.argv[1:]
+rec = {"profile": profile, "world": int(world), "target_one_way_us": float(target), "rate": rate,
+       "added_delay_us": float(added), "base_one_way_us": float(base),
+       "ping": json.loads(ping), "bulk": json.loads(bulk)}
+print(json.dumps(rec))
+one_way = rec["ping"]["rtt_us_median"] / 2
+if not 0.5 * rec["target_one_way_us"] <= one_way <= 2 * rec["target_one_way_us"]:
+    sys.exit(f"measured one-way latency {one_way:.0f} us is far from the target {target} us")
+EOF
+}
+
+run_ranks() {
+  local ranks="$1"
+  shift
+  next_port
+  (cd "$ROOT" && cluster_run "$ranks" "$PORT" "$LOGS" env PYTHONPATH="$LOGS/pkg" "$@")
+}
+
+has_stage() { [[ ",$STAGES," == *",$1,"* ]]; }
+
+if ((QUICK)); then
+  SIZES="4,256,16K,1M,16M"
+  REPS_SCALE=0.4
+  WORLDS=(4 8)
+  E2E_STEPS=300
+  E2E_REPEATS=1
+else
+  SIZES="4,16,64,256,1K,4K,16K,64K,256K,1M,4M,16M,64M"
+  REPS_SCALE=1.0
+  WORLDS=(4 8)
+  E2E_STEPS=400
+  E2E_REPEATS=2
+fi
+# e2e configurations: name and train_ddp.py arguments (see README.md for why these).
+E2E_CONFIGS=(
+  "example_defaults|--hidden 256 --bucket-cap-mb 0.25"
+  "gains_expected|--hidden 64 --bucket-cap-mb 0.03"
+  "native_near_best|--hidden 512 --bucket-cap-mb 25"
+)
+
+START=$(date +%s)
+calibrate
+
+if has_stage netcheck || has_stage sweep; then
+  has_stage netcheck && rm -f "$OUT/netcheck.jsonl"
+  has_stage sweep && rm -f "$OUT/sweep.jsonl"
+  for profile in lan wan; do
+    for ranks in "${WORLDS[@]}"; do
+      profile_up "$profile" "$ranks"
+      has_stage netcheck && netcheck "$profile" "$ranks" 3
+      if has_stage sweep; then
+        echo "[network] sweep: $profile x$ranks ($((($(date +%s) - START) / 60)) min so far)"
+        run_ranks "$ranks" "$PY" "$HERE/coll_bench.py" --sizes "$SIZES" --reps-scale "$REPS_SCALE" \
+          --profile "$profile" --out "$OUT/sweep.jsonl"
+      fi
+      cluster_down
+    done
+  done
+fi
+
+if has_stage e2e; then
+  rm -f "$OUT/e2e.jsonl"
+  profile_up wan 4
+  for cfg in "${E2E_CONFIGS[@]}"; do
+    name="${cfg%%|*}"
+    read -r -a cfg_args <<<"${cfg#*|}"
+    for ((rep = 0; rep < E2E_REPEATS; rep++)); do
+      # Alternate which backend goes first, so a drift of the machine favours neither.
+      order=(gloo dynamiccl)
+      ((rep % 2)) && order=(dynamiccl gloo)
+      for backend in "${order[@]}"; do
+        echo "[network] e2e: $name, $backend, run $rep ($((($(date +%s) - START) / 60)) min so far)"
+        log="$LOGS/e2e-$name-$backend-$rep.log"
+        rm -f "$LOGS"/trace.*
+        # A trace prefix per rank: every rank names its file ".rank0" once the group is gone.
+        run_ranks 4 sh -c 'DYNAMICCL_TRACE="$0.r$RANK" exec "$@"' "$LOGS/trace" \
+          "$PY" "$ROOT/examples/train_ddp.py" --backend "$backend" --steps "$E2E_STEPS" \
+          "${cfg_args[@]}" | tee "$log"
+        PYTHONPATH="$LOGS/pkg" "$PY" "$HERE/e2e_parse.py" --log "$log" \
+          --trace "$LOGS/trace.r0.rank0.jsonl" \
+          --config "$name" --args "${cfg#*|}" --backend "$backend" --run "$rep" \
+          --steps "$E2E_STEPS" >>"$OUT/e2e.jsonl"
+      done
+    done
+  done
+  cluster_down
+fi
+
+ELAPSED=$(($(date +%s) - START))
+echo "[network] measurements took $((ELAPSED / 60)) min $((ELAPSED % 60)) s"
+"$PY" "$HERE/report.py" --dir "$OUT" \
+  --command "benchmarks/network/run.sh${ORIG_ARGS:+ $ORIG_ARGS}" \
+  --quick "$QUICK" --elapsed "$ELAPSED"
+echo "[network] wrote $OUT/results.md and $OUT/sweep_<op>.png"
