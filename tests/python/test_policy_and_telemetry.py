@@ -71,7 +71,8 @@ def traced(rank, world, prefix):
     with dynamiccl_pg.hint(role="tp"):
         dist.all_reduce(torch.ones(10))
     dist.broadcast(torch.ones(5), 0)
-    files = dynamiccl_pg.write_trace(prefix)
+    # Its own prefix: the DYNAMICCL_TRACE files are written again at exit, racing a reader.
+    files = dynamiccl_pg.write_trace(prefix + "-api")
     summary = dynamiccl_pg.format_summary()
     return files, summary
 
