@@ -26,6 +26,12 @@ constexpr double kResolveZ = 1.645;
 // An undecided candidate is probed until it has this many times min_samples calls; after that
 // the incumbent keeps its place (the tie cannot pay for more probing).
 constexpr int kProbeCapFactor = 4;
+// After convergence the probing budget decays towards converged_budget by 1/2^shift per call:
+// about (probe_budget - converged_budget) x 2^shift extra runner-up probes, ~8 at the bulk heads'
+// 50%, i.e. two runner-up re-checks of min_samples. A slower decay (1/64: ~31 probes) cost a
+// few % of step time where the runner-up is a near-tie that is really slower in training (CPU
+// schedules competing with backward for the cores), for no better decisions.
+constexpr int kConvergedDecayShift = 4;
 // CUSUM watches the incumbent once its centre rests on this many costs.
 constexpr uint64_t kCusumMinReference = 32;
 // Budgets are kept in parts per million so the probe credit counter is exact integer arithmetic.
@@ -102,8 +108,8 @@ class PolicyState {
       phase_ = LearnPhase::kProbing;  // depends on the call count only: the same call on every rank
     }
     if (phase_ == LearnPhase::kExploit && budget_ppm_ > converged_ppm_) {
-      // Geometric decay (1/64 per call) of the exploration budget after convergence.
-      const uint32_t step = (budget_ppm_ - converged_ppm_) >> 6;
+      // Geometric decay of the exploration budget after convergence (see kConvergedDecayShift).
+      const uint32_t step = (budget_ppm_ - converged_ppm_) >> kConvergedDecayShift;
       budget_ppm_ -= step > 0 ? step : 1;
     }
     // A burst (right after a re-open) probes every call until the focused arms have their
