@@ -402,7 +402,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::issue_custom_cpu(Call& c,
   const int bin = size_bin(c.effective_bytes);
   SummaryCell* cell = &telemetry_.summary(kCpu, c.op, bin);
   const int64_t start = rec ? rec->start_ns : now_ns();
-  worker_.enqueue([this, future, tag, action, cell, rec, rec_index, start, op = c.op,
+  // What the schedule touches: a later call on the same storage waits for it (schedule_worker.h).
+  std::vector<const void*> storages;
+  for (const at::Tensor* t : {&flat_in, &flat_out}) {
+    if (t->defined()) storages.push_back(t->storage().unsafeGetStorageImpl());
+  }
+  for (c10::ArrayRef<at::Tensor> list : {c.outputs, c.unflatten_to, c.flatten_from}) {
+    for (const at::Tensor& t : list) {
+      if (t.defined()) storages.push_back(t.storage().unsafeGetStorageImpl());
+    }
+  }
+  auto schedule = [this, future, tag, action, cell, rec, rec_index, start, op = c.op,
                    in = flat_in, out = flat_out, root = c.root, red = c.reduction,
                    outputs = c.outputs.vec(), unflatten = c.unflatten_to.vec(),
                    flatten = c.flatten_from.vec()]() mutable {
@@ -450,7 +460,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::issue_custom_cpu(Call& c,
       cell->add_duration(now_ns() - start);
     }
     future->markCompleted(c10::IValue(outputs));
-  });
+  };
+  worker_.enqueue(std::move(storages), std::move(schedule));
   return c10::make_intrusive<DynamicWork>(rank_, c.type, profiling_title(c.title), nullptr,
                                           std::move(future), c.outputs.vec());
 }

@@ -1,17 +1,21 @@
 #include "backend/schedule_worker.h"
 
+#include <algorithm>
+
 #include <c10/util/Exception.h>
 
 namespace dynamiccl {
 
 ScheduleWorker::~ScheduleWorker() { stop(); }
 
-void ScheduleWorker::enqueue(std::function<void()> task) {
+void ScheduleWorker::enqueue(std::vector<const void*> storages, std::function<void()> task) {
   std::lock_guard<std::mutex> lock(mu_);
   TORCH_CHECK(!stopping_, "dynamiccl: collective issued after the process group was shut down");
-  if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-  queue_.push_back(std::move(task));
-  cv_.notify_one();
+  if (threads_.empty()) {
+    for (int i = 0; i < kThreads; ++i) threads_.emplace_back([this, i] { loop(i); });
+  }
+  queue_.push_back({std::move(storages), std::move(task)});
+  cv_.notify_all();
 }
 
 void ScheduleWorker::stop() {
@@ -20,20 +24,37 @@ void ScheduleWorker::stop() {
     stopping_ = true;
     cv_.notify_all();
   }
-  if (thread_.joinable()) thread_.join();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
 }
 
-void ScheduleWorker::loop() {
-  for (;;) {
-    std::function<void()> task;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      task = std::move(queue_.front());
-      queue_.pop_front();
+bool ScheduleWorker::blocked(const Task& t) const {
+  for (const std::vector<const void*>& busy : running_) {
+    for (const void* s : t.storages) {
+      if (std::find(busy.begin(), busy.end(), s) != busy.end()) return true;
     }
-    task();  // tasks report their own errors through their futures
+  }
+  return false;
+}
+
+void ScheduleWorker::loop(int index) {
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    // Only the oldest queued task may start: issue order is kept.
+    cv_.wait(lock, [this] {
+      return (stopping_ && queue_.empty()) || (!queue_.empty() && !blocked(queue_.front()));
+    });
+    if (queue_.empty()) return;  // stopping and drained
+    Task task = std::move(queue_.front());
+    queue_.pop_front();
+    running_[index] = std::move(task.storages);
+    cv_.notify_all();  // the next task may be free to start on the other thread
+    lock.unlock();
+    task.run();  // tasks report their own errors through their futures
+    lock.lock();
+    running_[index].clear();
+    cv_.notify_all();  // a task that waited for these storages may start
   }
 }
 

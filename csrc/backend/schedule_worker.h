@@ -1,36 +1,53 @@
-// One thread per group that runs our CPU schedules in issue order. The schedules block on
+// The threads of one group that run our CPU schedules, in issue order. The schedules block on
 // point-to-point receives, so they must not run on the caller's thread (the op would not be
 // asynchronous) nor on the inner engine's threads (they would starve its own collectives).
-// Issue order is the same on every rank, and a FIFO keeps it.
+//
+// kThreads schedules run at once, as ProcessGroupGloo runs two collectives at once with its
+// default two threads: a latency-bound schedule (a DDP bucket at 1 ms per hop) must not hold
+// back the next bucket any more than Gloo's own algorithm would. Tasks start in issue order
+// (the same on every rank), so the oldest unfinished schedule is always running on every rank
+// and none can wait for a peer forever. Unlike Gloo, a task that shares a tensor storage with a
+// running one waits for it: calls on the same tensors still complete in issue order.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace dynamiccl {
 
 class ScheduleWorker {
  public:
+  static constexpr int kThreads = 2;
+
   ScheduleWorker() = default;
   ~ScheduleWorker();
   ScheduleWorker(const ScheduleWorker&) = delete;
   ScheduleWorker& operator=(const ScheduleWorker&) = delete;
 
-  // Starts the thread on first use.
-  void enqueue(std::function<void()> task);
+  // `storages`: identities of the tensor storages the task reads or writes. Starts the threads
+  // on first use.
+  void enqueue(std::vector<const void*> storages, std::function<void()> task);
   // Runs what is queued, then joins. Idempotent; later enqueue() calls throw.
   void stop();
 
  private:
-  void loop();
+  struct Task {
+    std::vector<const void*> storages;
+    std::function<void()> run;
+  };
+  void loop(int index);
+  bool blocked(const Task& t) const;  // shares a storage with a running task
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
-  std::thread thread_;
+  std::deque<Task> queue_;
+  std::array<std::vector<const void*>, kThreads> running_;  // storages of each thread's task
+  std::vector<std::thread> threads_;
   bool stopping_ = false;
 };
 
