@@ -311,7 +311,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
   }
   c10::intrusive_ptr<c10d::Work> work;
   if (engine == kCpu && !d.action.is_default()) {
-    work = issue_custom_cpu(c, d.action, rec, rec_index);
+    work = issue_custom_cpu(c, d.action, rec, rec_index, trace);
   } else {
     if (engine == kNccl) nccl_publish(c.op, c.effective_bytes, d.action);
     c10::intrusive_ptr<c10d::Work> inner_work;
@@ -389,7 +389,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::issue_custom_cpu(Call& c,
                                                                        const Action& action,
                                                                        CallRecord* rec,
-                                                                       uint64_t rec_index) {
+                                                                       uint64_t rec_index,
+                                                                       TraceEntry* trace) {
   // List forms run on a flat buffer of the whole message.
   // Schedules move data, not autograd history: they work on detached views (a bucket may
   // require grad, e.g. DDP with create_graph).
@@ -412,7 +413,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::issue_custom_cpu(Call& c,
       if (t.defined()) storages.push_back(t.storage().unsafeGetStorageImpl());
     }
   }
-  auto schedule = [this, future, tag, action, cell, rec, rec_index, start, op = c.op,
+  auto schedule = [this, future, tag, action, cell, rec, rec_index, start, trace, op = c.op,
                    in = flat_in, out = flat_out, root = c.root, red = c.reduction,
                    outputs = c.outputs.vec(), unflatten = c.unflatten_to.vec(),
                    flatten = c.flatten_from.vec()]() mutable {
@@ -454,11 +455,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::issue_custom_cpu(Call& c,
       future->setError(std::current_exception());
       return;
     }
+    const int64_t end = now_ns();
     if (rec) {
       consensus_.complete(rec_index);
     } else {
-      cell->add_duration(now_ns() - start);
+      cell->add_duration(end - start);
     }
+    if (trace) trace->end_ns.store(end, std::memory_order_relaxed);
     future->markCompleted(c10::IValue(outputs));
   };
   worker_.enqueue(std::move(storages), std::move(schedule));

@@ -122,7 +122,8 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   struct Call;
   c10::intrusive_ptr<c10d::Work> dispatch(Call& call);
   c10::intrusive_ptr<c10d::Work> issue_custom_cpu(Call& call, const Action& action,
-                                                  CallRecord* rec, uint64_t rec_index);
+                                                  CallRecord* rec, uint64_t rec_index,
+                                                  TraceEntry* trace);
   c10::intrusive_ptr<c10d::Backend>& engine_for(const at::Tensor& t, int* engine);
   void ensure_learning_engine(int engine);
   void agree_on_nccl_plugin();
