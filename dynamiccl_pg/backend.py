@@ -91,6 +91,10 @@ def _create(dist_opts, backend_options):
         nccl = _make_nccl(store, rank, size, timeout, nccl_options)
     pg = _C.ProcessGroupDynamicCCL(rank, size, gloo, control, nccl, cfg, timeout)
     pg.group_name_at_creation = dist_opts.group_id  # "0", "1", ...: stable across runs
+    # This process's global rank, still known once the default group is gone (exit-time trace).
+    # (The default group is created without its global ranks: there they are the group's.)
+    global_ranks = list(dist_opts.global_ranks_in_group)
+    pg.global_rank = global_ranks[rank] if global_ranks else rank
     _created.append(pg)
     policy_path = os.environ.get("DYNAMICCL_POLICY")
     if policy_path and cfg["mode"] != "off":

@@ -122,7 +122,9 @@ def write_trace(prefix: str, rank: Optional[int] = None) -> List[str]:
     creation) as JSON lines and as a Chrome/Perfetto trace. Returns the files written."""
     import torch.distributed as dist
     if rank is None:
-        rank = dist.get_rank() if dist.is_initialized() else 0
+        created = _backend.backends()
+        rank = (dist.get_rank() if dist.is_initialized()
+                else created[0].global_rank if created else 0)
     records, events = [], []
     for pg in _backend.backends():
         for (seq, op, nbytes, engine, role, arm, probe, epoch, start, end) in pg.trace_records():

@@ -94,6 +94,9 @@ def test_trace_and_summary(tmp_path):
         events = json.load(open(chrome))["traceEvents"]
         assert len(events) == len(records)
         assert "allreduce" in summary and "calls" in summary
+        # Written again at exit, after the group is gone: still under this process's rank.
+        exit_records = [json.loads(line) for line in open(f"{prefix}.rank{rank}.jsonl")]
+        assert len(exit_records) == len(records)
 
 
 def test_hint_rejects_bad_values():
