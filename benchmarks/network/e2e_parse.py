@@ -2,9 +2,11 @@
 one JSON line: median step time, the learned-choices table it printed, the gradient buckets,
 and when learning settled.
 
-Settling, per learned state (all-reduce size bin): the step of the last probe, and the step
-from which the arm in use never changed again. A call's step is its index among the
-all-reduces divided by the all-reduces per step (DDP issues one per bucket per step).
+Settling, per learned state (all-reduce size bin): the step from which the exploited arm (the
+one non-probe calls ran) never changed again, how many probes came after that step (the
+converged budget's occasional runner-up re-checks), and the step of the last probe. A call's
+step is its index among the all-reduces divided by the all-reduces per step (DDP issues one per
+bucket per step).
 """
 
 import argparse
@@ -61,15 +63,17 @@ def parse_trace(path: str, steps: int, world: int) -> dict:
     states = []
     for b, rows in sorted(by_bin.items()):
         last_probe = max((s for s, r in rows if r["probe"]), default=0)
-        final_arm = rows[-1][1]["arm"]
+        exploited = [(s, r["arm"]) for s, r in rows if not r["probe"]]
+        final_arm = exploited[-1][1] if exploited else rows[-1][1]["arm"]
         settled = 1
-        for s, r in rows:
-            if r["arm"] != final_arm:
+        for s, arm in exploited:
+            if arm != final_arm:
                 settled = s + 1
         states.append({"size_bin": f">={_size(1 << b)}", "calls": len(rows),
                        "probes": sum(1 for _, r in rows if r["probe"]),
                        "last_probe_step": last_probe, "final_arm": names[final_arm],
-                       "final_arm_from_step": settled})
+                       "final_arm_from_step": settled,
+                       "probes_after": sum(1 for s, r in rows if r["probe"] and s >= settled)})
     bucket_bytes = sorted({r["bytes"] for r in calls[-per_step:]})
     return {"allreduces_per_step": per_step, "bucket_bytes": bucket_bytes, "states": states}
 

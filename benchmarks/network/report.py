@@ -16,6 +16,7 @@ from collections import defaultdict
 TIE = 1.05
 OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast")
 PROFILES = ("lan", "wan")
+STAGES = ("capacity", "netcheck", "sweep", "e2e")  # run.sh's, in its order
 
 
 def load(path):
@@ -169,8 +170,10 @@ def e2e_section(e2e, cfgs):
              "emulated cluster (which goes first alternates between repetitions; dynamiccl learns "
              "from scratch every time), each printing the median step time of the second half of "
              "its steps. Speedup = gloo median / dynamiccl median. Learned arms and phases are "
-             "from the summary the example prints; the last probe and the step from which the "
-             "final arm was used for good are from the call trace.", ""]
+             "from the summary the example prints (default and chosen µs: the learner's "
+             "centre of each arm's cost in training, queueing behind other buckets included); "
+             "from the call trace: the step from which every non-probe call ran the final arm, "
+             "the probes after that step (runner-up re-checks) and the last probe.", ""]
     configs = []
     for r in e2e:
         if r["config"] not in configs:
@@ -195,8 +198,8 @@ def e2e_section(e2e, cfgs):
                          f"predicts: {expected_for(cfgs, tr['bucket_bytes'], 4)}.")
             lines.append("")
         lines += ["| run | size bin | learned arm | phase | calls | probes | default µs | "
-                  "chosen µs | speedup | last probe at step | final arm from step |",
-                  "|---" * 11 + "|"]
+                  "chosen µs | speedup | final arm from step | probes after | last probe |",
+                  "|---" * 12 + "|"]
         for i, r in enumerate(dcl):
             states = {s["size_bin"]: s for s in r.get("trace", {}).get("states", [])}
             for st in r["learned"]:
@@ -206,8 +209,8 @@ def e2e_section(e2e, cfgs):
                 lines.append(f"| {i} | {st['size']} | {st['incumbent']} | {st['phase']} | "
                              f"{st['calls']} | {st['probes']} | {st['default_us']:.0f} | "
                              f"{st['chosen_us']:.0f} | {st['speedup']} | "
-                             f"{t.get('last_probe_step', '-')} | "
-                             f"{t.get('final_arm_from_step', '-')} |")
+                             f"{t.get('final_arm_from_step', '-')} | "
+                             f"{t.get('probes_after', '-')} | {t.get('last_probe_step', '-')} |")
         lines.append("")
     return lines
 
@@ -254,12 +257,34 @@ def plot(cfgs, out_dir):
     return written
 
 
+def load_provenance(out_dir):
+    """{stage: {"command", "elapsed_s", "quick"}} as run.sh recorded it (stages re-run alone
+    replace only their own entries)."""
+    path = os.path.join(out_dir, "provenance.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as f:
+        return json.load(f)
+
+
+def provenance_lines(prov):
+    if not prov:
+        return ["- (no provenance.json: commands not recorded)"]
+    by_run = defaultdict(list)  # one invocation of run.sh = one command and its elapsed time
+    for stage, rec in prov.items():
+        by_run[(rec["command"], rec.get("elapsed_s"), rec.get("quick", False))].append(stage)
+    lines = []
+    for (command, elapsed, quick), stages in sorted(by_run.items(), key=lambda kv: str(kv[0])):
+        took = ("time not recorded" if elapsed is None
+                else f"{elapsed // 60} min {elapsed % 60} s")
+        lines.append(f"- `{command}`{' (quick mode)' if quick else ''}: "
+                     f"{', '.join(s for s in STAGES if s in stages)} ({took})")
+    return lines
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--dir", required=True)
-    p.add_argument("--command", default="benchmarks/network/run.sh")
-    p.add_argument("--quick", type=int, default=0)
-    p.add_argument("--elapsed", type=int, default=0, help="seconds the measurements took")
     a = p.parse_args()
     net = load(os.path.join(a.dir, "netcheck.jsonl"))
     sweep = load(os.path.join(a.dir, "sweep.jsonl"))
@@ -268,10 +293,11 @@ def main() -> None:
     cfgs = by_config(sweep)
     pngs = plot(cfgs, a.dir) if cfgs else []
     lines = ["# CPU engine under emulated network conditions", "",
-             f"Produced by `{a.command}` (as root){' — quick mode' if a.quick else ''}; "
-             f"measurements took {a.elapsed // 60} min {a.elapsed % 60} s on a "
-             f"{os.cpu_count()}-core machine ({platform.machine()}, Linux {platform.release()}). "
-             "How the cluster is emulated, and the limits of that: README.md in this folder.", ""]
+             f"Measured on a {os.cpu_count()}-core machine ({platform.machine()}, Linux "
+             f"{platform.release()}), as root, by:", ""]
+    lines += provenance_lines(load_provenance(a.dir))
+    lines += ["", "How the cluster is emulated, and the limits of that: README.md in this folder.",
+              ""]
     if pngs:
         lines += ["Plots (top: median time; bottom: time relative to the engine default, below 1 "
                   "= faster): " + ", ".join(f"[{n}]({n})" for n in pngs) + ".", ""]

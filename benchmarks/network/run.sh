@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The CPU engine under real network conditions: an emulated cluster on this machine (network
 # namespaces, veths, a bridge, tc tbf rates and user-space delay lines; see cluster.sh), then
+#   0. capacity: what the path carries at all (loopback vs. through a delay line),
 #   1. netcheck: measured RTT and bandwidth of each profile,
 #   2. sweep:    every CPU arm of allreduce / allgather / reduce_scatter / broadcast, 4 B..64 MiB,
 #                at 4 and 8 ranks under each profile (coll_bench.py),
 #   3. e2e:      examples/train_ddp.py under the WAN profile at 4 ranks, dynamiccl (learning)
-#                against plain gloo, back to back in the same cluster, in two configurations,
+#                against plain gloo, back to back in the same cluster, in three configurations,
 # and writes results.md and sweep.png (report.py). Needs root (namespaces, tc).
 #
-#   benchmarks/network/run.sh [--quick] [--stages netcheck,sweep,e2e] [--out DIR] [--no-build]
+#   benchmarks/network/run.sh [--quick] [--stages capacity,netcheck,sweep,e2e] [--out DIR]
+#                             [--no-build]
 #
 # --quick: fewer sizes, repetitions and steps (a few minutes), written to
 # build/network-quick unless --out is given; the full run writes benchmarks/network/.
@@ -22,7 +24,7 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 
 ORIG_ARGS="$*"
 QUICK=0
-STAGES="netcheck,sweep,e2e"
+STAGES="capacity,netcheck,sweep,e2e"
 OUT=""
 BUILD_ENV=1
 while (($#)); do
@@ -128,6 +130,29 @@ profile_up() {
   cluster_up "$2" "${ADDED_US[$1]}" "${RATE[$1]}"
 }
 
+# What the path can carry at all, on an idle machine: loopback inside one namespace, and one
+# TCP stream through a delay line that adds nothing, without a rate limit.
+capacity() {
+  rm -f "$OUT/capacity.jsonl"
+  cluster_up 2 0 100gbit
+  local path host server_rank
+  for path in loopback line; do
+    host=127.0.0.1 server_rank=0
+    [ "$path" = line ] && host="$(rank_addr 1)" server_rank=1
+    rank_exec "$server_rank" python3 "$HERE/netcheck.py" serve 5000 &
+    local server=$! ping bulk
+    ping=$(rank_exec 0 python3 "$HERE/netcheck.py" ping "$host" 5000 1000)
+    bulk=$(rank_exec 0 python3 "$HERE/netcheck.py" bulk "$host" 5000 5)
+    rank_exec 0 python3 "$HERE/netcheck.py" quit "$host" 5000
+    wait "$server"
+    local label="loopback inside one namespace (no veth, no delay line)"
+    [ "$path" = line ] && label="rank to rank: veth, bridge, one delay line adding 0 µs, no tbf"
+    echo "{\"path\": \"$label\", \"ping\": $ping, \"bulk\": $bulk}" >>"$OUT/capacity.jsonl"
+    echo "[network] capacity, $label: ping $ping bulk $bulk"
+  done
+  cluster_down
+}
+
 # RTT and single-stream bandwidth between ranks 0 and 1 of the current cluster.
 netcheck() {
   local profile="$1" ranks="$2" seconds="$3"
@@ -173,8 +198,8 @@ else
   SIZES="4,16,64,256,1K,4K,16K,64K,256K,1M,4M,16M,64M"
   REPS_SCALE=1.0
   WORLDS=(4 8)
-  E2E_STEPS=400
-  E2E_REPEATS=2
+  E2E_STEPS=1200
+  E2E_REPEATS=3
 fi
 # e2e configurations: name and train_ddp.py arguments (see README.md for why these).
 E2E_CONFIGS=(
@@ -184,6 +209,7 @@ E2E_CONFIGS=(
 )
 
 START=$(date +%s)
+has_stage capacity && capacity
 calibrate
 
 if has_stage netcheck || has_stage sweep; then
@@ -217,12 +243,11 @@ if has_stage e2e; then
         echo "[network] e2e: $name, $backend, run $rep ($((($(date +%s) - START) / 60)) min so far)"
         log="$LOGS/e2e-$name-$backend-$rep.log"
         rm -f "$LOGS"/trace.*
-        # A trace prefix per rank: every rank names its file ".rank0" once the group is gone.
-        run_ranks 4 sh -c 'DYNAMICCL_TRACE="$0.r$RANK" exec "$@"' "$LOGS/trace" \
+        run_ranks 4 env DYNAMICCL_TRACE="$LOGS/trace" \
           "$PY" "$ROOT/examples/train_ddp.py" --backend "$backend" --steps "$E2E_STEPS" \
           "${cfg_args[@]}" | tee "$log"
         PYTHONPATH="$LOGS/pkg" "$PY" "$HERE/e2e_parse.py" --log "$log" \
-          --trace "$LOGS/trace.r0.rank0.jsonl" \
+          --trace "$LOGS/trace.rank0.jsonl" \
           --config "$name" --args "${cfg#*|}" --backend "$backend" --run "$rep" \
           --steps "$E2E_STEPS" >>"$OUT/e2e.jsonl"
       done
@@ -233,7 +258,16 @@ fi
 
 ELAPSED=$(($(date +%s) - START))
 echo "[network] measurements took $((ELAPSED / 60)) min $((ELAPSED % 60)) s"
-"$PY" "$HERE/report.py" --dir "$OUT" \
-  --command "benchmarks/network/run.sh${ORIG_ARGS:+ $ORIG_ARGS}" \
-  --quick "$QUICK" --elapsed "$ELAPSED"
+# Which command produced each stage's data: a stage re-run alone replaces only its own entry.
+"$PY" - "$OUT/provenance.json" "$STAGES" "benchmarks/network/run.sh${ORIG_ARGS:+ $ORIG_ARGS}" \
+  "$ELAPSED" "$QUICK" <<'EOF'
+import json, os, sys
+path, stages, command, elapsed, quick = sys.argv[1:]
+prov = json.load(open(path)) if os.path.exists(path) else {}
+for stage in stages.split(","):
+    prov[stage] = {"command": command, "elapsed_s": int(elapsed), "quick": quick == "1"}
+with open(path, "w") as f:
+    json.dump(prov, f, indent=1, sort_keys=True)
+EOF
+"$PY" "$HERE/report.py" --dir "$OUT"
 echo "[network] wrote $OUT/results.md and $OUT/sweep_<op>.png"
