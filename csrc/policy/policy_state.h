@@ -29,8 +29,8 @@ constexpr int kProbeCapFactor = 4;
 // After convergence the probing budget decays towards converged_budget by 1/2^shift per call:
 // about (probe_budget - converged_budget) x 2^shift extra runner-up probes, ~8 at the bulk heads'
 // 50%, i.e. two runner-up re-checks of min_samples. A slower decay (1/64: ~31 probes) cost a
-// few % of step time where the runner-up is a near-tie that is really slower in training (CPU
-// schedules competing with backward for the cores), for no better decisions.
+// few % of step time in training where the runner-up is a near-tie in isolation but slower in
+// the job, and made no better decisions in the simulator's library.
 constexpr int kConvergedDecayShift = 4;
 // CUSUM watches the incumbent once its centre rests on this many costs.
 constexpr uint64_t kCusumMinReference = 32;
