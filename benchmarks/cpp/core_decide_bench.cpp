@@ -174,6 +174,15 @@ void BM_DecideProbingWidest(benchmark::State& state) {
 }
 BENCHMARK(BM_DecideProbingWidest);
 
+// Times apply_round(r) per outcome (r holds kRound of them), with allocations per outcome.
+void time_apply_round(benchmark::State& state, Learner& l, const RoundResult& r) {
+  const uint64_t before = g_allocations;
+  for (auto _ : state) l.apply_round(r);
+  report_allocations(state, g_allocations - before, kRound);
+  state.counters["time/call"] = benchmark::Counter(
+      kRound, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+}
+
 // apply_round with kRound outcomes on a converged state; time reported per outcome.
 void BM_ApplyRoundPerCall(benchmark::State& state) {
   Learner l(LearnerConfig{}, std::make_shared<BenchCatalog>());
@@ -186,11 +195,7 @@ void BM_ApplyRoundPerCall(benchmark::State& state) {
   }
   r.step_time_us = 1000.0;
   r.loss = 1.0;
-  const uint64_t before = g_allocations;
-  for (auto _ : state) l.apply_round(r);
-  report_allocations(state, g_allocations - before, kRound);
-  state.counters["time/call"] = benchmark::Counter(
-      kRound, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  time_apply_round(state, l, r);
 }
 BENCHMARK(BM_ApplyRoundPerCall);
 
@@ -215,11 +220,7 @@ void BM_ApplyRoundProbingPerCall(benchmark::State& state) {
   }
   for (int i = 0; i < 64; ++i) l.apply_round(r);  // windows full
   if (l.stats().at(0).phase != "probing") state.SkipWithError("state is not probing");
-  const uint64_t before = g_allocations;
-  for (auto _ : state) l.apply_round(r);
-  report_allocations(state, g_allocations - before, kRound);
-  state.counters["time/call"] = benchmark::Counter(
-      kRound, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  time_apply_round(state, l, r);
 }
 BENCHMARK(BM_ApplyRoundProbingPerCall);
 

@@ -57,7 +57,6 @@ void ArmSlot::refresh() {
   if (!(v.robust_sigma > 0)) v.robust_sigma = v.spread;
   v.half_width = v.n < 2 ? INFINITY
                          : kConfidenceZ * v.spread / std::sqrt(static_cast<double>(v.n));
-  variance = v.spread * v.spread;
   dirty = false;
 }
 
@@ -66,7 +65,6 @@ void ArmSlot::clear_regime() {
   trimmed.reset();
   window.clear();
   view = ArmView{};
-  variance = 0;
   lowest = INFINITY;
   outliers = 0;
   unsummarized = 0;

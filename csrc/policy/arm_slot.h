@@ -54,7 +54,6 @@ struct ArmSlot {
   RunningStats trimmed;   // winsorized costs of the current regime (comparisons)
   SampleWindow window;    // most recent costs of the current regime
   ArmView view;
-  double variance = 0;    // view.spread^2 as of the last round, read on the hot path
   double prev_center = INFINITY;  // centre before the last re-open (recovery ranking)
   float lowest = INFINITY;        // cheapest cost of the current regime
   uint32_t outliers = 0;  // regime costs above view.outlier_hi when they arrived

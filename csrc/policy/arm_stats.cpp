@@ -6,11 +6,6 @@ namespace dynamiccl {
 
 namespace {
 
-// Median of the first k elements of a sorted array.
-double sorted_median(const float* v, int k) {
-  return k % 2 == 1 ? v[k / 2] : 0.5 * (static_cast<double>(v[k / 2 - 1]) + v[k / 2]);
-}
-
 // Median of v[0..k) by selection, in linear time (reorders v): this runs once per arm and round.
 double select_median(float* v, int k) {
   std::nth_element(v, v + k / 2, v + k);
@@ -26,8 +21,7 @@ double SampleWindow::median_recent(int k) const {
   if (k == 0) return 0.0;
   std::array<float, kCapacity> tmp;
   for (int i = 0; i < k; ++i) tmp[i] = recent(i);
-  std::sort(tmp.begin(), tmp.begin() + k);
-  return sorted_median(tmp.data(), k);
+  return select_median(tmp.data(), k);
 }
 
 RobustSummary SampleWindow::summary_recent(int k) const {
@@ -35,14 +29,12 @@ RobustSummary SampleWindow::summary_recent(int k) const {
   k = std::min(std::max(k, 0), size_);
   if (k == 0) return s;
   std::array<float, kCapacity> tmp;
-  float lo = recent(0), hi = lo;
+  float hi = recent(0);
   for (int i = 0; i < k; ++i) {
     tmp[i] = recent(i);
-    lo = std::min(lo, tmp[i]);
     hi = std::max(hi, tmp[i]);
   }
   s.n = k;
-  s.lowest = lo;
   s.highest = hi;
   s.median = select_median(tmp.data(), k);
   for (int i = 0; i < k; ++i) tmp[i] = static_cast<float>(std::fabs(tmp[i] - s.median));

@@ -32,12 +32,6 @@ class RunningStats {
   // Sample variance; 0 with fewer than two samples.
   double variance() const { return n_ > 1 ? m2_ / static_cast<double>(n_ - 1) : 0.0; }
   double stddev() const { return std::sqrt(variance()); }
-  // Half-width z*s/sqrt(n) of the confidence interval on the mean; +inf below two samples,
-  // so an arm with too little data is never called confidently better or worse.
-  double half_width(double z) const {
-    if (n_ < 2) return INFINITY;
-    return z * std::sqrt(variance() / static_cast<double>(n_));
-  }
 
  private:
   uint64_t n_ = 0;
@@ -50,7 +44,6 @@ struct RobustSummary {
   int n = 0;
   double median = 0;
   double mad = 0;      // median absolute deviation from the median (unscaled)
-  double lowest = 0;
   double highest = 0;
 };
 
@@ -72,9 +65,9 @@ class SampleWindow {
     return ring_[pos < 0 ? pos + kCapacity : pos];
   }
   // Median of the `k` most recent samples (k clamped to [0, size()]); 0 when there are none.
-  // No allocation: it sorts a copy on the stack.
+  // No allocation: it selects on a copy on the stack.
   double median_recent(int k) const;
-  // Median, MAD and extremes of the `k` most recent samples (k clamped as above); all zero
+  // Median, MAD and highest of the `k` most recent samples (k clamped as above); all zero
   // when there are none. No allocation.
   RobustSummary summary_recent(int k) const;
 

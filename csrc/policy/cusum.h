@@ -36,8 +36,6 @@ class Cusum {
     run_up_ = run_down_ = run_ = 0;
     held_ = 0;
   }
-  double up() const { return up_; }
-  double down() const { return down_; }
   // After an alarm: the costs the alarming sum spans, counted from when it last rested at zero
   // (where the change most likely began). Kept until reset().
   uint32_t run() const { return run_; }

@@ -153,8 +153,8 @@ struct Learner::Impl {
   //  - loss: rounds in which the loss set no new minimum are counted while some state is probing
   //    (a new minimum resets the count); loss_stall_rounds of them freeze exploration.
   // Freezing is for the rest of the run: every state, and every state created later, runs its
-  // best known arm (lowest centre with min_samples costs, provided the default has as many in the
-  // same regime; else the default) and never probes.
+  // best known arm (lowest centre with the costs a comparison needs, provided the default has as
+  // many in the same regime; else the default) and never probes.
   void check_guards(const RoundResult& r, bool nondefault_used) {
     const double st = r.step_time_us;
     if (std::isfinite(st) && st > 0) {

@@ -10,8 +10,9 @@ namespace dynamiccl {
 
 // Re-open exploration after a change (a CUSUM alarm on the incumbent, `slower` when its cost went
 // up, or a runner-up that became confidently cheaper: `challenger`, always re-probed). The costs
-// measured before it describe another regime, so every arm starts over, except the incumbent's
-// `keep_incumbent` most recent costs, which the alarm found to belong to the new one. Rather
+// measured before it describe another regime, so every arm starts over; after a rise, the
+// incumbent's `keep_incumbent` most recent costs (those the alarm found to belong to the new
+// regime) are kept to judge a provisional switch, and stay only if it loses its place. Rather
 // than re-learning from scratch, only the kRecoveryArms best arms by their last known centre are
 // re-probed (a burst at 100% budget); the rest are parked. The incumbent keeps its place until a
 // challenger confidently beats it, except after a large shift (below).
@@ -43,7 +44,8 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
   }
   for (int i = 0; i < num_slots(); ++i) {
     ArmSlot& a = slots_[i];
-    if (i == from) {
+    // The incumbent's last costs only serve to judge a provisional switch (below).
+    if (i == from && slower) {
       a.restart_regime(keep_incumbent);
     } else {
       a.clear_regime();

@@ -99,17 +99,18 @@ PolicyState::PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const 
   if (warmup_calls_ == 0) phase_ = LearnPhase::kProbing;
 }
 
-// Every live candidate has its min_samples calls. Probe the one whose confidence interval will
+// Every live candidate has its need_ calls. Probe the one whose confidence interval will
 // still be widest once its costs in flight arrive: variance / issued, compared by
 // cross-multiplication (no division on the hot path). Candidates whose costs have not arrived yet
 // (fewer than two samples) are waited for, not probed again.
 int PolicyState::widest_target() const {
   const uint32_t cap = static_cast<uint32_t>(head_.min_samples) * kProbeCapFactor;
+  const auto variance = [this](int i) { return slots_[i].view.spread * slots_[i].view.spread; };
   int best = -1;
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& a = slots_[i];
     if (i == incumbent_ || !a.probeable() || a.stats.count() < 2 || a.issued >= cap) continue;
-    if (best < 0 || a.variance * slots_[best].issued > slots_[best].variance * a.issued) best = i;
+    if (best < 0 || variance(i) * slots_[best].issued > variance(best) * a.issued) best = i;
   }
   return best;
 }
@@ -131,8 +132,8 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool learning) {
       cost_us, a.view.center, cusum_sigma(a.view, head_.switch_margin), 1.0 + kTailWeight * tail_);
   if (alarm == Cusum::Alarm::kNone) return false;
   ++alarms_;
-  // The costs since the CUSUM sum last left zero, and the two its filter held back, are the new
-  // regime's first costs of the incumbent.
+  // The costs since the CUSUM sum last left zero, and the two its filter held back: the new
+  // regime's costs of the incumbent, which judge a provisional switch after a rise.
   const int keep = static_cast<int>(
       std::min<uint32_t>(cusum_.run() + 2, static_cast<uint32_t>(SampleWindow::kCapacity)));
   reopen_focused(-1, keep, alarm == Cusum::Alarm::kUp);
@@ -183,7 +184,11 @@ void PolicyState::update_tail() {
 // (the incumbent's relative robust spread) as its uncertainty, it is confidently above the
 // incumbent's upper bound: successive elimination without waiting for min_samples costs.
 bool PolicyState::hopeless(const ArmSlot& c, const ArmSlot& inc) const {
-  if (c.stats.count() < hopeless_need_ || inc.view.n < kHopelessMinReference) return false;
+  // Costs seen, not counts restored from a snapshot: `lowest` knows only the former.
+  if (static_cast<uint32_t>(c.window.size()) < hopeless_need_ ||
+      inc.view.n < kHopelessMinReference) {
+    return false;
+  }
   const double center = inc.view.center;
   if (!(center > 0) || c.lowest <= inc.view.highest) return false;
   if (c.lowest > kHopelessRatio * center) return true;
@@ -204,24 +209,27 @@ bool PolicyState::hopeless(const ArmSlot& c, const ArmSlot& inc) const {
 //     win (hopeless after as little as one cost, or confidently worse) is not probed again, and an
 //     undecided near-tie stops being probed after kProbeCapFactor * min_samples calls, because
 //     the reward it could still win is below the margin while each probe may cost.
-void PolicyState::evaluate() {
-  if (frozen_ || phase_ == LearnPhase::kWarmup) return;
+void PolicyState::refresh_views() {
   for (ArmSlot& a : slots_) {
     if (a.dirty) a.refresh();
   }
+}
+
+void PolicyState::evaluate() {
+  refresh_views();  // also in warm-up and frozen: the views are what stats() reports
+  if (frozen_ || phase_ == LearnPhase::kWarmup) return;
   update_tail();
-  const uint64_t min_samples = need_;
   const double keep = 1.0 - head_.switch_margin;
 
   if (phase_ == LearnPhase::kProbing) {
     const ArmSlot* inc = &slots_[incumbent_];
-    const bool inc_ready = inc->stats.count() >= min_samples;
+    const bool inc_ready = inc->stats.count() >= need_;
     if (inc_ready) {  // switch to the confidently cheapest challenger, if any
       const double inc_lcb = inc->view.center - inc->view.half_width;
       int best = -1;
       for (int i = 0; i < num_slots(); ++i) {
         const ArmSlot& c = slots_[i];
-        if (i == incumbent_ || c.unavailable || c.stats.count() < min_samples) continue;
+        if (i == incumbent_ || c.unavailable || c.stats.count() < need_) continue;
         const double m = c.view.center;
         if (m < inc->view.center * keep && m + c.view.half_width < inc_lcb &&
             (best < 0 || m < slots_[best].view.center)) {
@@ -243,7 +251,7 @@ void PolicyState::evaluate() {
       c.resolved = false;
       if (i == incumbent_ || c.unavailable) continue;
       if (hopeless(c, *inc)) c.eliminated = true;
-      const bool ready = inc_ready && c.stats.count() >= min_samples;
+      const bool ready = inc_ready && c.stats.count() >= need_;
       const double c_lcb = c.view.center - c.view.half_width;
       if (ready && c_lcb > inc_ucb) c.eliminated = true;
       // A gated probe whose cost never comes (an engine that could not time it) is not waited
@@ -275,8 +283,8 @@ void PolicyState::evaluate() {
       const ArmSlot& r = slots_[runner_up_];
       const ArmSlot& inc = slots_[incumbent_];
       const uint32_t need =
-          std::min<uint32_t>(static_cast<uint32_t>(min_samples), SampleWindow::kCapacity);
-      if (r.fresh >= need && inc.stats.count() >= min_samples) {
+          std::min<uint32_t>(need_, static_cast<uint32_t>(SampleWindow::kCapacity));
+      if (r.fresh >= need && inc.stats.count() >= need_) {
         const int k = static_cast<int>(std::min<uint32_t>(r.fresh, SampleWindow::kCapacity));
         const RobustSummary rs = r.window.summary_recent(k);
         const double sd = std::max(kMadToSigma * rs.mad, inc.view.robust_sigma);
@@ -327,13 +335,12 @@ int PolicyState::pick_runner_up() const {
 int PolicyState::best_known() const {
   // An arm beats the engine default only on evidence from the same regime: when the default has
   // no costs since the last re-open, it is the safe answer.
-  const uint64_t min_samples = need_;
   const ArmSlot& def = slots_[default_slot_];
-  if (def.stats.count() < min_samples) return default_slot_;
+  if (def.stats.count() < need_) return default_slot_;
   int best = default_slot_;
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& a = slots_[i];
-    if (a.unavailable || a.stats.count() < min_samples) continue;
+    if (a.unavailable || a.stats.count() < need_) continue;
     if (a.view.center < slots_[best].view.center) best = i;
   }
   return best;
@@ -365,9 +372,7 @@ void PolicyState::drop_arm(uint16_t arm) {
 }
 
 void PolicyState::freeze() {
-  for (ArmSlot& a : slots_) {
-    if (a.dirty) a.refresh();
-  }
+  refresh_views();
   frozen_ = true;
   incumbent_ = best_known();
   runner_up_ = -1;
@@ -385,9 +390,7 @@ void PolicyState::restore(const StateSnapshot& snap, const std::vector<Arm>& arm
         break;
       }
     }
-    const bool unavailable = a.unavailable;
     a.clear_regime();
-    a.unavailable = unavailable;
     a.parked = false;
     a.gated = a.prior_gated;
     if (found != nullptr) {
@@ -395,7 +398,6 @@ void PolicyState::restore(const StateSnapshot& snap, const std::vector<Arm>& arm
       a.stats.assign(found->samples, found->mean_us, found->m2);
       a.trimmed.assign(found->samples, found->mean_us, found->m2);
       a.eliminated = found->eliminated;
-      a.lowest = 0;  // unknown: never hopeless on restored numbers alone
     }
     a.issued = static_cast<uint32_t>(std::min<uint64_t>(a.stats.count(), UINT32_MAX));
     a.refresh();

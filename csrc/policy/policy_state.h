@@ -119,7 +119,8 @@ class PolicyState {
     const int target = phase_ == LearnPhase::kProbing ? probe_target() : runner_up_;
     if (target < 0) {
       // Nothing to probe now (costs in flight, or no challenger): the credit is not banked, so
-      // the search runs at most once per 1/budget calls and probes never come in a burst.
+      // outside a re-open's burst the search runs at most once per 1/budget calls and probes
+      // never come back to back. This also ends a burst.
       credit_ppm_ = 0;
       burst_ = false;
       return incumbent_;
@@ -170,18 +171,17 @@ class PolicyState {
   // none.
   int probe_target() {
     const int n = num_slots();
-    const uint32_t min_samples = need_;
     for (int k = 0; k < n; ++k) {
       int i = rr_cursor_ + k;
       if (i >= n) i -= n;
       const ArmSlot& a = slots_[i];
-      if (i == incumbent_ || !a.probeable() || a.issued >= min_samples || awaiting(a)) continue;
+      if (i == incumbent_ || !a.probeable() || a.issued >= need_ || awaiting(a)) continue;
       rr_cursor_ = i + 1 == n ? 0 : i + 1;
       return i;
     }
     // Sharpening a challenger's interval is pointless until the incumbent has a reference
     // (after a re-open it may have none): its own calls come first.
-    if (burst_ || slots_[incumbent_].stats.count() < min_samples) return -1;
+    if (burst_ || slots_[incumbent_].stats.count() < need_) return -1;
     return widest_target();
   }
   // A gated candidate whose first cost is still in flight.
@@ -189,6 +189,7 @@ class PolicyState {
     return a.gated && a.stats.count() == 0 && a.issued > 0;
   }
   int widest_target() const;
+  void refresh_views();  // views of arms whose costs arrived since the last refresh
   void converge();
   void reopen_focused(int challenger, int keep_incumbent, bool slower);
   bool unpark_if_inconclusive();
