@@ -1,5 +1,6 @@
 #include "backend/consensus.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -8,6 +9,10 @@ namespace dynamiccl {
 
 namespace {
 constexpr float kMissing = std::numeric_limits<float>::infinity();
+// CallRecord::done: low bits of the call index above a duration of up to 2^40 ns (18 min).
+constexpr int kDurationBits = 40;
+constexpr uint64_t kDurationMask = (1ull << kDurationBits) - 1;
+uint64_t done_tag(uint64_t index) { return index & ((1ull << (64 - kDurationBits)) - 1); }
 }
 
 int64_t now_ns() {
@@ -28,25 +33,31 @@ Consensus::Consensus(int round_calls, CostReduce reduce,
 CallRecord& Consensus::begin_call(uint8_t engine, const Decision& d, SummaryCell* cell) {
   const uint64_t index = next_index_;
   CallRecord& rec = ring_[index % ring_.size()];
-  rec.end_ns.store(0, std::memory_order_relaxed);
+  rec.call_index.store(CallRecord::kInvalid, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  rec.done.store(0, std::memory_order_relaxed);
   rec.unavailable.store(false, std::memory_order_relaxed);
   rec.timed_work.reset();
   rec.engine = engine;
   rec.state_id = d.state_id;
   rec.arm = d.arm;
-  rec.cell = cell;
-  rec.start_ns = now_ns();
+  rec.cell.store(cell, std::memory_order_relaxed);
+  rec.start_ns.store(now_ns(), std::memory_order_relaxed);
   rec.call_index.store(index, std::memory_order_release);
   return rec;
 }
 
-void Consensus::complete(uint64_t index) {
-  const int64_t t = now_ns();
+void Consensus::complete(uint64_t index, int64_t end_ns) {
   CallRecord& rec = ring_[index % ring_.size()];
-  if (rec.call_index.load(std::memory_order_acquire) == index) {
-    rec.end_ns.store(t, std::memory_order_release);
-    if (rec.cell) rec.cell->add_duration(t - rec.start_ns);
-  }
+  if (rec.call_index.load(std::memory_order_acquire) != index) return;
+  const int64_t start = rec.start_ns.load(std::memory_order_relaxed);
+  SummaryCell* cell = rec.cell.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (rec.call_index.load(std::memory_order_relaxed) != index) return;  // reused meanwhile
+  const uint64_t dur = static_cast<uint64_t>(std::max<int64_t>(end_ns - start, 1));
+  rec.done.store(done_tag(index) << kDurationBits | std::min(dur, kDurationMask),
+                 std::memory_order_release);
+  if (cell) cell->add_duration(end_ns - start);
 }
 
 void Consensus::end_call(std::array<Learner*, kNumEngines> learners) {
@@ -82,8 +93,10 @@ void Consensus::start_round(uint64_t first, uint64_t count) {
       }
       rec.timed_work.reset();
     } else {
-      const int64_t end = rec.end_ns.load(std::memory_order_acquire);
-      if (end > 0) cost = std::max(0.001f, static_cast<float>(end - rec.start_ns) / 1000.f);
+      const uint64_t done = rec.done.load(std::memory_order_acquire);
+      if (done != 0 && done >> kDurationBits == done_tag(first + i)) {
+        cost = std::max(0.001f, static_cast<float>(done & kDurationMask) / 1000.f);
+      }
     }
     p[i] = cost == kMissing ? kMissing : sign_of(rec.engine) * cost;
     p[n + i] = rec.unavailable.load(std::memory_order_relaxed) ? -1.f : 0.f;

@@ -23,14 +23,19 @@ namespace dynamiccl {
 int64_t now_ns();
 
 // What is remembered of one learned call until its cost has been agreed on.
+// A CPU call may complete on another thread after its slot was reused by a later call (more
+// than 2K learned calls in flight): the slot is a seqlock (call_index is invalid while it is
+// rewritten) and the completion is stored with its call index, so a late one never passes for
+// the later call's.
 struct CallRecord {
-  std::atomic<uint64_t> call_index{~0ull};  // which call owns the slot (slots are reused)
+  static constexpr uint64_t kInvalid = ~0ull;
+  std::atomic<uint64_t> call_index{kInvalid};  // which call owns the slot (slots are reused)
   uint8_t engine = 0;
   uint32_t state_id = 0;
   uint16_t arm = 0;
-  int64_t start_ns = 0;
-  std::atomic<int64_t> end_ns{0};           // CPU: stamped on completion
-  SummaryCell* cell = nullptr;              // the call's row in the local summary
+  std::atomic<int64_t> start_ns{0};
+  std::atomic<uint64_t> done{0};            // CPU: tag of the call index << 40 | duration (ns)
+  std::atomic<SummaryCell*> cell{nullptr};  // the call's row in the local summary
   c10::intrusive_ptr<c10d::Work> timed_work;  // NCCL: the inner work, timed on the GPU
   std::atomic<bool> unavailable{false};     // the engine could not apply the arm on this rank
 };
@@ -41,8 +46,9 @@ class Consensus {
 
   // The slot for the next learned call (call index = learned_calls()).
   CallRecord& begin_call(uint8_t engine, const Decision& d, SummaryCell* cell);
-  // Marks CPU call `index` complete now (from any thread; a slot already reused is left alone).
-  void complete(uint64_t index);
+  // Marks CPU call `index` complete at `end_ns` (from any thread; a slot already reused by a
+  // later call is left alone).
+  void complete(uint64_t index, int64_t end_ns);
   // After the call is issued: at round boundaries, applies the previous round's agreed result to
   // `learners` and starts the next all-reduce. Called on the collective's calling thread.
   void end_call(std::array<Learner*, kNumEngines> learners);

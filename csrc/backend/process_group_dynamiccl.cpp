@@ -301,7 +301,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
     trace->epoch = d.epoch;
     trace->start_ns = now_ns();
   }
-  const int64_t start = rec ? rec->start_ns : now_ns();
+  const int64_t start = rec ? rec->start_ns.load(std::memory_order_relaxed) : now_ns();
 
   // 2. Issue. Inside a coalescing window NCCL needs the batch in one group (send/recv pairs
   // would deadlock otherwise): open it on the first CUDA call.
@@ -311,7 +311,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
   }
   c10::intrusive_ptr<c10d::Work> work;
   if (engine == kCpu && !d.action.is_default()) {
-    work = issue_custom_cpu(c, d.action, rec, rec_index, trace);
+    work = issue_custom_cpu(c, d.action, learned, rec_index, &cell, start, trace);
   } else {
     if (engine == kNccl) nccl_publish(c.op, c.effective_bytes, d.action);
     c10::intrusive_ptr<c10d::Work> inner_work;
@@ -331,7 +331,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
     // callbacks, or at wait() for the few engine ops that have no future.
     auto inner_future = future_or_null(*inner_work);
     const bool scale = !c.scaled.empty() && (c.reduction.divide || c.reduction.scale != 1.0);
-    auto scale_outputs = [scaled = c.scaled.vec(), red = c.reduction, n = size_] {
+    auto scale_outputs = [scaled = scale ? c.scaled.vec() : std::vector<at::Tensor>{},
+                          red = c.reduction, n = size_] {
       for (const at::Tensor& t : scaled) apply_scaling(red, t, n);
     };
     c10::intrusive_ptr<c10::ivalue::Future> post;
@@ -357,17 +358,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
         }
       };
       if (trace) {
-        when_done([this, learned, rec_index, &cell, start, trace] {
-          const int64_t end = now_ns();
-          if (learned) {
-            consensus_.complete(rec_index);
-          } else {
-            cell.add_duration(end - start);
-          }
-          trace->end_ns.store(end, std::memory_order_relaxed);
+        when_done([this, learned, rec_index, cell = &cell, start, trace] {
+          record_cpu_end(learned, rec_index, cell, start, trace);
         });
       } else if (rec) {
-        when_done([this, rec_index] { consensus_.complete(rec_index); });
+        when_done([this, rec_index] { consensus_.complete(rec_index, now_ns()); });
       } else {
         when_done([cell = &cell, start] { cell->add_duration(now_ns() - start); });
       }
@@ -388,32 +383,30 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c) {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::issue_custom_cpu(Call& c,
                                                                        const Action& action,
-                                                                       CallRecord* rec,
+                                                                       bool learned,
                                                                        uint64_t rec_index,
+                                                                       SummaryCell* cell,
+                                                                       int64_t start,
                                                                        TraceEntry* trace) {
-  // List forms run on a flat buffer of the whole message.
   // Schedules move data, not autograd history: they work on detached views (a bucket may
   // require grad, e.g. DDP with create_graph).
   at::Tensor flat_in = c.in ? c.in->detach().view({-1}) : at::Tensor();
   at::Tensor flat_out = c.out ? c.out->detach().view({-1}) : at::Tensor();
+  // List forms run on a flat buffer of the whole message.
   if (!c.unflatten_to.empty()) flat_out = at::empty({flat_in.numel() * size_}, flat_in.options());
   if (!c.flatten_from.empty()) flat_in = at::empty({flat_out.numel() * size_}, flat_out.options());
   auto future = make_tensor_list_future({});  // CPU: no devices to synchronize
   const uint32_t tag = next_schedule_tag();
-  const int bin = size_bin(c.effective_bytes);
-  SummaryCell* cell = &telemetry_.summary(kCpu, c.op, bin);
-  const int64_t start = rec ? rec->start_ns : now_ns();
-  // What the schedule touches: a later call on the same storage waits for it (schedule_worker.h).
-  std::vector<const void*> storages;
-  for (const at::Tensor* t : {&flat_in, &flat_out}) {
-    if (t->defined()) storages.push_back(t->storage().unsafeGetStorageImpl());
+  // The caller's storages the schedule touches (its outputs among them): a later schedule on
+  // one of them waits for this one (schedule_worker.h).
+  ScheduleWorker::Storages storages;
+  for (const at::Tensor* t : {c.in, c.out}) {
+    if (t) storages.push_back(t->storage().unsafeGetStorageImpl());
   }
-  for (c10::ArrayRef<at::Tensor> list : {c.outputs, c.unflatten_to, c.flatten_from}) {
-    for (const at::Tensor& t : list) {
-      if (t.defined()) storages.push_back(t.storage().unsafeGetStorageImpl());
-    }
+  for (c10::ArrayRef<at::Tensor> list : {c.unflatten_to, c.flatten_from}) {
+    for (const at::Tensor& t : list) storages.push_back(t.storage().unsafeGetStorageImpl());
   }
-  auto schedule = [this, future, tag, action, cell, rec, rec_index, start, trace, op = c.op,
+  auto schedule = [this, future, tag, action, cell, learned, rec_index, start, trace, op = c.op,
                    in = flat_in, out = flat_out, root = c.root, red = c.reduction,
                    outputs = c.outputs.vec(), unflatten = c.unflatten_to.vec(),
                    flatten = c.flatten_from.vec()]() mutable {
@@ -455,18 +448,23 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::issue_custom_cpu(Call& c,
       future->setError(std::current_exception());
       return;
     }
-    const int64_t end = now_ns();
-    if (rec) {
-      consensus_.complete(rec_index);
-    } else {
-      cell->add_duration(end - start);
-    }
-    if (trace) trace->end_ns.store(end, std::memory_order_relaxed);
+    record_cpu_end(learned, rec_index, cell, start, trace);
     future->markCompleted(c10::IValue(outputs));
   };
   worker_.enqueue(std::move(storages), std::move(schedule));
   return c10::make_intrusive<DynamicWork>(rank_, c.type, profiling_title(c.title), nullptr,
                                           std::move(future), c.outputs.vec());
+}
+
+void ProcessGroupDynamicCCL::record_cpu_end(bool learned, uint64_t rec_index, SummaryCell* cell,
+                                            int64_t start, TraceEntry* trace) {
+  const int64_t end = now_ns();
+  if (learned) {
+    consensus_.complete(rec_index, end);  // the summary too, once the slot's start is checked
+  } else {
+    cell->add_duration(end - start);
+  }
+  if (trace) trace->end_ns.store(end, std::memory_order_relaxed);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -121,9 +121,13 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   // only) how to run it with one of our schedules.
   struct Call;
   c10::intrusive_ptr<c10d::Work> dispatch(Call& call);
-  c10::intrusive_ptr<c10d::Work> issue_custom_cpu(Call& call, const Action& action,
-                                                  CallRecord* rec, uint64_t rec_index,
-                                                  TraceEntry* trace);
+  c10::intrusive_ptr<c10d::Work> issue_custom_cpu(Call& call, const Action& action, bool learned,
+                                                  uint64_t rec_index, SummaryCell* cell,
+                                                  int64_t start, TraceEntry* trace);
+  // A CPU call's end: its cost for the learner (learned calls) or its duration in the local
+  // summary, and its trace entry.
+  void record_cpu_end(bool learned, uint64_t rec_index, SummaryCell* cell, int64_t start,
+                      TraceEntry* trace);
   c10::intrusive_ptr<c10d::Backend>& engine_for(const at::Tensor& t, int* engine);
   void ensure_learning_engine(int engine);
   void agree_on_nccl_plugin();

@@ -8,14 +8,14 @@ namespace dynamiccl {
 
 ScheduleWorker::~ScheduleWorker() { stop(); }
 
-void ScheduleWorker::enqueue(std::vector<const void*> storages, std::function<void()> task) {
+void ScheduleWorker::enqueue(Storages storages, std::function<void()> task) {
   std::lock_guard<std::mutex> lock(mu_);
   TORCH_CHECK(!stopping_, "dynamiccl: collective issued after the process group was shut down");
   if (threads_.empty()) {
     for (int i = 0; i < kThreads; ++i) threads_.emplace_back([this, i] { loop(i); });
   }
   queue_.push_back({std::move(storages), std::move(task)});
-  cv_.notify_all();
+  cv_.notify_one();
 }
 
 void ScheduleWorker::stop() {
@@ -30,7 +30,7 @@ void ScheduleWorker::stop() {
 }
 
 bool ScheduleWorker::blocked(const Task& t) const {
-  for (const std::vector<const void*>& busy : running_) {
+  for (const Storages& busy : running_) {
     for (const void* s : t.storages) {
       if (std::find(busy.begin(), busy.end(), s) != busy.end()) return true;
     }
@@ -49,9 +49,10 @@ void ScheduleWorker::loop(int index) {
     Task task = std::move(queue_.front());
     queue_.pop_front();
     running_[index] = std::move(task.storages);
-    cv_.notify_all();  // the next task may be free to start on the other thread
+    if (!queue_.empty()) cv_.notify_one();  // the next one may be free to start on the other thread
     lock.unlock();
     task.run();  // tasks report their own errors through their futures
+    task.run = nullptr;  // what it captured (tensors, the future) is freed outside the lock
     lock.lock();
     running_[index].clear();
     cv_.notify_all();  // a task that waited for these storages may start

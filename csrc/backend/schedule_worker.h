@@ -7,7 +7,8 @@
 // back the next bucket any more than Gloo's own algorithm would. Tasks start in issue order
 // (the same on every rank), so the oldest unfinished schedule is always running on every rank
 // and none can wait for a peer forever. Unlike Gloo, a task that shares a tensor storage with a
-// running one waits for it: calls on the same tensors still complete in issue order.
+// running one waits for it: our schedules on the same tensors complete in issue order (a call
+// that takes the engine default runs on Gloo's threads, as it would without us).
 #pragma once
 
 #include <array>
@@ -18,26 +19,30 @@
 #include <thread>
 #include <vector>
 
+#include <c10/util/SmallVector.h>
+
 namespace dynamiccl {
 
 class ScheduleWorker {
  public:
   static constexpr int kThreads = 2;
+  // Identities of the tensor storages a task reads or writes (inline up to two: one-tensor ops
+  // allocate nothing for it).
+  using Storages = c10::SmallVector<const void*, 2>;
 
   ScheduleWorker() = default;
   ~ScheduleWorker();
   ScheduleWorker(const ScheduleWorker&) = delete;
   ScheduleWorker& operator=(const ScheduleWorker&) = delete;
 
-  // `storages`: identities of the tensor storages the task reads or writes. Starts the threads
-  // on first use.
-  void enqueue(std::vector<const void*> storages, std::function<void()> task);
+  // Starts the threads on first use.
+  void enqueue(Storages storages, std::function<void()> task);
   // Runs what is queued, then joins. Idempotent; later enqueue() calls throw.
   void stop();
 
  private:
   struct Task {
-    std::vector<const void*> storages;
+    Storages storages;
     std::function<void()> run;
   };
   void loop(int index);
@@ -46,7 +51,7 @@ class ScheduleWorker {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Task> queue_;
-  std::array<std::vector<const void*>, kThreads> running_;  // storages of each thread's task
+  std::array<Storages, kThreads> running_;  // storages of each thread's task
   std::vector<std::thread> threads_;
   bool stopping_ = false;
 };
