@@ -34,15 +34,19 @@ def _config(argv) -> int:
     return 0
 
 
+def _sim(argv) -> int:
+    from .sim.cli import main as sim_main
+    return sim_main(argv)
+
+
 def main(argv) -> int:
-    commands = {"actions": _actions, "config": _config}
-    if not argv or argv[0] in ("-h", "--help") or argv[0] not in (*commands, "sim"):
-        print(__doc__.strip(), file=sys.stderr if argv and argv[0] not in ("-h", "--help")
-              else sys.stdout)
-        return 0 if not argv or argv[0] in ("-h", "--help") else 2
-    if argv[0] == "sim":
-        from .sim.cli import main as sim_main
-        return sim_main(argv[1:])
+    commands = {"actions": _actions, "config": _config, "sim": _sim}
+    if not argv or argv[0] in ("-h", "--help"):
+        print(__doc__.strip())
+        return 0
+    if argv[0] not in commands:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
     return commands[argv[0]](argv[1:])
 
 

@@ -56,6 +56,9 @@ ENV_VARS = {
     "DYNAMICCL_LOSS_STALL_ROUNDS": ("20", "guard: rounds without loss progress while exploring"),
     "DYNAMICCL_NCCL_PLUGIN": ("1", "1: point NCCL at the tuner plugin (CUDA); 0: do not"),
 }
+# Read by the project's scripts (scripts/env.sh), not by the backend; exported to every rank by
+# scripts/train.sh, so they are not typos.
+SCRIPT_VARS = ("DYNAMICCL_VENV", "DYNAMICCL_BUILD")
 
 
 def _env(name: str) -> str:
@@ -145,6 +148,6 @@ def resolve(options: Optional[Options] = None) -> dict:
 def validate_environment() -> None:
     """Fails fast on any bad DYNAMICCL_* variable, and on unknown DYNAMICCL_* names (typos)."""
     for name in os.environ:
-        if name.startswith("DYNAMICCL_") and name not in ENV_VARS:
+        if name.startswith("DYNAMICCL_") and name not in ENV_VARS and name not in SCRIPT_VARS:
             raise ConfigError(f"unknown variable {name}; accepted: {', '.join(sorted(ENV_VARS))}")
     resolve()

@@ -79,6 +79,9 @@ def _size(bin_: int) -> str:
     return f"{b}TiB"
 
 
+_MIN_SHOWN_CALLS = 16  # learned states with fewer calls and no probes are left out of the summary
+
+
 def format_summary(group=None) -> str:
     """The table the main job prints: per collective and size, calls and mean time; then per
     learned state, what was learned and how it compares with the engine default."""
@@ -92,14 +95,16 @@ def format_summary(group=None) -> str:
         lines.append(f"{row['engine']:<6} {row['op']:<15} {'>=' + _size(row['size_bin']):>9} "
                      f"{row['calls']:>8} {mean:>10}")
     for engine, all_states in s["states"].items():
-        # One-off calls (set-up broadcasts, DDP's parameter check) never leave warm-up: skip them.
-        states = [st for st in all_states if st["probes"] > 0 or st["calls"] >= 16]
         if not all_states:
             continue
+        # One-off calls (set-up broadcasts, DDP's parameter check) never leave warm-up: skip them.
+        states = [st for st in all_states if st["probes"] > 0 or st["calls"] >= _MIN_SHOWN_CALLS]
         lines.append("")
         if len(states) < len(all_states):
-            lines.append(f"({len(all_states) - len(states)} {engine} states with fewer than 16 "
-                         "calls and no probes not shown)")
+            lines.append(f"({len(all_states) - len(states)} {engine} states with fewer than "
+                         f"{_MIN_SHOWN_CALLS} calls and no probes not shown)")
+        if not states:
+            continue
         lines.append(f"learned ({engine}): {'role':<8} {'op':<15} {'size':>9} {'incumbent':<14} "
                      f"{'phase':<8} {'calls':>7} {'probes':>6} {'default_us':>10} "
                      f"{'chosen_us':>10} {'speedup':>8}")

@@ -127,6 +127,11 @@ def test_bad_environment_fails_fast_naming_the_value(var, value, expect):
     assert expect in r.stderr, r.stderr[-2000:]
 
 
+def test_the_scripts_variables_are_not_taken_for_typos():
+    r = _run_script({"DYNAMICCL_VENV": "/x", "DYNAMICCL_BUILD": "/y"}, "import dynamiccl_pg")
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 def unknown_arm(rank, world):
     return "unreachable"
 

@@ -13,6 +13,10 @@ from dist_harness import run_ranks
 pytestmark = pytest.mark.timeout(600)
 
 
+def _key(state):
+    return state["role"], state["op"], state["size_bin"]
+
+
 def learn_and_save(rank, world, path, calls):
     import dynamiccl_pg
     t = torch.ones(20000)
@@ -21,7 +25,7 @@ def learn_and_save(rank, world, path, calls):
     dynamiccl_pg.save_policy(path)
     s = dynamiccl_pg.stats()
     json.dumps(s)  # JSON-serialisable as documented
-    return {st["size_bin"]: st["incumbent"] for st in s["states"]["cpu"]}, s
+    return {_key(st): st["incumbent"] for st in s["states"]["cpu"]}, s
 
 
 def run_loaded(rank, world, calls):
@@ -31,7 +35,7 @@ def run_loaded(rank, world, calls):
         dist.all_reduce(t)
     s = dynamiccl_pg.stats()
     log = dynamiccl_pg.decision_log()
-    return ({st["size_bin"]: (st["incumbent"], st["phase"]) for st in s["states"]["cpu"]},
+    return ({_key(st): (st["incumbent"], st["phase"]) for st in s["states"]["cpu"]},
             sum(1 for e in log if e[7]), sorted({e[4] for e in log}))
 
 
@@ -43,14 +47,24 @@ def test_save_load_frozen_round_trip(tmp_path):
     assert data["format"] == "dynamiccl-policy/1"
     assert data["fingerprint"]["world_size"] == 2
     assert stats["rounds_applied"] > 10
-    # Frozen with the policy: the saved incumbent runs every call, no probing at all.
+    # Frozen with the policy: the saved incumbent runs every call, no probing at all. The
+    # all-reduce state's incumbent is rewritten to a non-default arm first, so that running the
+    # engine default (what frozen mode does without a policy) cannot pass for loading it.
+    from dynamiccl_pg import _C
+    (state,) = [s for s in data["groups"]["0"]["engines"]["cpu"]["states"]
+                if s["op"] == "allreduce"]
+    planted = next(a["name"] for a in state["arms"]
+                   if a["name"] not in ("default", state["incumbent"]))
+    state["incumbent"] = planted
+    json.dump(data, open(path, "w"))
     results = run_ranks(run_loaded, 2, 60,
                         env={"DYNAMICCL_POLICY": path, "DYNAMICCL_MODE": "frozen"})
     for states, probes, arms_used in results:
-        for bin_, incumbent in learned.items():
-            assert states[bin_][0] == incumbent
+        for key, incumbent in learned.items():
+            want = planted if key[1] == "allreduce" else incumbent
+            assert states[key][0] == want, (key, states[key], want)
         assert probes == 0
-        assert len(arms_used) == 1
+        assert arms_used == [_C.cpu_arm_names("allreduce", 2).index(planted)]
     # Learn mode, warm: the loaded state starts converged (exploit), not in warm-up.
     for states, _, _ in run_ranks(run_loaded, 2, 20, env={"DYNAMICCL_POLICY": path}):
         assert all(phase != "warmup" for _, phase in states.values())
@@ -71,6 +85,8 @@ def traced(rank, world, prefix):
     with dynamiccl_pg.hint(role="tp"):
         dist.all_reduce(torch.ones(10))
     dist.broadcast(torch.ones(5), 0)
+    for _ in range(20):  # a state with enough calls to be shown in the summary
+        dist.all_reduce(torch.ones(1000))
     # One of our schedules (it completes on the schedule thread, not in an engine callback).
     ring = dist.new_group(backend="dynamiccl",
                           pg_options=dynamiccl_pg.Options(force="allreduce:ring"))
@@ -93,7 +109,11 @@ def test_trace_and_summary(tmp_path):
         assert all(r["dur_us"] is not None and r["dur_us"] >= 0 for r in records), records
         events = json.load(open(chrome))["traceEvents"]
         assert len(events) == len(records)
-        assert "allreduce" in summary and "calls" in summary
+        # The summary lists the repeated all-reduce's state and hides the one-off tp call's.
+        learned_rows = [line.split() for line in summary.splitlines()
+                        if line.startswith(" ") and "allreduce" in line]
+        assert [row[:3] for row in learned_rows] == [["default", "allreduce", ">=2KiB"]], summary
+        assert "states with fewer than 16 calls and no probes not shown" in summary, summary
         # Written again at exit, after the group is gone: still under this process's rank.
         exit_records = [json.loads(line) for line in open(f"{prefix}.rank{rank}.jsonl")]
         assert len(exit_records) == len(records)

@@ -95,6 +95,7 @@ if BACKEND != "gloo":
     import dynamiccl_pg  # noqa: F401  (registers "dynamiccl" before the suite imports)
 
 import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 
 # The suite gates tests on these sets; dynamiccl has what gloo has (gloo is in none of the
@@ -147,6 +148,8 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
             self._spawn_processes()
 
     def run_test(self, test_name, parent_pipe):
+        # The suite's default group must really be ours (a lost BACKEND would run it on gloo).
+        assert dist.get_backend() == BACKEND, f"default group runs {dist.get_backend()}"
         # In a rank: a skip raised inside the test ends the process with a generic exit code,
         # which loses the reason; rank 0 writes it where the parent can pick it up.
         method = getattr(self, test_name)
