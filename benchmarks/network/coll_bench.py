@@ -49,7 +49,7 @@ def reps_for(nbytes: int, scale: float) -> tuple:
     return warm, max(3, int(round(reps * scale)))
 
 
-def make_call(op: str, nbytes: int, world: int, rank: int, group):
+def make_call(op: str, nbytes: int, world: int, group):
     """A closure issuing one call of `op` on `nbytes` of float32, with its buffers made once."""
     if op in ("allgather", "reduce_scatter"):
         per_rank = max(1, -(-nbytes // (4 * world)))
@@ -97,7 +97,7 @@ def main() -> None:
     t_start = time.perf_counter()
     for op in ops:
         for nbytes in sizes:
-            calls = [make_call(op, nbytes, world, rank, groups[i]) for i in range(len(arms[op]))]
+            calls = [make_call(op, nbytes, world, groups[i]) for i in range(len(arms[op]))]
             warm, reps = reps_for(nbytes, args.reps_scale)
             for call in calls:
                 for _ in range(warm):

@@ -16,6 +16,7 @@ import os
 import re
 
 from dynamiccl_pg import _C
+from dynamiccl_pg.telemetry import _size  # a size bin as the summary prints it
 
 STEP_RE = re.compile(r"^(\w+): (\d+) steps on (\d+) ranks in ([\d.]+)s; "
                      r"median step \(second half\) ([\d.]+) ms")
@@ -69,21 +70,13 @@ def parse_trace(path: str, steps: int, world: int) -> dict:
         for s, arm in exploited:
             if arm != final_arm:
                 settled = s + 1
-        states.append({"size_bin": f">={_size(1 << b)}", "calls": len(rows),
+        states.append({"size_bin": f">={_size(b)}", "calls": len(rows),
                        "probes": sum(1 for _, r in rows if r["probe"]),
                        "last_probe_step": last_probe, "final_arm": names[final_arm],
                        "final_arm_from_step": settled,
                        "probes_after": sum(1 for s, r in rows if r["probe"] and s >= settled)})
     bucket_bytes = sorted({r["bytes"] for r in calls[-per_step:]})
     return {"allreduces_per_step": per_step, "bucket_bytes": bucket_bytes, "states": states}
-
-
-def _size(b: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if b < 1024:
-            return f"{b}{unit}"
-        b //= 1024
-    return f"{b}TiB"
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ the size counts for the default (differences that small are inside this machine'
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -156,7 +157,7 @@ def expected_for(cfgs, buckets, world):
         return ""
     out = []
     for b in buckets:
-        near = min(sizes, key=lambda s: abs((s.bit_length()) - b.bit_length()))
+        near = min(sizes, key=lambda s: abs(math.log2(s / b)))
         arm, sp = winner(sizes[near])
         out.append(f"{size_str(b)}: {arm} {sp:.2f}x (sweep at {size_str(near)})")
     return "; ".join(out)

@@ -7,7 +7,7 @@
 #                at 4 and 8 ranks under each profile (coll_bench.py),
 #   3. e2e:      examples/train_ddp.py under the WAN profile at 4 ranks, dynamiccl (learning)
 #                against plain gloo, back to back in the same cluster, in three configurations,
-# and writes results.md and sweep.png (report.py). Needs root (namespaces, tc).
+# and writes results.md and sweep_<op>.png (report.py). Needs root (namespaces, tc).
 #
 #   benchmarks/network/run.sh [--quick] [--stages capacity,netcheck,sweep,e2e] [--out DIR]
 #                             [--no-build]
