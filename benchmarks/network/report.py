@@ -194,9 +194,10 @@ def e2e_section(e2e, cfgs):
         lines.append("")
         tr = dcl[-1].get("trace") if dcl else None
         if tr:
+            expected = expected_for(cfgs, tr["bucket_bytes"], 4)
             lines.append(f"Gradient buckets per step: {tr['allreduces_per_step']} "
-                         f"({', '.join(size_str(b) for b in tr['bucket_bytes'])}). The sweep "
-                         f"predicts: {expected_for(cfgs, tr['bucket_bytes'], 4)}.")
+                         f"({', '.join(size_str(b) for b in tr['bucket_bytes'])})."
+                         + (f" The sweep predicts: {expected}." if expected else ""))
             lines.append("")
         lines += ["| run | size bin | learned arm | phase | calls | probes | default µs | "
                   "chosen µs | speedup | final arm from step | probes after | last probe |",
