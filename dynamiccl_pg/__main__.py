@@ -1,6 +1,6 @@
 """Command line: ``python -m dynamiccl_pg <command>``.
 
-    actions [--world-size N]   the arms (candidate configurations) per op and engine
+    actions                    the arms (candidate configurations) per op and engine
     config                     every DYNAMICCL_* variable: default and current value
     sim --scenario FILE|DIR    run scenarios through the learner (see benchmarks/scenarios)
 """
@@ -13,12 +13,11 @@ import sys
 def _actions(argv) -> int:
     from . import _C, config
     p = argparse.ArgumentParser(prog="python -m dynamiccl_pg actions")
-    p.add_argument("--world-size", type=int, default=4, help="group size (default 4)")
-    args = p.parse_args(argv)
+    p.parse_args(argv)
     print(f"{'op':<15} {'engine':<6} arms (first = engine default)")
     for op in config.OPS:
-        print(f"{op:<15} {'cpu':<6} {', '.join(_C.cpu_arm_names(op, args.world_size))}")
-        print(f"{'':<15} {'nccl':<6} {', '.join(_C.nccl_arm_names(op))}")
+        for i, (name, engine) in enumerate(_C.Engine.__members__.items()):
+            print(f"{op if i == 0 else '':<15} {name:<6} {', '.join(_C.arm_names(engine, op))}")
     print("\npin an op to an arm on every rank: DYNAMICCL_FORCE=\"allreduce:ring;allgather:rd\"")
     return 0
 

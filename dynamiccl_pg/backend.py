@@ -49,7 +49,6 @@ def _prepare_nccl_env(cfg: dict) -> bool:
                    "NCCL tuning steps aside")
         return False
     os.environ["NCCL_TUNER_PLUGIN"] = plugin
-    os.environ.setdefault("NCCL_PROFILER_PLUGIN", plugin)
     # Per-collective GPU time from the inner work's events (read without blocking).
     os.environ.setdefault("TORCH_NCCL_ENABLE_TIMING", "1")
     return True

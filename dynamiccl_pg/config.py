@@ -11,11 +11,14 @@ import dataclasses
 import os
 from typing import Dict, Optional
 
-MODES = ("learn", "frozen", "off")
-COST_REDUCTIONS = ("auto", "min", "max")
-ROLES = ("default", "dp", "fsdp_ag", "fsdp_rs", "tp", "pp", "cp", "ep")
-OPS = ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall", "gather",
-       "scatter", "send", "recv", "barrier")
+from . import _C
+
+# The core's vocabularies, indexed by their C++ enum values (defined once, in csrc/core/types.h).
+VOCABULARY = _C.vocabulary()
+MODES = tuple(VOCABULARY["modes"])
+COST_REDUCTIONS = tuple(VOCABULARY["cost_reductions"])
+ROLES = tuple(VOCABULARY["roles"])
+OPS = tuple(VOCABULARY["ops"])
 
 
 class ConfigError(ValueError):
@@ -35,7 +38,6 @@ class Options:
     cost_reduce: Optional[str] = None
     force: Optional[str] = None
     role_map: Optional[str] = None
-    seed: Optional[int] = None
     nccl_options: object = None
 
 
@@ -51,7 +53,6 @@ ENV_VARS = {
     "DYNAMICCL_TRACE": ("", "path prefix: write <prefix>.rank<N>.jsonl and .trace.json at exit"),
     "DYNAMICCL_SUMMARY": ("0", "1: print the learned-policy summary on rank 0 at exit"),
     "DYNAMICCL_DECISION_LOG": ("65536", "decisions kept for decision_log(), >= 0"),
-    "DYNAMICCL_SEED": ("0", "shared seed for tie-breaking, integer >= 0"),
     "DYNAMICCL_STEP_REGRESSION": ("0.10", "guard: step-time regression that freezes exploration"),
     "DYNAMICCL_LOSS_STALL_ROUNDS": ("20", "guard: rounds without loss progress while exploring"),
     "DYNAMICCL_NCCL_PLUGIN": ("1", "1: point NCCL at the tuner plugin (CUDA); 0: do not"),
@@ -131,7 +132,6 @@ def resolve(options: Optional[Options] = None) -> dict:
         "force": parse_force(o.force if o.force is not None else _env("DYNAMICCL_FORCE")),
         "role_map": parse_role_map(o.role_map if o.role_map is not None
                                    else _env("DYNAMICCL_ROLE_MAP")),
-        "seed": _int("DYNAMICCL_SEED", o.seed if o.seed is not None else _env("DYNAMICCL_SEED"), 0),
         "decision_log": _int("DYNAMICCL_DECISION_LOG", _env("DYNAMICCL_DECISION_LOG"), 0),
         "step_regression": _float("DYNAMICCL_STEP_REGRESSION",
                                   _env("DYNAMICCL_STEP_REGRESSION"), 0.0),

@@ -28,7 +28,7 @@ def _encode(role, bucket, is_last, stage, direction, priority):
     if role is None:
         role_id = UNSET
     elif role in config.ROLES:
-        role_id = config.ROLES.index(role)
+        role_id = config.ROLES.index(role)  # ROLES is indexed by the C++ Role values
     else:
         raise ValueError(f"dynamiccl_pg.hint: role={role!r} is not accepted; "
                          f"accepted: {', '.join(config.ROLES)}")

@@ -16,10 +16,11 @@ import warnings
 import torch
 import torch.distributed as dist
 
+from . import _C
 from . import backend as _backend
 
 FORMAT = "dynamiccl-policy/1"
-ENGINES = ("cpu", "nccl")
+ENGINES = _C.Engine.__members__  # name -> engine
 
 
 def fingerprint(pg=None) -> dict:
@@ -39,8 +40,8 @@ def _group_entry(pg) -> dict:
     return {
         "group_size": pg.size(),
         "group_desc": pg.group_desc,
-        "engines": {name: pg.snapshot(i) for i, name in enumerate(ENGINES)
-                    if pg.snapshot(i) is not None},
+        "engines": {name: pg.snapshot(e) for name, e in ENGINES.items()
+                    if pg.snapshot(e) is not None},
     }
 
 
@@ -86,9 +87,9 @@ def load_into(pg, path: str) -> bool:
         if name not in ENGINES:
             raise ValueError(f"dynamiccl: policy file engine {name!r} unknown; accepted: "
                              f"{', '.join(ENGINES)}")
-        if name == "nccl" and pg.arms(1, "allreduce") == []:
-            continue  # no NCCL engine in this group
-        pg.restore(ENGINES.index(name), snap)
+        if not pg.has_engine(ENGINES[name]):
+            continue  # e.g. no NCCL engine in this group
+        pg.restore(ENGINES[name], snap)
     return True
 
 

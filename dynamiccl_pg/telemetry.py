@@ -13,7 +13,7 @@ from . import _C
 from . import backend as _backend
 from .config import ENV_VARS
 
-ENGINES = ("cpu", "nccl")
+ENGINES = _C.Engine.__members__  # name -> engine, in the core's order
 
 
 def stats(group=None) -> dict:
@@ -28,8 +28,8 @@ def stats(group=None) -> dict:
         "mode": pg.mode,
         "learned_calls": pg.learned_calls,
         "rounds_applied": pg.rounds_applied,
-        "epochs": {name: pg.epoch(i) for i, name in enumerate(ENGINES)},
-        "states": {name: pg.stats(i) for i, name in enumerate(ENGINES)},
+        "epochs": {name: pg.epoch(e) for name, e in ENGINES.items()},
+        "states": {name: pg.stats(e) for name, e in ENGINES.items()},
         "calls": pg.call_summary(),
         "nccl_plugin": dict(_C.nccl_counters(), tuning_active=pg.nccl_tuning_active),
     }
@@ -134,11 +134,11 @@ def write_trace(prefix: str, rank: Optional[int] = None) -> List[str]:
     for pg in _backend.backends():
         for (seq, op, nbytes, engine, role, arm, probe, epoch, start, end) in pg.trace_records():
             rec = {"group": pg.group_name_at_creation, "seq": seq, "op": op, "bytes": nbytes,
-                   "engine": ENGINES[engine], "role": role, "arm": arm, "probe": probe,
+                   "engine": engine, "role": role, "arm": arm, "probe": probe,
                    "epoch": epoch, "start_us": start / 1e3,
                    "dur_us": (end - start) / 1e3 if end else None}
             records.append(rec)
-            events.append({"name": f"{op} arm{arm}", "cat": ENGINES[engine], "ph": "X",
+            events.append({"name": f"{op} arm{arm}", "cat": engine, "ph": "X",
                            "ts": start / 1e3, "dur": rec["dur_us"] or 0, "pid": rank,
                            "tid": f"group {pg.group_name_at_creation}", "args": rec})
     jsonl, chrome = f"{prefix}.rank{rank}.jsonl", f"{prefix}.rank{rank}.trace.json"

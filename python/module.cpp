@@ -7,11 +7,12 @@
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 
-#include "backend/cpu_arm_catalog.h"
 #include "backend/hint_scope.h"
-#include "backend/nccl_engine.h"
 #include "backend/process_group_dynamiccl.h"
+#include "engines/cpu/arm_catalog.h"
+#include "engines/nccl/arm_catalog.h"
 #include "nccl_plugin/dynamiccl_nccl.h"
+#include "sim/nccl_model.h"
 
 namespace py = pybind11;
 
@@ -68,31 +69,29 @@ T get_or(const py::dict& d, const char* key, T fallback) {
   return d.contains(key) ? d[key].cast<T>() : fallback;
 }
 
+template <typename E>
+E parse_or_throw(NameList names, const std::string& value, const char* what) {
+  E out;
+  TORCH_CHECK_VALUE(parse_name(names, value, &out), "dynamiccl: unknown ", what, " '", value,
+                    "'; accepted: ", names.joined());
+  return out;
+}
+
 // The Python side (dynamiccl_pg/config.py) validates every value with a message naming it; these
 // checks only guard the boundary.
 BackendConfig config_from_dict(const py::dict& d) {
   BackendConfig c;
-  const auto mode = get_or<std::string>(d, "mode", "learn");
-  TORCH_CHECK(parse_mode(mode, &c.mode), "dynamiccl: unknown mode '", mode,
-              "'; accepted: learn, frozen, off");
+  c.mode = parse_or_throw<Mode>(mode_names(), get_or<std::string>(d, "mode", "learn"), "mode");
   c.round_calls = get_or<int>(d, "round_calls", c.round_calls);
-  const auto reduce = get_or<std::string>(d, "cost_reduce", "auto");
-  TORCH_CHECK(reduce == "auto" || reduce == "min" || reduce == "max",
-              "dynamiccl: unknown cost_reduce '", reduce, "'; accepted: auto, min, max");
-  c.cost_reduce = reduce == "max"   ? CostReduce::kMax
-                  : reduce == "min" ? CostReduce::kMin
-                                    : CostReduce::kAuto;
+  c.cost_reduce = parse_or_throw<CostReduce>(
+      cost_reduce_names(), get_or<std::string>(d, "cost_reduce", "auto"), "cost_reduce");
   c.force = get_or<std::map<std::string, std::string>>(d, "force", {});
   for (const auto& [desc, role] : get_or<std::map<std::string, std::string>>(d, "role_map", {})) {
-    Role r;
-    TORCH_CHECK(parse_role(role, &r), "dynamiccl: unknown role '", role, "' for group '", desc,
-                "'");
-    c.role_map[desc] = r;
+    c.role_map[desc] = parse_or_throw<Role>(role_names(), role, "role");
   }
   c.decision_log_capacity = get_or<size_t>(d, "decision_log", c.decision_log_capacity);
   c.trace = get_or<bool>(d, "trace", false);
   c.nccl_tuning = get_or<bool>(d, "nccl_tuning", true);
-  c.learner.seed = get_or<uint64_t>(d, "seed", 0);
   c.learner.step_regression = get_or<double>(d, "step_regression", c.learner.step_regression);
   c.learner.loss_stall_rounds = get_or<int>(d, "loss_stall_rounds", c.learner.loss_stall_rounds);
   return c;
@@ -188,14 +187,15 @@ py::list summary_to_py(const PG& pg) {
   py::list out;
   const Telemetry& t = pg.telemetry();
   for (int e = 0; e < kNumEngines; ++e) {
+    const auto engine = static_cast<EngineKind>(e);
     for (int o = 0; o < kNumOps; ++o) {
       for (int b = 0; b < kNumSizeBins; ++b) {
-        const SummaryCell& c = t.summary(e, static_cast<OpKind>(o), b);
+        const SummaryCell& c = t.summary(engine, static_cast<OpKind>(o), b);
         const uint64_t calls = c.calls.load();
         if (!calls) continue;
         const uint64_t timed = c.timed.load();
         py::dict d;
-        d["engine"] = e == 0 ? "cpu" : "nccl";
+        d["engine"] = engine_name(engine);
         d["op"] = op_name(static_cast<OpKind>(o));
         d["size_bin"] = b;
         d["calls"] = calls;
@@ -210,11 +210,19 @@ py::list summary_to_py(const PG& pg) {
 }
 
 std::vector<std::string> arm_names(const ArmCatalog& cat, const std::string& op_str) {
-  OpKind op;
-  TORCH_CHECK(parse_op(op_str, &op), "dynamiccl: unknown op '", op_str, "'");
+  const auto op = parse_or_throw<OpKind>(op_names(), op_str, "op");
   std::vector<std::string> names;
   for (const auto& a : cat.arms(op)) names.push_back(a.name);
   return names;
+}
+
+std::vector<std::string> to_vector(NameList names) {
+  return std::vector<std::string>(names.names, names.names + names.count);
+}
+
+py::tuple record_to_py(const CallRecord& r) {
+  return py::make_tuple(r.seq, op_name(r.op), r.bytes, r.state_id, r.arm, r.epoch,
+                        engine_name(r.engine), r.probe, r.forced);
 }
 
 std::string loaded_plugin_path() {
@@ -231,6 +239,10 @@ std::string loaded_plugin_path() {
 PYBIND11_MODULE(_C, m) {
   using namespace dynamiccl;
   m.doc() = "DynamICCL core: the c10d backend, the learner and the simulator";
+
+  py::enum_<EngineKind>(m, "Engine", "The engines a group runs calls on.")
+      .value("cpu", EngineKind::kCpu)
+      .value("nccl", EngineKind::kNccl);
 
   auto backend_base = py::module_::import("torch._C._distributed_c10d").attr("Backend");
   py::class_<PG, NoGilDestructorPtr<PG>>(m, "ProcessGroupDynamicCCL", backend_base,
@@ -252,28 +264,26 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("learned_calls", &PG::learned_calls)
       .def_property_readonly("rounds_applied", &PG::rounds_applied)
       .def_property_readonly("nccl_tuning_active", &PG::nccl_tuning_active)
+      .def("has_engine", [](const PG& pg, EngineKind e) { return pg.catalog(e) != nullptr; })
       .def("stats",
-           [](const PG& pg, int engine) -> py::object {
+           [](const PG& pg, EngineKind engine) -> py::object {
              const Learner* l = pg.learner(engine);
              return l ? py::object(stats_to_py(*l)) : py::object(py::list());
            })
       .def("arms",
-           [](const PG& pg, int engine, const std::string& op) {
+           [](const PG& pg, EngineKind engine, const std::string& op) {
              const ArmCatalog* c = pg.catalog(engine);
              return c ? arm_names(*c, op) : std::vector<std::string>{};
            })
       .def("epoch",
-           [](const PG& pg, int engine) {
+           [](const PG& pg, EngineKind engine) {
              const Learner* l = pg.learner(engine);
              return l ? l->epoch() : 0u;
            })
       .def("decision_log",
            [](const PG& pg) {
              py::list out;
-             for (const auto& e : pg.telemetry().decision_log()) {
-               out.append(py::make_tuple(e.seq, op_name(static_cast<OpKind>(e.op)), e.bytes,
-                                         e.state_id, e.arm, e.epoch, e.engine, e.probe, e.forced));
-             }
+             for (const auto& r : pg.telemetry().decision_log()) out.append(record_to_py(r));
              return out;
            })
       .def("decision_hash", [](const PG& pg) { return pg.telemetry().decision_hash(); })
@@ -283,20 +293,21 @@ PYBIND11_MODULE(_C, m) {
            [](const PG& pg) {
              py::list out;
              for (const auto& t : pg.telemetry().traces()) {
-               out.append(py::make_tuple(t.seq, op_name(static_cast<OpKind>(t.op)), t.bytes,
-                                         t.engine, role_name(static_cast<Role>(t.role)), t.arm,
-                                         t.probe, t.epoch, t.start_ns, t.end_ns.load()));
+               const CallRecord& r = t.record;
+               out.append(py::make_tuple(r.seq, op_name(r.op), r.bytes, engine_name(r.engine),
+                                         role_name(r.role), r.arm, r.probe, r.epoch, r.start_ns,
+                                         t.end_ns.load()));
              }
              return out;
            })
       .def("add_step_time", &PG::add_step_time)
       .def("add_loss", &PG::add_loss)
       .def("snapshot",
-           [](PG& pg, int engine) -> py::object {
+           [](PG& pg, EngineKind engine) -> py::object {
              const Learner* l = pg.learner(engine);
              return l ? py::object(snapshot_to_py(l->snapshot())) : py::object(py::none());
            })
-      .def("restore", [](PG& pg, int engine, const py::dict& snap) {
+      .def("restore", [](PG& pg, EngineKind engine, const py::dict& snap) {
         pg.mutable_learner(engine)->restore(snapshot_from_py(snap));
       });
 
@@ -307,20 +318,26 @@ PYBIND11_MODULE(_C, m) {
     const Hint& h = current_hint();
     return py::make_tuple(h.role, h.bucket, h.is_last, h.stage, h.direction, h.priority);
   });
-  m.def("op_names", [] {
-    std::vector<std::string> v;
-    for (int i = 0; i < kNumOps; ++i) v.push_back(op_name(static_cast<OpKind>(i)));
+  m.def("vocabulary", [] {
+    py::dict v;
+    v["ops"] = to_vector(op_names());
+    v["roles"] = to_vector(role_names());
+    v["modes"] = to_vector(mode_names());
+    v["engines"] = to_vector(engine_names());
+    v["cost_reductions"] = to_vector(cost_reduce_names());
+    std::vector<std::string> algos, protos;
+    for (int a = 0; a < sim::kNumAlgos; ++a) algos.push_back(sim::algo_name(a));
+    for (int p = 0; p < sim::kNumProtos; ++p) protos.push_back(sim::proto_name(p));
+    v["nccl_algos"] = algos;
+    v["nccl_protos"] = protos;
+    v["size_bins"] = kNumSizeBins;
     return v;
-  });
-  m.def("role_names", [] {
-    std::vector<std::string> v;
-    for (int i = 0; i < kNumRoles; ++i) v.push_back(role_name(static_cast<Role>(i)));
-    return v;
-  });
-  m.def("cpu_arm_names", [](const std::string& op, int group_size) {
-    return arm_names(CpuArmCatalog(group_size), op);
-  });
-  m.def("nccl_arm_names", [](const std::string& op) { return arm_names(NcclArmCatalog(2), op); });
+  }, "Every name list the core defines (ops, roles, modes, engines, ...), indexed by value.");
+  m.def("size_bin", &size_bin, "The learner's size bin of a byte count.");
+  m.def("arm_names", [](EngineKind engine, const std::string& op) {
+    if (engine == EngineKind::kCpu) return arm_names(CpuArmCatalog(), op);
+    return arm_names(NcclArmCatalog(), op);
+  }, "The arms an engine offers for an op (the first is the engine default).");
   m.def("nccl_plugin_path", &loaded_plugin_path,
         "Path of the tuner plugin library this module is linked with (give NCCL this one).");
   m.def("nccl_counters", [] {

@@ -6,53 +6,29 @@
 //   build/benchmarks/backend_hot_path --benchmark_repetitions=10 --benchmark_report_aggregates_only
 #include <benchmark/benchmark.h>
 
-#include <torch/csrc/distributed/c10d/Work.hpp>
-
 #include <atomic>
 #include <cstdlib>
 #include <new>
 
 #include "backend/process_group_dynamiccl.h"
-#include "backend/dynamic_work.h"
+#include "backend/null_engine.h"
 
 namespace {
 
 std::atomic<uint64_t> g_allocations{0};
 
-// A Work that is complete from the start, with a completed TensorList future.
-class DoneWork : public c10d::Work {
- public:
-  explicit DoneWork(std::vector<at::Tensor> out) : Work(0, c10d::OpType::ALLREDUCE) {
-    future_ = dynamiccl::make_tensor_list_future({});
-    future_->markCompleted(c10::IValue(out));
-  }
-  bool isCompleted() override { return true; }
-  bool wait(std::chrono::milliseconds) override { return true; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+using dynamiccl::testing::NullEngine;
 
- private:
-  c10::intrusive_ptr<c10::ivalue::Future> future_;
-};
-
-class NullBackend : public c10d::Backend {
- public:
-  NullBackend() : Backend(0, 1) {}
-  const std::string getBackendName() const override { return "null"; }
-  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& t,
-                                           const c10d::AllreduceOptions&) override {
-    if (!done_) done_ = c10::make_intrusive<DoneWork>(t);
-    return done_;  // reused: the baseline costs no allocation
-  }
-
- private:
-  c10::intrusive_ptr<c10d::Work> done_;
-};
+c10::intrusive_ptr<NullEngine> null_engine() {
+  auto e = c10::make_intrusive<NullEngine>();
+  e->reuse_work = true;
+  return e;
+}
 
 c10::intrusive_ptr<dynamiccl::ProcessGroupDynamicCCL> make_pg(dynamiccl::Mode mode) {
   dynamiccl::BackendConfig cfg;
   cfg.mode = mode;
-  dynamiccl::ProcessGroupDynamicCCL::Engines engines{c10::make_intrusive<NullBackend>(),
-                                                     c10::make_intrusive<NullBackend>(), {}};
+  dynamiccl::ProcessGroupDynamicCCL::Engines engines{null_engine(), null_engine(), {}};
   auto pg = c10::make_intrusive<dynamiccl::ProcessGroupDynamicCCL>(
       0, 1, std::move(engines), cfg, std::chrono::minutes(1));
   if (mode == dynamiccl::Mode::kLearn) {
@@ -66,7 +42,7 @@ c10::intrusive_ptr<dynamiccl::ProcessGroupDynamicCCL> make_pg(dynamiccl::Mode mo
     st.converged = true;
     st.arms.push_back({"default", 100, 10.0, 1.0, false});
     snap.states.push_back(st);
-    pg->mutable_learner(0)->restore(snap);
+    pg->mutable_learner(dynamiccl::EngineKind::kCpu)->restore(snap);
   }
   return pg;
 }
@@ -85,8 +61,8 @@ void run(benchmark::State& state, c10d::Backend& backend) {
 }
 
 void BM_EngineDirect(benchmark::State& state) {
-  NullBackend engine;
-  run(state, engine);
+  auto engine = null_engine();
+  run(state, *engine);
 }
 void BM_DynamicOff(benchmark::State& state) {
   auto pg = make_pg(dynamiccl::Mode::kOff);

@@ -54,7 +54,7 @@ class BenchCatalog : public ArmCatalog {
 CollectiveContext context() {
   CollectiveContext c;
   c.op = OpKind::kAllReduce;
-  c.bytes = c.effective_bytes = 1 << 22;
+  c.effective_bytes = 1 << 22;
   c.group_size = 8;
   c.role = Role::kDataParallel;
   return c;
@@ -102,7 +102,7 @@ void BM_DecideConvergedManyStates(benchmark::State& state) {
     for (int bin = 10; bin < 22; ++bin) {
       CollectiveContext c = context();
       c.role = static_cast<Role>(role);
-      c.bytes = c.effective_bytes = uint64_t{1} << bin;
+      c.effective_bytes = uint64_t{1} << bin;
       ctxs.push_back(c);
     }
   }

@@ -87,7 +87,7 @@ def main() -> None:
 
     dist.init_process_group("gloo", timeout=timedelta(minutes=10))
     rank, world = dist.get_rank(), dist.get_world_size()
-    arms = {op: _C.cpu_arm_names(op, world) for op in ops}
+    arms = {op: _C.arm_names(_C.Engine.cpu, op) for op in ops}
     groups = []
     for i in range(max(len(a) for a in arms.values())):
         force = ";".join(f"{op}:{a[i] if i < len(a) else 'default'}" for op, a in arms.items())

@@ -49,7 +49,7 @@ def parse_log(path: str) -> dict:
 
 
 def parse_trace(path: str, steps: int, world: int) -> dict:
-    names = _C.cpu_arm_names("allreduce", world)
+    names = _C.arm_names(_C.Engine.cpu, "allreduce")
     calls = []
     with open(path) as f:
         for line in f:

@@ -2,7 +2,6 @@
 // from DYNAMICCL_* environment variables and pg_options, identical on every rank.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -11,12 +10,6 @@
 #include "policy/learner.h"
 
 namespace dynamiccl {
-
-// How a call's per-rank durations become its cost. Min removes waiting for late peers but
-// rewards schedules whose ranks finish at different times (a tree's root is done long before its
-// leaves); max charges the whole collective. Auto: max for our CPU schedules (asymmetric), min
-// for NCCL kernels (every rank's kernel spans the whole collective).
-enum class CostReduce : uint8_t { kAuto = 0, kMin = 1, kMax = 2 };
 
 struct BackendConfig {
   Mode mode = Mode::kLearn;

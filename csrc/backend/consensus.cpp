@@ -9,7 +9,7 @@ namespace dynamiccl {
 
 namespace {
 constexpr float kMissing = std::numeric_limits<float>::infinity();
-// CallRecord::done: low bits of the call index above a duration of up to 2^40 ns (18 min).
+// ConsensusSlot::done: low bits of the call index above a duration of up to 2^40 ns (18 min).
 constexpr int kDurationBits = 40;
 constexpr uint64_t kDurationMask = (1ull << kDurationBits) - 1;
 uint64_t done_tag(uint64_t index) { return index & ((1ull << (64 - kDurationBits)) - 1); }
@@ -21,8 +21,9 @@ int64_t now_ns() {
       .count();
 }
 
-float Consensus::sign_of(uint8_t engine) const {
-  const bool max = reduce_ == CostReduce::kMax || (reduce_ == CostReduce::kAuto && engine == 0);
+float Consensus::sign_of(EngineKind engine) const {
+  const bool max = reduce_ == CostReduce::kMax ||
+                   (reduce_ == CostReduce::kAuto && engine == EngineKind::kCpu);
   return max ? -1.f : 1.f;
 }
 
@@ -30,25 +31,25 @@ Consensus::Consensus(int round_calls, CostReduce reduce,
                      c10::intrusive_ptr<c10d::Backend> control)
     : k_(round_calls), reduce_(reduce), control_(std::move(control)), ring_(2 * round_calls) {}
 
-CallRecord& Consensus::begin_call(uint8_t engine, const Decision& d, SummaryCell* cell) {
+ConsensusSlot& Consensus::begin_call(const CallRecord& call, SummaryCell* cell) {
   const uint64_t index = next_index_;
-  CallRecord& rec = ring_[index % ring_.size()];
-  rec.call_index.store(CallRecord::kInvalid, std::memory_order_relaxed);
+  ConsensusSlot& rec = ring_[index % ring_.size()];
+  rec.call_index.store(ConsensusSlot::kInvalid, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   rec.done.store(0, std::memory_order_relaxed);
   rec.unavailable.store(false, std::memory_order_relaxed);
   rec.timed_work.reset();
-  rec.engine = engine;
-  rec.state_id = d.state_id;
-  rec.arm = d.arm;
+  rec.engine = call.engine;
+  rec.state_id = call.state_id;
+  rec.arm = call.arm;
   rec.cell.store(cell, std::memory_order_relaxed);
-  rec.start_ns.store(now_ns(), std::memory_order_relaxed);
+  rec.start_ns.store(call.start_ns, std::memory_order_relaxed);
   rec.call_index.store(index, std::memory_order_release);
   return rec;
 }
 
 void Consensus::complete(uint64_t index, int64_t end_ns) {
-  CallRecord& rec = ring_[index % ring_.size()];
+  ConsensusSlot& rec = ring_[index % ring_.size()];
   if (rec.call_index.load(std::memory_order_acquire) != index) return;
   const int64_t start = rec.start_ns.load(std::memory_order_relaxed);
   SummaryCell* cell = rec.cell.load(std::memory_order_relaxed);
@@ -80,7 +81,7 @@ void Consensus::start_round(uint64_t first, uint64_t count) {
   pending_.state.resize(count);
   pending_.arm.resize(count);
   for (uint64_t i = 0; i < count; ++i) {
-    CallRecord& rec = ring_[(first + i) % ring_.size()];
+    ConsensusSlot& rec = ring_[(first + i) % ring_.size()];
     pending_.engine[i] = rec.engine;
     pending_.state[i] = rec.state_id;
     pending_.arm[i] = rec.arm;
@@ -130,7 +131,7 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
     r.loss = std::isinf(loss) ? NAN : loss;
   }
   for (int64_t i = 0; i < n; ++i) {
-    RoundResult& r = rounds[pending_.engine[i]];
+    RoundResult& r = rounds[static_cast<int>(pending_.engine[i])];
     if (p[n + i] < 0) r.unavailable.emplace_back(pending_.state[i], pending_.arm[i]);
     if (std::isinf(p[i])) continue;  // no rank measured it (still running): not reported
     r.calls.push_back(

@@ -14,7 +14,6 @@
 #include <mutex>
 #include <vector>
 
-#include "backend/config.h"
 #include "backend/telemetry.h"
 #include "policy/learner.h"
 
@@ -27,10 +26,10 @@ int64_t now_ns();
 // than 2K learned calls in flight): the slot is a seqlock (call_index is invalid while it is
 // rewritten) and the completion is stored with its call index, so a late one never passes for
 // the later call's.
-struct CallRecord {
+struct ConsensusSlot {
   static constexpr uint64_t kInvalid = ~0ull;
   std::atomic<uint64_t> call_index{kInvalid};  // which call owns the slot (slots are reused)
-  uint8_t engine = 0;
+  EngineKind engine = EngineKind::kCpu;
   uint32_t state_id = 0;
   uint16_t arm = 0;
   std::atomic<int64_t> start_ns{0};
@@ -45,7 +44,7 @@ class Consensus {
   Consensus(int round_calls, CostReduce reduce, c10::intrusive_ptr<c10d::Backend> control);
 
   // The slot for the next learned call (call index = learned_calls()).
-  CallRecord& begin_call(uint8_t engine, const Decision& d, SummaryCell* cell);
+  ConsensusSlot& begin_call(const CallRecord& call, SummaryCell* cell);
   // Marks CPU call `index` complete at `end_ns` (from any thread; a slot already reused by a
   // later call is left alone).
   void complete(uint64_t index, int64_t end_ns);
@@ -66,14 +65,14 @@ class Consensus {
 
  private:
   void start_round(uint64_t first, uint64_t count);
-  float sign_of(uint8_t engine) const;  // -1 where costs are max-reduced
+  float sign_of(EngineKind engine) const;  // -1 where costs are max-reduced
   void apply_pending(std::array<Learner*, kNumEngines> learners);
 
   const int k_;
   const CostReduce reduce_;
   c10::intrusive_ptr<c10d::Backend> control_;
   std::chrono::milliseconds timeout_{std::chrono::minutes(30)};
-  std::vector<CallRecord> ring_;  // 2K slots: the round being measured and the one in flight
+  std::vector<ConsensusSlot> ring_;  // 2K slots: the round being measured and the one in flight
   uint64_t next_index_ = 0;
   uint64_t rounds_applied_ = 0;
 
@@ -82,7 +81,7 @@ class Consensus {
     uint64_t first = 0, count = 0;
     std::vector<at::Tensor> payload;
     c10::intrusive_ptr<c10d::Work> work;
-    std::vector<uint8_t> engine;
+    std::vector<EngineKind> engine;
     std::vector<uint32_t> state;
     std::vector<uint16_t> arm;
   } pending_;

@@ -4,37 +4,22 @@
 
 namespace dynamiccl {
 
-c10::intrusive_ptr<c10::ivalue::Future> make_tensor_list_future(
-    const std::vector<c10::Device>& devices) {
-  return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()),
-                                                  devices);
-}
-
-c10::intrusive_ptr<c10::ivalue::Future> future_or_null(c10d::Work& work) {
-  try {
-    return work.getFuture();
-  } catch (const c10::Error&) {
-    return nullptr;
-  }
-}
-
 DynamicWork::DynamicWork(int rank, c10d::OpType type, const char* profiling_title,
                          c10::intrusive_ptr<c10d::Work> inner,
                          c10::intrusive_ptr<c10::ivalue::Future> future,
-                         std::vector<at::Tensor> outputs, std::function<void()> on_wait)
+                         std::vector<at::Tensor> outputs)
     : Work(rank, type, profiling_title),
       inner_(std::move(inner)),
       future_(std::move(future)),
-      outputs_(std::move(outputs)),
-      on_wait_(std::move(on_wait)) {
+      outputs_(std::move(outputs)) {
   // The profiler's async range (opened by Work's constructor) ends when the op completes, not
   // when someone waits: register only when profiling is on, to keep the common path lean.
   if (recordFunctionEndCallback_) {
     profiling_ = std::make_shared<ProfilingRange>();
     profiling_->end = std::move(recordFunctionEndCallback_);
     recordFunctionEndCallback_ = nullptr;
-    if (future_ || !on_wait_) {
-      getFuture()->addCallback([range = profiling_](c10::ivalue::Future&) { range->close(); });
+    if (future_) {  // else wait() ends it
+      future_->addCallback([range = profiling_](c10::ivalue::Future&) { range->close(); });
     }
   }
 }
@@ -75,14 +60,14 @@ bool DynamicWork::wait(std::chrono::milliseconds timeout) {
   // The inner work applies the engine's semantics: Gloo blocks the host; ProcessGroupNCCL makes
   // the caller's current stream wait without blocking the host. Both throw on error/timeout.
   if (inner_) inner_->wait(timeout);
-  if (on_wait_) {
-    auto done = std::move(on_wait_);
-    on_wait_ = nullptr;
-    done();
+  if (on_wait) {
+    auto done = std::move(on_wait);
+    on_wait = nullptr;
+    done(*this);
   }
   if (future_) {
-    // Post-processing (AVG emulation) or a schedule run by our worker; schedules bound every
-    // receive by the group timeout, so this wait ends.
+    // Ours (a schedule run by our worker, AVG rescaling) or the engine's own (complete once the
+    // inner work is). Schedules bound every receive by the group timeout, so this wait ends.
     future_->wait();
     if (future_->hasError()) std::rethrow_exception(future_->exception_ptr());
   }

@@ -9,21 +9,27 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <vector>
+
+#include "backend/telemetry.h"
 
 namespace dynamiccl {
 
 class DynamicWork : public c10d::Work {
  public:
   // `inner`: the engine's Work, or null when `future` is completed by our schedule worker.
-  // `future`: completes with the outputs; null means "use inner->getFuture()".
-  // `on_wait`: for inner works without a future (some Gloo ops), what would have been a
-  // completion callback runs once when wait() returns successfully.
+  // `future`: completes with the outputs; null only when the inner work has none (Gloo's
+  // point-to-point): getFuture() then fails as the engine's would.
   DynamicWork(int rank, c10d::OpType type, const char* profiling_title,
               c10::intrusive_ptr<c10d::Work> inner,
-              c10::intrusive_ptr<c10::ivalue::Future> future, std::vector<at::Tensor> outputs,
-              std::function<void()> on_wait = nullptr);
+              c10::intrusive_ptr<c10::ivalue::Future> future, std::vector<at::Tensor> outputs);
+
+  // What the backend needs when the call completes (kept here so the completion callback
+  // captures only this Work).
+  CallTiming timing;
+  // For inner works without a future: what would have been the completion callback runs once,
+  // when wait() returns successfully.
+  std::function<void(DynamicWork&)> on_wait;
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -40,7 +46,6 @@ class DynamicWork : public c10d::Work {
   c10::intrusive_ptr<c10d::Work> inner_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;  // null: inner's own future
   std::vector<at::Tensor> outputs_;
-  std::function<void()> on_wait_;
   // The profiler's range ends once: on completion (any thread) or in wait(), whichever comes
   // first — and wait() does not return while another thread is still ending it (the caller may
   // leave the profiler right after).
@@ -71,12 +76,5 @@ class CoalescedWork : public c10d::Work {
  private:
   std::vector<c10::intrusive_ptr<c10d::Work>> works_;
 };
-
-// The inner work's future, or null when the engine has none for this op (Gloo's list-form
-// reduce_scatter, for one).
-c10::intrusive_ptr<c10::ivalue::Future> future_or_null(c10d::Work& work);
-
-// A future holding a TensorList, as c10d expects from getFuture().
-c10::intrusive_ptr<c10::ivalue::Future> make_tensor_list_future(const std::vector<c10::Device>& devices);
 
 }  // namespace dynamiccl

@@ -2,29 +2,29 @@
 //
 // A decorator over real engines (built by the Python creator): ProcessGroupGloo for CPU tensors
 // and ProcessGroupNCCL for CUDA tensors, plus a second Gloo group for the control plane and our
-// own CPU schedules. Every collective takes one path (DESIGN.md §2):
-//   context -> policy decision -> issue on the engine (native, our schedule, or NCCL with the
-//   decision published to the tuner plugin) -> wrapped Work -> cost agreed by consensus.
+// own CPU schedules. Every collective method validates its arguments, describes the call (Call)
+// and hands it to dispatch(), which runs the same steps for all of them (DESIGN.md §2):
+//   route (which engine) -> decide (the policy's arm) -> issue (on the engine) ->
+//   attach completion (the wrapped Work, timing) -> finish (consensus round, coalescing).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <array>
-#include <atomic>
-#include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "backend/config.h"
 #include "backend/consensus.h"
-#include "backend/cpu_algorithms.h"
-#include "backend/schedule_worker.h"
 #include "backend/telemetry.h"
+#include "engines/cpu/cpu_engine.h"
+#include "policy/arm_catalog.h"
 #include "policy/learner.h"
 
 namespace dynamiccl {
+
+class DynamicWork;
 
 class ProcessGroupDynamicCCL : public c10d::Backend {
  public:
@@ -101,10 +101,10 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   Mode mode() const { return config_.mode; }
   const BackendConfig& config() const { return config_; }
   Role group_role();  // resolved from the group description at first use
-  // Learner of an engine (0 CPU, 1 NCCL); null until that engine carried a learned call.
-  const Learner* learner(int engine) const { return learners_[engine].get(); }
-  Learner* mutable_learner(int engine);  // creates it (restore before the first call)
-  const ArmCatalog* catalog(int engine) const { return catalogs_[engine].get(); }
+  // The learner of an engine; null until that engine carried a learned call.
+  const Learner* learner(EngineKind engine) const { return learners_[index(engine)].get(); }
+  Learner* mutable_learner(EngineKind engine);  // creates it (restore before the first call)
+  const ArmCatalog* catalog(EngineKind engine) const { return catalogs_[index(engine)].get(); }
   const Telemetry& telemetry() const { return telemetry_; }
   uint64_t learned_calls() const { return consensus_.learned_calls(); }
   uint64_t rounds_applied() const { return consensus_.rounds_applied(); }
@@ -117,21 +117,36 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   void add_loss(double loss) { consensus_.add_loss(loss); }
 
  private:
-  // What one call needs besides its tensors: how to issue it natively on an engine, and (CPU
-  // only) how to run it with one of our schedules.
+  // One call, as its collective method describes it (defined in the .cpp).
   struct Call;
-  c10::intrusive_ptr<c10d::Work> dispatch(Call& call);
-  c10::intrusive_ptr<c10d::Work> issue_custom_cpu(Call& call, const Action& action, bool learned,
-                                                  uint64_t rec_index, SummaryCell* cell,
-                                                  int64_t start, TraceEntry* trace);
-  // A CPU call's end: its cost for the learner (learned calls) or its duration in the local
-  // summary, and its trace entry.
-  void record_cpu_end(bool learned, uint64_t rec_index, SummaryCell* cell, int64_t start,
-                      TraceEntry* trace);
-  c10::intrusive_ptr<c10d::Backend>& engine_for(const at::Tensor& t, int* engine);
-  void ensure_learning_engine(int engine);
+  // How an op's calls are decided on an engine.
+  struct OpPlan {
+    enum Kind : uint8_t { kNative, kLearned, kForced } kind = kNative;
+    uint16_t forced_arm = kDefaultArm;
+  };
+  using NativeFn = c10::function_ref<c10::intrusive_ptr<c10d::Work>(c10d::Backend&)>;
+  // The engine a call runs on and what its engine gives back.
+  struct Issued {
+    c10::intrusive_ptr<c10d::Work> inner;            // the engine's Work (null: our schedule)
+    c10::intrusive_ptr<c10::ivalue::Future> future;  // the Work's future (null: none)
+    std::function<void()> rescale_at_wait;  // CPU, no future: the AVG rescale, run at wait()
+    bool nccl_unavailable = false;  // NCCL could not apply the published arm on this rank
+  };
+
+  static int index(EngineKind e) { return static_cast<int>(e); }
+  c10::intrusive_ptr<c10d::Work> dispatch(Call& call, NativeFn native);
+  EngineKind route(const Call& call);
+  CallRecord decide(const Call& call, EngineKind engine);
+  Issued issue(const Call& call, const CallRecord& rec, NativeFn native);
+  c10::intrusive_ptr<c10d::Work> attach_completion(const Call& call, const CallRecord& rec,
+                                                   Issued issued);
+  void finish(const Call& call, const CallRecord& rec, const c10::intrusive_ptr<c10d::Work>& w);
+  // The end of a call whose completion is observed locally (CPU).
+  void call_done(const CallTiming& timing, int64_t end_ns);
+
+  void ensure_learner(EngineKind engine);
+  void resolve_forced_arms();
   void agree_on_nccl_plugin();
-  uint32_t next_schedule_tag() { return schedule_tag_++; }
 
   Engines engines_;
   BackendConfig config_;
@@ -141,15 +156,12 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   bool group_role_resolved_ = false;
   uint64_t seq_collective_ = 0;
   uint64_t seq_p2p_ = 0;
-  uint32_t schedule_tag_ = 0;
 
   std::array<std::shared_ptr<const ArmCatalog>, kNumEngines> catalogs_;
   std::array<std::unique_ptr<Learner>, kNumEngines> learners_;
-  // Per engine and op: -1 not learned (one arm only), else -2 learned, or >= 0 a forced arm.
-  std::array<std::array<int, kNumOps>, kNumEngines> op_plan_{};
+  std::array<std::array<OpPlan, kNumOps>, kNumEngines> plans_{};
   Consensus consensus_;
-  ScheduleWorker worker_;
-  std::unique_ptr<P2PChannel> channel_;
+  std::unique_ptr<CpuEngine> cpu_;
   Telemetry telemetry_;
 
   // Coalescing window (startCoalescing .. endCoalescing).

@@ -18,10 +18,10 @@ Telemetry::Telemetry(size_t log_capacity, bool trace)
   log_.reserve(log_capacity);  // the ring is allocated once; logging never allocates
 }
 
-void Telemetry::log_decision(const DecisionLogEntry& e) {
+void Telemetry::log_decision(const CallRecord& e) {
   uint64_t h = hash_;
   h = fnv1a(h, e.seq);
-  h = fnv1a(h, e.op);
+  h = fnv1a(h, static_cast<uint8_t>(e.op));
   h = fnv1a(h, e.bytes);
   h = fnv1a(h, e.state_id);
   h = fnv1a(h, e.arm);
@@ -37,15 +37,19 @@ void Telemetry::log_decision(const DecisionLogEntry& e) {
   ++logged_;
 }
 
-std::vector<DecisionLogEntry> Telemetry::decision_log() const {
+std::vector<CallRecord> Telemetry::decision_log() const {
   if (log_.size() < log_capacity_ || log_capacity_ == 0) return log_;
-  std::vector<DecisionLogEntry> out;
+  std::vector<CallRecord> out;
   out.reserve(log_.size());
   const size_t start = logged_ % log_capacity_;
   for (size_t i = 0; i < log_.size(); ++i) out.push_back(log_[(start + i) % log_capacity_]);
   return out;
 }
 
-TraceEntry& Telemetry::add_trace() { return traces_.emplace_back(); }
+TracedCall& Telemetry::add_trace(const CallRecord& r) {
+  TracedCall& t = traces_.emplace_back();
+  t.record = r;
+  return t;
+}
 
 }  // namespace dynamiccl

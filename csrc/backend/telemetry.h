@@ -7,25 +7,28 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <mutex>
 #include <vector>
 
 #include "core/types.h"
 
 namespace dynamiccl {
 
-constexpr int kNumEngines = 2;  // 0 = CPU (Gloo + our schedules), 1 = NCCL
-
-struct DecisionLogEntry {
-  uint64_t seq = 0;
-  uint64_t bytes = 0;
+// What was decided for one call and when it was issued: the decision log and the trace keep
+// this record, the consensus round the part of it the learner needs.
+struct CallRecord {
+  uint64_t seq = 0;         // the group's collective (or point-to-point) sequence number
+  uint64_t bytes = 0;       // this rank's payload
+  int64_t start_ns = 0;     // local steady clock at issue
   uint32_t state_id = 0;
   uint32_t epoch = 0;
-  uint16_t arm = 0;
-  uint8_t op = 0;
-  uint8_t engine = 0;
+  uint16_t arm = kDefaultArm;
+  Action action;            // the arm's configuration, for the engine
+  OpKind op = OpKind::kAllReduce;
+  EngineKind engine = EngineKind::kCpu;
+  Role role = Role::kDefault;
   bool probe = false;
-  bool forced = false;
+  bool forced = false;      // DYNAMICCL_FORCE chose the arm
+  bool learned = false;     // the learner chose it; its cost goes to consensus
 };
 
 // Local wall time of calls, per (engine, op, size bin). Updated from completion callbacks.
@@ -40,47 +43,50 @@ struct SummaryCell {
   std::atomic<uint64_t> bytes{0};
 };
 
-struct TraceEntry {
-  uint64_t seq = 0;
-  uint64_t bytes = 0;
+struct TracedCall {
+  CallRecord record;
+  std::atomic<int64_t> end_ns{0};  // 0 while running (or when the engine gives no completion)
+};
+
+// How one call's completion is accounted: its cost for consensus (learned calls) or its local
+// time in the summary, and the end of its trace record.
+struct CallTiming {
+  static constexpr uint64_t kNotLearned = ~0ull;
+  uint64_t consensus_index = kNotLearned;
+  SummaryCell* cell = nullptr;
   int64_t start_ns = 0;
-  std::atomic<int64_t> end_ns{0};
-  uint32_t epoch = 0;
-  uint16_t arm = 0;
-  uint8_t op = 0;
-  uint8_t engine = 0;
-  uint8_t role = 0;
-  bool probe = false;
+  TracedCall* trace = nullptr;
 };
 
 class Telemetry {
  public:
   Telemetry(size_t log_capacity, bool trace);
 
-  void log_decision(const DecisionLogEntry& e);
-  std::vector<DecisionLogEntry> decision_log() const;  // oldest first, at most the capacity
-  uint64_t decision_hash() const { return hash_; }     // over every decision ever logged
+  // Learned and forced calls: identical on every rank, so their hash compares ranks.
+  void log_decision(const CallRecord& r);
+  std::vector<CallRecord> decision_log() const;     // oldest first, at most the capacity
+  uint64_t decision_hash() const { return hash_; }  // over every decision ever logged
   uint64_t decisions_logged() const { return logged_; }
 
-  SummaryCell& summary(int engine, OpKind op, int bin) {
-    return summary_[engine][static_cast<int>(op)][bin];
+  SummaryCell& summary(EngineKind engine, OpKind op, int bin) {
+    return summary_[static_cast<int>(engine)][static_cast<int>(op)][bin];
   }
-  const SummaryCell& summary(int engine, OpKind op, int bin) const {
-    return summary_[engine][static_cast<int>(op)][bin];
+  const SummaryCell& summary(EngineKind engine, OpKind op, int bin) const {
+    return summary_[static_cast<int>(engine)][static_cast<int>(op)][bin];
   }
 
   bool tracing() const { return trace_; }
-  TraceEntry& add_trace();  // only when tracing(); references stay valid (deque)
-  const std::deque<TraceEntry>& traces() const { return traces_; }
+  TracedCall& add_trace(const CallRecord& r);  // only when tracing(); references stay valid
+  const std::deque<TracedCall>& traces() const { return traces_; }
 
  private:
-  std::vector<DecisionLogEntry> log_;
+  std::vector<CallRecord> log_;
   size_t log_capacity_;
   uint64_t logged_ = 0;
   uint64_t hash_ = 1469598103934665603ull;  // FNV-1a offset basis
   std::array<std::array<std::array<SummaryCell, kNumSizeBins>, kNumOps>, kNumEngines> summary_;
   bool trace_;
-  std::deque<TraceEntry> traces_;
+  std::deque<TracedCall> traces_;
 };
 
 }  // namespace dynamiccl

@@ -3,41 +3,46 @@
 namespace dynamiccl {
 
 namespace {
-constexpr const char* kOpNames[kNumOps] = {
-    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "alltoall",
-    "gather",    "scatter",   "send",   "recv",      "barrier"};
-constexpr const char* kRoleNames[kNumRoles] = {"default", "dp", "fsdp_ag", "fsdp_rs",
-                                               "tp",      "pp", "cp",      "ep"};
+// Each list is indexed by its enum's values.
+constexpr const char* kOps[] = {"allreduce", "broadcast", "reduce",  "allgather",
+                                "reduce_scatter", "alltoall", "gather", "scatter",
+                                "send", "recv", "barrier"};
+constexpr const char* kRoles[] = {"default", "dp", "fsdp_ag", "fsdp_rs", "tp", "pp", "cp", "ep"};
+constexpr const char* kModes[] = {"learn", "frozen", "off"};
+constexpr const char* kEngines[] = {"cpu", "nccl"};
+constexpr const char* kCostReductions[] = {"auto", "min", "max"};
+
+static_assert(sizeof(kOps) / sizeof(*kOps) == kNumOps, "one name per OpKind");
+static_assert(sizeof(kRoles) / sizeof(*kRoles) == kNumRoles, "one name per Role");
+static_assert(sizeof(kModes) / sizeof(*kModes) == static_cast<int>(Mode::kCount), "modes");
+static_assert(sizeof(kEngines) / sizeof(*kEngines) == kNumEngines, "one name per EngineKind");
+static_assert(sizeof(kCostReductions) / sizeof(*kCostReductions) ==
+                  static_cast<int>(CostReduce::kCount),
+              "one name per CostReduce");
+
+template <size_t N>
+constexpr NameList list(const char* const (&names)[N]) {
+  return NameList{names, static_cast<int>(N)};
+}
 }  // namespace
 
-const char* op_name(OpKind op) {
-  const int i = static_cast<int>(op);
-  return i >= 0 && i < kNumOps ? kOpNames[i] : "unknown";
-}
-
-bool parse_op(const std::string& name, OpKind* out) {
-  for (int i = 0; i < kNumOps; ++i) {
-    if (name == kOpNames[i]) {
-      *out = static_cast<OpKind>(i);
-      return true;
-    }
+int NameList::find(const std::string& value) const {
+  for (int i = 0; i < count; ++i) {
+    if (value == names[i]) return i;
   }
-  return false;
+  return -1;
 }
 
-const char* role_name(Role role) {
-  const int i = static_cast<int>(role);
-  return i >= 0 && i < kNumRoles ? kRoleNames[i] : "unknown";
+std::string NameList::joined() const {
+  std::string out;
+  for (int i = 0; i < count; ++i) out += std::string(i ? ", " : "") + names[i];
+  return out;
 }
 
-bool parse_role(const std::string& name, Role* out) {
-  for (int i = 0; i < kNumRoles; ++i) {
-    if (name == kRoleNames[i]) {
-      *out = static_cast<Role>(i);
-      return true;
-    }
-  }
-  return false;
-}
+NameList op_names() { return list(kOps); }
+NameList role_names() { return list(kRoles); }
+NameList mode_names() { return list(kModes); }
+NameList engine_names() { return list(kEngines); }
+NameList cost_reduce_names() { return list(kCostReductions); }
 
 }  // namespace dynamiccl

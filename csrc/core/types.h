@@ -1,12 +1,24 @@
-// Vocabulary shared by every layer: what a collective is (its context), what the policy
-// answers (a decision), and what an engine can be asked to do (an action).
-// Torch-free on purpose: the learner, the simulator and the tests use it without libtorch.
+// The project's vocabulary, defined once: what a collective is (its op, role, size bin), what
+// the policy answers (a decision), what an engine can be asked to do (an action), and the names
+// of every enumeration. Python reads the names through dynamiccl_pg._C (vocabulary()); error
+// messages build their accepted lists from them. Torch-free: the learner, the simulator and the
+// tests use it without libtorch.
 #pragma once
 
 #include <cstdint>
 #include <string>
 
 namespace dynamiccl {
+
+// The names of one enumeration, indexed by its values.
+struct NameList {
+  const char* const* names;
+  int count;
+  const char* name(int i) const { return i >= 0 && i < count ? names[i] : "unknown"; }
+  // Index of `value`, or -1.
+  int find(const std::string& value) const;
+  std::string joined() const;  // "a, b, c": the accepted values in an error message
+};
 
 enum class OpKind : uint8_t {
   kAllReduce = 0,
@@ -23,9 +35,7 @@ enum class OpKind : uint8_t {
   kCount
 };
 constexpr int kNumOps = static_cast<int>(OpKind::kCount);
-const char* op_name(OpKind op);  // "allreduce", "broadcast", ...
-// Parses op_name()'s output; returns false for an unknown name.
-bool parse_op(const std::string& name, OpKind* out);
+NameList op_names();  // "allreduce", "broadcast", ...
 
 // Who the traffic belongs to. Each role has its own policy head (own arms and budgets):
 // latency-critical roles explore little, bulk gradient traffic explores more.
@@ -41,18 +51,47 @@ enum class Role : uint8_t {
   kCount
 };
 constexpr int kNumRoles = static_cast<int>(Role::kCount);
-const char* role_name(Role role);  // "default", "dp", "fsdp_ag", "fsdp_rs", "tp", "pp", "cp", "ep"
-bool parse_role(const std::string& name, Role* out);
+NameList role_names();  // "default", "dp", "fsdp_ag", "fsdp_rs", "tp", "pp", "cp", "ep"
 
-// log2 bucket of the effective byte count: bin b holds [2^b, 2^(b+1)); 0 bytes -> bin 0.
+// learn: probe and adapt; frozen: run the best known arm, never probe; off: exact pass-through.
+enum class Mode : uint8_t { kLearn = 0, kFrozen, kOff, kCount };
+NameList mode_names();
+
+// The engines a group runs calls on: CPU (Gloo and our schedules) and NCCL.
+enum class EngineKind : uint8_t { kCpu = 0, kNccl, kCount };
+constexpr int kNumEngines = static_cast<int>(EngineKind::kCount);
+NameList engine_names();  // "cpu", "nccl"
+
+// How a call's per-rank durations become its cost. Min removes waiting for late peers but
+// rewards schedules whose ranks finish at different times (a tree's root is done long before its
+// leaves); max charges the whole collective. Auto: max for our CPU schedules (asymmetric), min
+// for NCCL kernels (every rank's kernel spans the whole collective).
+enum class CostReduce : uint8_t { kAuto = 0, kMin, kMax, kCount };
+NameList cost_reduce_names();
+
+// Parses a name of `list` into an enum value; false for an unknown name.
+template <typename E>
+bool parse_name(NameList list, const std::string& name, E* out) {
+  const int i = list.find(name);
+  if (i < 0) return false;
+  *out = static_cast<E>(i);
+  return true;
+}
+inline const char* op_name(OpKind op) { return op_names().name(static_cast<int>(op)); }
+inline const char* role_name(Role role) { return role_names().name(static_cast<int>(role)); }
+inline const char* mode_name(Mode mode) { return mode_names().name(static_cast<int>(mode)); }
+inline const char* engine_name(EngineKind e) { return engine_names().name(static_cast<int>(e)); }
+inline bool parse_op(const std::string& s, OpKind* out) { return parse_name(op_names(), s, out); }
+inline bool parse_role(const std::string& s, Role* out) { return parse_name(role_names(), s, out); }
+inline bool parse_mode(const std::string& s, Mode* out) { return parse_name(mode_names(), s, out); }
+
+// A learner state's size class: bin b holds [2^b, 2^(b+1)) bytes (0 and 1 byte: bin 0), the last
+// bin everything larger. Constant time (it is on the hot path).
 constexpr int kNumSizeBins = 48;
 inline int size_bin(uint64_t bytes) {
-  int b = 0;
-  while (bytes > 1 && b < kNumSizeBins - 1) {
-    bytes >>= 1;
-    ++b;
-  }
-  return b;
+  if (bytes <= 1) return 0;
+  const int b = 63 - __builtin_clzll(bytes);
+  return b < kNumSizeBins - 1 ? b : kNumSizeBins - 1;
 }
 
 // What framework integration knows about the call in flight (dynamiccl_pg.hint(...)).
@@ -67,26 +106,21 @@ struct Hint {
   int priority = kUnset;  // larger = more latency-critical
 };
 
+// What the policy sees of one call. Every field is the same on every rank of the group.
 struct CollectiveContext {
   OpKind op = OpKind::kAllReduce;
-  uint8_t dtype = 0;             // at::ScalarType value (opaque here)
-  uint64_t bytes = 0;            // this rank's input payload in bytes
   uint64_t effective_bytes = 0;  // the size NCCL's tuner sees (full buffer for AG/RS)
   int group_size = 1;
-  int group_rank = 0;
   Role role = Role::kDefault;
-  uint64_t seq = 0;              // per-group collective sequence number
-  Hint hint;
 };
 
 // An engine configuration. Fields an engine does not use stay at -1.
 // NCCL: algo/proto are NCCL's enum values (NCCL_ALGO_*, NCCL_PROTO_*), channels a cap.
-// CPU:  algo is a CpuAlgo value, segments the pipelining segment count.
-enum class EngineKind : uint8_t { kCpu = 0, kNccl = 1, kSim = 2 };
+// CPU:  algo indexes the CPU schedule registry, channels is the segment count.
 struct Action {
   int8_t algo = -1;
   int8_t proto = -1;
-  int16_t channels = -1;  // NCCL channel cap, or CPU segment count
+  int16_t channels = -1;
   bool is_default() const { return algo < 0 && proto < 0 && channels < 0; }
 };
 

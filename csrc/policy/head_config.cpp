@@ -1,29 +1,7 @@
-// Per-role head budgets and the learner's mode names.
-#include <string>
-
+// Per-role head budgets.
 #include "policy/learner.h"
 
 namespace dynamiccl {
-
-namespace {
-constexpr const char* kModeNames[] = {"learn", "frozen", "off"};
-constexpr int kNumModes = 3;
-}  // namespace
-
-const char* mode_name(Mode m) {
-  const int i = static_cast<int>(m);
-  return i >= 0 && i < kNumModes ? kModeNames[i] : "unknown";
-}
-
-bool parse_mode(const std::string& name, Mode* out) {
-  for (int i = 0; i < kNumModes; ++i) {
-    if (name == kModeNames[i]) {
-      *out = static_cast<Mode>(i);
-      return true;
-    }
-  }
-  return false;
-}
 
 // Why these budgets (DESIGN.md §4):
 // - A state spends about (candidates - 1) x min_samples probes whatever its budget (fewer when

@@ -2,8 +2,8 @@
 // snapshots. Per-state learning is in policy_state.{h,cpp}.
 //
 // No randomness is needed: probe order comes from the prior (ties by arm index) and every other
-// tie is broken by that order, so LearnerConfig::seed is not consulted. Not thread-safe: the
-// caller serializes decide/apply_round of one group (they follow the group's call order anyway).
+// tie is broken by that order. Not thread-safe: the caller serializes decide/apply_round of one
+// group (they follow the group's call order anyway).
 #include "policy/learner.h"
 
 #include <algorithm>
@@ -26,13 +26,6 @@ constexpr int kFirstRounds = 3;
 // write, an evaluation pass) must not freeze a whole job's exploration for good.
 constexpr int kRegressionRounds = 2;
 
-// Same bins as size_bin() in core/types.h, in constant time: floor(log2(bytes)), capped.
-inline int fast_size_bin(uint64_t bytes) {
-  if (bytes <= 1) return 0;
-  const int b = 63 - __builtin_clzll(bytes);
-  return b < kNumSizeBins - 1 ? b : kNumSizeBins - 1;
-}
-
 inline int state_key(int role, int op, int bin) {
   return (role * kNumOps + op) * kNumSizeBins + bin;
 }
@@ -52,8 +45,7 @@ void require(bool ok, const std::string& what, const std::string& accepted) {
 
 void validate(const LearnerConfig& c) {
   const int mode = static_cast<int>(c.mode);
-  require(mode <= static_cast<int>(Mode::kOff), "mode=" + str(mode),
-          "learn, frozen, off");
+  require(mode < static_cast<int>(Mode::kCount), "mode=" + str(mode), mode_names().joined());
   for (int r = 0; r < kNumRoles; ++r) {
     const HeadConfig& h = c.heads[r];
     const std::string who = std::string("heads[") + role_name(static_cast<Role>(r)) + "].";
@@ -206,7 +198,7 @@ Decision Learner::decide(const CollectiveContext& ctx) {
     bad_context(ctx);
   }
   // effective_bytes, not bytes: it is the same on every rank (uneven all-to-all splits are not).
-  const int bin = fast_size_bin(ctx.effective_bytes);
+  const int bin = size_bin(ctx.effective_bytes);
   const int key = state_key(static_cast<int>(role), static_cast<int>(op), bin);
   int32_t id = m.index[key];
   if (id < 0) id = m.create_state(ctx, key, bin);
@@ -251,8 +243,7 @@ uint32_t Learner::epoch() const { return impl_->epoch; }
 Mode Learner::mode() const { return impl_->mode; }
 
 void Learner::set_mode(Mode m) {
-  require(static_cast<int>(m) <= static_cast<int>(Mode::kOff), "mode=" + str(static_cast<int>(m)),
-          "learn, frozen, off");
+  require(m < Mode::kCount, "mode=" + str(static_cast<int>(m)), mode_names().joined());
   impl_->mode = m;
 }
 

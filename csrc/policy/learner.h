@@ -38,10 +38,6 @@
 
 namespace dynamiccl {
 
-enum class Mode : uint8_t { kLearn = 0, kFrozen = 1, kOff = 2 };
-const char* mode_name(Mode m);
-bool parse_mode(const std::string& name, Mode* out);
-
 // Budgets of one role's head.
 struct HeadConfig {
   double probe_budget = 0.25;    // max fraction of a state's calls spent probing while exploring
@@ -59,7 +55,6 @@ struct LearnerConfig {
   std::array<HeadConfig, kNumRoles> heads = default_heads();
   double step_regression = 0.10; // guard: step time worse than baseline by this fraction
   int loss_stall_rounds = 20;    // guard: rounds without loss improvement during exploration
-  uint64_t seed = 0;             // shared seed for any tie-breaking randomness
   static std::array<HeadConfig, kNumRoles> default_heads();
 };
 

@@ -41,7 +41,6 @@ void apply_override(HeadConfig& h, const HeadOverride& o) {
 LearnerConfig learner_config(const ScenarioSpec& spec) {
   LearnerConfig cfg;
   cfg.mode = Mode::kLearn;
-  cfg.seed = spec.seed;
   for (const HeadOverride& o : spec.heads) {
     if (o.role == "all") {
       for (HeadConfig& h : cfg.heads) apply_override(h, o);
@@ -100,7 +99,6 @@ struct Group {
   std::shared_ptr<SimArmCatalog> catalog;
   std::unique_ptr<Learner> learner;
   int ranks_sampled = 1;
-  uint64_t seq = 0;
   uint64_t calls = 0;
   int in_round = 0;
   RoundResult current, pending;
@@ -294,7 +292,6 @@ struct SimRunner::Impl {
       g.has_pending = false;
       apply(g, g.pending);
     }
-    s.ctx.seq = g.seq++;
     const Decision d = g.learner->decide(s.ctx);
     if (d.arm >= s.truth.size())
       throw std::logic_error("learner chose arm " + std::to_string(d.arm) + " of " +

@@ -104,19 +104,14 @@ class Builder {
   }
 
   void emit(int entry, int k, int mb, int phase, double pos, int group, Role role, OpKind op,
-            uint64_t eff_bytes, Hint hint) {
+            uint64_t eff_bytes) {
     Placed p{mb, phase, pos, entry, k, CallSite{}};
     CallSite& s = p.site;
     s.group = group;
-    const int n = groups_[group].shape.ranks();
     s.ctx.op = op;
-    s.ctx.dtype = 15;  // bfloat16 (opaque to the learner)
     s.ctx.effective_bytes = eff_bytes;
-    s.ctx.bytes = op == OpKind::kAllGather ? std::max<uint64_t>(1, eff_bytes / n) : eff_bytes;
-    s.ctx.group_size = n;
-    s.ctx.group_rank = 0;
+    s.ctx.group_size = groups_[group].shape.ranks();
     s.ctx.role = role;
-    s.ctx.hint = hint;
     placed_.push_back(std::move(p));
   }
 
@@ -143,7 +138,7 @@ class Builder {
       if (op == OpKind::kSend && groups_[g].shape.ranks() != 2)
         bad(i, "a send needs a group of exactly 2 ranks");
       for (int k = 0; k < w.per_step; ++k)
-        emit(i, k, last_mb(), phase, 0.5, g, role, op, w.bytes, Hint{});
+        emit(i, k, last_mb(), phase, 0.5, g, role, op, w.bytes);
     } else if (w.kind == "ddp") {
       std::vector<uint64_t> params = w.param_bytes;
       if (!params.empty() && w.layers > 0) bad(i, "give either param_bytes or layers, not both");
@@ -163,12 +158,9 @@ class Builder {
       for (uint64_t b : buckets) total += b;
       for (size_t k = 0; k < buckets.size(); ++k) {
         done += buckets[k];
-        Hint h;
-        h.bucket = static_cast<int>(k);
-        h.is_last = k + 1 == buckets.size() ? 1 : 0;
         // A bucket is reduced as soon as backward has produced all its gradients.
         emit(i, static_cast<int>(k), last_mb(), kBwd, static_cast<double>(done) / total, g,
-             Role::kDataParallel, OpKind::kAllReduce, buckets[k], h);
+             Role::kDataParallel, OpKind::kAllReduce, buckets[k]);
       }
     } else if (w.kind == "fsdp") {
       if (w.layers < 1 || w.layer_bytes < 1) bad(i, "fsdp needs layers >= 1 and layer_bytes >= 1");
@@ -178,14 +170,14 @@ class Builder {
       for (int mb = 0; mb < spec_.microbatches; ++mb) {
         for (int l = 0; l < w.layers; ++l)
           emit(i, k++, mb, kFwd, l / L, g, Role::kFsdpAllGather, OpKind::kAllGather,
-               w.layer_bytes, Hint{});
+               w.layer_bytes);
         for (int l = w.layers - 1; l >= 0; --l) {
           const double pos = (w.layers - 1 - l) / L;
           if (w.reshard_after_forward)
             emit(i, k++, mb, kBwd, pos, g, Role::kFsdpAllGather, OpKind::kAllGather,
-                 w.layer_bytes, Hint{});
+                 w.layer_bytes);
           emit(i, k++, mb, kBwd, pos + 0.75 / L, g, Role::kFsdpReduceScatter,
-               OpKind::kReduceScatter, w.layer_bytes, Hint{});
+               OpKind::kReduceScatter, w.layer_bytes);
         }
       }
     } else if (w.kind == "tp") {
@@ -194,15 +186,13 @@ class Builder {
       if (w.calls_per_layer < 1) bad(i, "calls_per_layer must be >= 1");
       const int g = group_for(i, w.group, Role::kTensorParallel);
       const double L = w.layers;
-      Hint h;
-      h.priority = 1;
       int k = 0;
       for (int mb = 0; mb < spec_.microbatches; ++mb) {
         for (int dir = kFwd; dir <= kBwd; ++dir) {
           for (int j = 0; j < w.layers; ++j) {
             for (int c = 0; c < w.calls_per_layer; ++c)
               emit(i, k++, mb, dir, (j + 0.5) / L, g, Role::kTensorParallel, OpKind::kAllReduce,
-                   w.activation_bytes, h);
+                   w.activation_bytes);
           }
         }
       }
@@ -213,10 +203,7 @@ class Builder {
       int k = 0;
       for (int mb = 0; mb < spec_.microbatches; ++mb) {
         for (int dir = kFwd; dir <= kBwd; ++dir) {
-          Hint h;
-          h.stage = 0;
-          h.direction = dir;
-          emit(i, k++, mb, dir, 1.0, g, Role::kPipeline, OpKind::kSend, w.activation_bytes, h);
+          emit(i, k++, mb, dir, 1.0, g, Role::kPipeline, OpKind::kSend, w.activation_bytes);
         }
       }
     } else {

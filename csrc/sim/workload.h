@@ -21,7 +21,7 @@ struct GroupInfo {
 
 struct CallSite {
   int group = 0;          // index into Workload::groups
-  CollectiveContext ctx;  // op, role, bytes, effective bytes, group size, hint
+  CollectiveContext ctx;  // op, role, effective bytes, group size
 };
 
 struct Workload {

@@ -41,13 +41,13 @@ FORCE_SETS = [
     {"allreduce": "tree_s4"},
 ]
 
-# The documented, stable arm names (csrc/backend/cpu_arm_catalog.h).
+# The documented, stable arm names (csrc/engines/cpu/arm_catalog.h), in arm order.
 ARM_NAMES = {
     "allreduce": ["default", "ring", "ring_s4", "rd", "hd", "tree", "tree_s4"],
     "allgather": ["default", "ring", "ring_s4", "rd"],
     "reduce_scatter": ["default", "ring", "ring_s4", "rd"],
-    "broadcast": ["default", "tree", "tree_s4", "ring_s8"],
-    "reduce": ["default", "tree", "tree_s4", "ring_s8"],
+    "broadcast": ["default", "ring_s8", "tree", "tree_s4"],
+    "reduce": ["default", "ring_s8", "tree", "tree_s4"],
 }
 
 
@@ -229,10 +229,11 @@ def forced_arms_vs_gloo(rank, world):
         # The decision log must show the forced arm, and only it, for every forced op.
         pg = backend.backend_of(g)
         log = pg.decision_log()
+        from dynamiccl_pg import _C
         for op, arm in forced.items():
-            want = pg.arms(0, op).index(arm)
+            want = pg.arms(_C.Engine.cpu, op).index(arm)
             arms = {(a, is_forced) for (_, o, _, _, a, _, engine, _, is_forced) in log
-                    if o == op and engine == 0}
+                    if o == op and engine == "cpu"}
             if arms != {(want, True)}:
                 chk.failures.append(f"[{op}:{arm}] decision log shows (arm, forced) {arms}, "
                                     f"expected {{({want}, True)}}")
@@ -252,14 +253,11 @@ def test_forced_arms_match_gloo(world):
 def test_force_sets_cover_every_arm():
     from dynamiccl_pg import _C
     for op, names in ARM_NAMES.items():
-        assert _C.cpu_arm_names(op, 4) == names
+        assert _C.arm_names(_C.Engine.cpu, op) == names
         forced = {f[op] for f in FORCE_SETS if op in f}
         assert forced == set(names[1:]), f"{op}: arms not forced by any test set"
     for op in ("alltoall", "gather", "scatter", "send", "recv", "barrier"):
-        assert _C.cpu_arm_names(op, 4) == ["default"]
-    # Names do not depend on the group size, so one DYNAMICCL_FORCE fits every group of a job.
-    for size in (1, 2, 3, 8):
-        assert _C.cpu_arm_names("allreduce", size) == ARM_NAMES["allreduce"]
+        assert _C.arm_names(_C.Engine.cpu, op) == ["default"]
 
 
 def _noop(rank, world):

@@ -106,7 +106,7 @@ def fsdp_vs_gloo(rank, world, steps):
              for name, g in (("world", None), ("cp_like", cp_like))}
     group_roles = {"cp_like": dynamiccl_pg.backend.backend_of(cp_like).group_role}
     forced_pg = dynamiccl_pg.backend.backend_of(forced)
-    forced_arms = sorted({(e[1], forced_pg.arms(0, e[1])[e[4]])
+    forced_arms = sorted({(e[1], forced_pg.arms(dynamiccl_pg._C.Engine.cpu, e[1])[e[4]])
                           for e in dynamiccl_pg.decision_log(forced) if e[8]})
     params = {name: [p.full_tensor().tolist() for p in model.parameters()]
               for name, (model, _) in models.items()}

@@ -64,7 +64,7 @@ def test_save_load_frozen_round_trip(tmp_path):
             want = planted if key[1] == "allreduce" else incumbent
             assert states[key][0] == want, (key, states[key], want)
         assert probes == 0
-        assert arms_used == [_C.cpu_arm_names("allreduce", 2).index(planted)]
+        assert arms_used == [_C.arm_names(_C.Engine.cpu, "allreduce").index(planted)]
     # Learn mode, warm: the loaded state starts converged (exploit), not in warm-up.
     for states, _, _ in run_ranks(run_loaded, 2, 20, env={"DYNAMICCL_POLICY": path}):
         assert all(phase != "warmup" for _, phase in states.values())

@@ -42,14 +42,11 @@ class FakeCatalog : public ArmCatalog {
   std::vector<Arm> arms_;
 };
 
-CollectiveContext make_ctx(Role role, uint64_t bytes, OpKind op = OpKind::kAllReduce,
-                           int rank = 0) {
+CollectiveContext make_ctx(Role role, uint64_t bytes, OpKind op = OpKind::kAllReduce) {
   CollectiveContext c;
   c.op = op;
-  c.bytes = bytes;
   c.effective_bytes = bytes;
   c.group_size = 8;
-  c.group_rank = rank;
   c.role = role;
   return c;
 }
@@ -618,16 +615,13 @@ TEST(Learner, UnavailableBeforeItWasProbedIsNeverProbed) {
 }
 
 // A workload of several roles, ops and sizes, chosen by a seeded generator.
-std::vector<CollectiveContext> workload(int n, int rank) {
+std::vector<CollectiveContext> workload(int n) {
   std::mt19937 g(777);
   const Role roles[] = {Role::kDataParallel, Role::kFsdpAllGather};
   const OpKind ops[] = {OpKind::kAllReduce, OpKind::kAllGather};
   std::vector<CollectiveContext> w;
   for (int i = 0; i < n; ++i) {  // 12 states
-    CollectiveContext c = make_ctx(roles[g() % 2], uint64_t{1} << (12 + 4 * (g() % 3)),
-                                   ops[g() % 2], rank);
-    c.seq = static_cast<uint64_t>(i);
-    w.push_back(c);
+    w.push_back(make_ctx(roles[g() % 2], uint64_t{1} << (12 + 4 * (g() % 3)), ops[g() % 2]));
   }
   return w;
 }
@@ -645,7 +639,7 @@ std::vector<std::vector<Decision>> run_ranks(int ranks, uint32_t cost_seed, bool
   for (int r = 0; r < ranks; ++r) learners.push_back(std::make_unique<Learner>(LearnerConfig{},
                                                                               cat));
   std::vector<std::vector<CollectiveContext>> work;
-  for (int r = 0; r < ranks; ++r) work.push_back(workload(12000, r));
+  for (int r = 0; r < ranks; ++r) work.push_back(workload(12000));
   std::vector<std::mt19937> local;
   for (int r = 0; r < ranks; ++r) local.emplace_back(cost_seed + 1000 * r);
   std::vector<std::vector<Decision>> logs(ranks);

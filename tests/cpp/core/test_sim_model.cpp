@@ -329,7 +329,7 @@ TEST(SimWorkload, GeneratorsEmitRolesGroupsAndOrder) {
     send += c.ctx.op == OpKind::kSend;
     if (c.ctx.op == OpKind::kAllGather) {
       EXPECT_EQ(c.ctx.role, Role::kFsdpAllGather);
-      EXPECT_EQ(c.ctx.bytes * 32, c.ctx.effective_bytes);
+      EXPECT_EQ(c.ctx.group_size, 32);
     }
     if (c.ctx.op == OpKind::kReduceScatter) EXPECT_EQ(c.ctx.role, Role::kFsdpReduceScatter);
     if (c.ctx.op == OpKind::kAllReduce) EXPECT_EQ(c.ctx.role, Role::kTensorParallel);

@@ -1,39 +1,18 @@
-#include "backend/nccl_engine.h"
+#include "engines/nccl/arm_catalog.h"
 
 #include <cmath>
 #include <string>
 
 #include "nccl_plugin/dynamiccl_nccl.h"
+#include "sim/sim_arm_catalog.h"
 
 namespace dynamiccl {
 
 namespace {
 
-int nccl_coll(OpKind op) {
-  switch (op) {
-    case OpKind::kBroadcast: return DYNAMICCL_NCCL_COLL_BROADCAST;
-    case OpKind::kReduce: return DYNAMICCL_NCCL_COLL_REDUCE;
-    case OpKind::kAllGather: return DYNAMICCL_NCCL_COLL_ALLGATHER;
-    case OpKind::kReduceScatter: return DYNAMICCL_NCCL_COLL_REDUCESCATTER;
-    case OpKind::kAllReduce: return DYNAMICCL_NCCL_COLL_ALLREDUCE;
-    default: return -1;
-  }
-}
-
-const char* algo_name(int a) {
-  static const char* names[] = {"tree", "ring", "collnet_direct", "collnet_chain",
-                                "nvls", "nvls_tree", "pat"};
-  return a >= 0 && a < DYNAMICCL_NCCL_NUM_ALGOS ? names[a] : "default";
-}
-const char* proto_name(int p) {
-  static const char* names[] = {"LL", "LL128", "Simple"};
-  return p >= 0 && p < DYNAMICCL_NCCL_NUM_PROTOS ? names[p] : "default";
-}
-
 Arm make_arm(int algo, int proto, int channels) {
   Arm a;
-  a.name = std::string(algo_name(algo)) + "/" + proto_name(proto);
-  if (channels > 0) a.name += "/c" + std::to_string(channels);
+  a.name = sim::arm_name(algo, proto, channels);
   a.action.algo = static_cast<int8_t>(algo);
   a.action.proto = static_cast<int8_t>(proto);
   a.action.channels = static_cast<int16_t>(channels);
@@ -42,7 +21,7 @@ Arm make_arm(int algo, int proto, int channels) {
 
 }  // namespace
 
-NcclArmCatalog::NcclArmCatalog(int /*group_size*/) : arms_(kNumOps) {
+NcclArmCatalog::NcclArmCatalog() {
   // Which (collective, algorithm, protocol) NCCL models (research: tuning.cc pairs): Broadcast and
   // Reduce ring only; AllGather/ReduceScatter ring and PAT (Simple); AllReduce ring and tree with
   // every protocol, NVLS (Simple). Arms NCCL marks unavailable on a communicator are dropped by the
@@ -54,7 +33,7 @@ NcclArmCatalog::NcclArmCatalog(int /*group_size*/) : arms_(kNumOps) {
     auto& v = arms_[o];
     v.push_back(Arm{"default", Action{}});
     const auto op = static_cast<OpKind>(o);
-    if (nccl_coll(op) < 0) continue;
+    if (sim::func_of(op) < 0) continue;
     for (int p : {LL, LL128, S}) v.push_back(make_arm(R, p, -1));
     if (op == OpKind::kAllReduce) {
       for (int p : {LL, LL128, S}) v.push_back(make_arm(T, p, -1));
@@ -86,23 +65,6 @@ double NcclArmCatalog::prior_cost_us(OpKind op, uint16_t arm, uint64_t bytes,
   const double steps = a.algo == DYNAMICCL_NCCL_ALGO_TREE ? 2 * std::log2(n) : 2 * (n - 1);
   const double bw_GBps = 100.0 * kBwFrac[p] * (a.channels > 0 ? std::min(1.0, a.channels / 16.0) : 1);
   return steps * kLatUs[p] + static_cast<double>(bytes) / (bw_GBps * 1e3);
-}
-
-void nccl_publish(OpKind op, uint64_t effective_bytes, const Action& action) {
-  if (action.is_default()) {
-    dynamiccl_nccl_clear();
-    return;
-  }
-  dynamiccl_nccl_publish(nccl_coll(op), static_cast<size_t>(effective_bytes), action.algo,
-                         action.proto, action.channels);
-}
-
-void nccl_clear() { dynamiccl_nccl_clear(); }
-
-bool nccl_plugin_loaded() { return dynamiccl_nccl_loaded_by_nccl() != 0; }
-
-bool nccl_last_outcome_unavailable() {
-  return dynamiccl_nccl_last_outcome() == DYNAMICCL_NCCL_UNAVAILABLE;
 }
 
 }  // namespace dynamiccl

@@ -4,7 +4,7 @@
 // piece j as soon as it is reduced.
 #include <vector>
 
-#include "backend/cpu_algo_detail.h"
+#include "engines/cpu/schedule_util.h"
 
 namespace dynamiccl {
 namespace cpu_detail {
@@ -33,7 +33,7 @@ struct BinomialNode {
 // combined in rank order after our own data, so the root computes (((x0 x1) (x2 x3)) ...).
 // Two receive buffers per child bound the memory to two pieces per child.
 template <typename OnPiece>
-void reduce_up(Transfers& t, const BinomialNode& node, at::Tensor& acc, RedOp op, int segs,
+void reduce_up(Transfers& t, const BinomialNode& node, const at::Tensor& acc, RedOp op, int segs,
                uint32_t tag, OnPiece&& on_piece) {
   const Partition pieces(acc.numel(), segs);
   const size_t nc = node.children.size();
@@ -69,7 +69,7 @@ void send_down(Transfers& t, const BinomialNode& node, const at::Tensor& x, int 
 }
 
 // Non-root half of a broadcast: receive every piece from the parent and pass it down.
-void relay_down(Transfers& t, const BinomialNode& node, at::Tensor& x, int segs, uint32_t tag) {
+void relay_down(Transfers& t, const BinomialNode& node, const at::Tensor& x, int segs, uint32_t tag) {
   std::vector<int> ids = recv_pieces(t, x, node.parent, segs, tag);
   for (int j = 0; j < segs; ++j) {
     t.wait(ids[static_cast<size_t>(j)]);
@@ -77,9 +77,8 @@ void relay_down(Transfers& t, const BinomialNode& node, at::Tensor& x, int segs,
   }
 }
 
-}  // namespace
-
-void tree_allreduce(P2PChannel& ch, at::Tensor& x, RedOp op, int segments, uint32_t tag) {
+void tree_allreduce(P2PChannel& ch, const at::Tensor& x, RedOp op, int segments,
+                    uint32_t tag) {
   const BinomialNode node(ch.size(), ch.rank(), 0);
   Transfers up(ch);
   Transfers down(ch);
@@ -96,7 +95,8 @@ void tree_allreduce(P2PChannel& ch, at::Tensor& x, RedOp op, int segments, uint3
   up.wait_all();
 }
 
-void tree_broadcast(P2PChannel& ch, at::Tensor& x, int root, int segments, uint32_t tag) {
+void tree_broadcast(P2PChannel& ch, const at::Tensor& x, int root, int segments,
+                    uint32_t tag) {
   const BinomialNode node(ch.size(), ch.rank(), root);
   Transfers t(ch);
   if (node.parent < 0) {
@@ -107,7 +107,8 @@ void tree_broadcast(P2PChannel& ch, at::Tensor& x, int root, int segments, uint3
   t.wait_all();
 }
 
-void tree_reduce(P2PChannel& ch, at::Tensor& x, int root, RedOp op, int segments, uint32_t tag) {
+void tree_reduce(P2PChannel& ch, const at::Tensor& x, int root, RedOp op, int segments,
+                 uint32_t tag) {
   const BinomialNode node(ch.size(), ch.rank(), root);
   // Inner nodes accumulate into scratch so that, as with NCCL, only the root's tensor changes.
   const bool inner = node.parent >= 0 && !node.children.empty();
@@ -117,5 +118,42 @@ void tree_reduce(P2PChannel& ch, at::Tensor& x, int root, RedOp op, int segments
   t.wait_all();
 }
 
+// --- Priors: the root's link carries the message once per level whatever the segmentation;
+// segments only overlap levels (after a fill of one piece per level).
+
+double tree_phase_us(const CostShape& g, double n, int s, bool reduce) {
+  const double gamma = reduce ? kGammaUsPerByte : 0.0;
+  const double fill =
+      s > 1 ? (g.ceil_log2p - 1) * (kAlphaUs + n / s * (kBetaUsPerByte + gamma)) : 0.0;
+  return g.ceil_log2p * (step_latency_us(s) + n * kBetaUsPerByte + n * gamma / s) + fill;
+}
+double tree_allreduce_us(const CostShape& g, double n, int s) {
+  return tree_phase_us(g, n, s, true) + tree_phase_us(g, n, s, false);
+}
+double tree_broadcast_us(const CostShape& g, double n, int s) {
+  return tree_phase_us(g, n, s, false);
+}
+double tree_reduce_us(const CostShape& g, double n, int s) { return tree_phase_us(g, n, s, true); }
+
+}  // namespace
 }  // namespace cpu_detail
+
+const CpuSchedule& tree_schedule() {
+  using namespace cpu_detail;
+  static const CpuSchedule schedule{
+      "tree",
+      {{OpKind::kAllReduce,
+        [](const ScheduleCall& c) { tree_allreduce(c.ch, c.out, c.op, c.segments, c.tag); },
+        tree_allreduce_us, {1, 4}},
+       {OpKind::kBroadcast,
+        [](const ScheduleCall& c) { tree_broadcast(c.ch, c.out, c.root, c.segments, c.tag); },
+        tree_broadcast_us, {1, 4}},
+       {OpKind::kReduce,
+        [](const ScheduleCall& c) {
+          tree_reduce(c.ch, c.out, c.root, c.op, c.segments, c.tag);
+        },
+        tree_reduce_us, {1, 4}}}};
+  return schedule;
+}
+
 }  // namespace dynamiccl

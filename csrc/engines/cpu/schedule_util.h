@@ -1,6 +1,5 @@
-// Private helpers shared by the CPU schedules (cpu_algo_*.cpp): partitioning a message into
-// chunks and pipelined pieces, ordered reductions, and bookkeeping of outstanding transfers.
-// Not part of the backend's interface.
+// Helpers shared by the CPU schedules (ring.cpp, recursive.cpp, tree.cpp): partitioning a message
+// into chunks and pipelined pieces, ordered reductions, and bookkeeping of outstanding transfers.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -9,12 +8,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/cpu_algorithms.h"
+#include "engines/cpu/schedule.h"
 
 namespace dynamiccl {
 namespace cpu_detail {
-
-using RedOp = c10d::ReduceOp::RedOpType;
 
 // `count` elements split into `parts` contiguous ranges whose sizes differ by at most one (the
 // first count % parts ranges get the extra element). Every rank computes the same split, which
@@ -100,34 +97,6 @@ struct Fold {
   int real(int v) const { return v < extra ? 2 * v + 1 : v + extra; }
   int first_block(int v) const { return v < extra ? 2 * v : v + extra; }
 };
-
-// Clamp the requested segment count: values < 1 mean 1, and there is no point in more pieces
-// than elements. `count` is the same on every rank, so the clamp is too.
-inline int effective_segments(int segments, int64_t count) {
-  const int64_t s = std::max<int64_t>(1, std::min<int64_t>(segments, std::max<int64_t>(count, 1)));
-  return static_cast<int>(s);
-}
-
-// The schedules, on flat contiguous tensors of a group of size >= 2 with numel > 0.
-// cpu_algo_ring.cpp
-void ring_allreduce(P2PChannel& ch, at::Tensor& x, RedOp op, int segments, uint32_t tag);
-void ring_allgather(P2PChannel& ch, const at::Tensor& in, at::Tensor& out, int segments,
-                    uint32_t tag);
-void ring_reduce_scatter(P2PChannel& ch, const at::Tensor& in, at::Tensor& out, RedOp op,
-                         int segments, uint32_t tag);
-void chain_broadcast(P2PChannel& ch, at::Tensor& x, int root, int segments, uint32_t tag);
-void chain_reduce(P2PChannel& ch, at::Tensor& x, int root, RedOp op, int segments, uint32_t tag);
-// cpu_algo_recursive.cpp
-void rd_allreduce(P2PChannel& ch, at::Tensor& x, RedOp op, int segments, uint32_t tag);
-void hd_allreduce(P2PChannel& ch, at::Tensor& x, RedOp op, int segments, uint32_t tag);
-void rd_allgather(P2PChannel& ch, const at::Tensor& in, at::Tensor& out, int segments,
-                  uint32_t tag);
-void rh_reduce_scatter(P2PChannel& ch, const at::Tensor& in, at::Tensor& out, RedOp op,
-                       int segments, uint32_t tag);
-// cpu_algo_tree.cpp
-void tree_allreduce(P2PChannel& ch, at::Tensor& x, RedOp op, int segments, uint32_t tag);
-void tree_broadcast(P2PChannel& ch, at::Tensor& x, int root, int segments, uint32_t tag);
-void tree_reduce(P2PChannel& ch, at::Tensor& x, int root, RedOp op, int segments, uint32_t tag);
 
 }  // namespace cpu_detail
 }  // namespace dynamiccl

@@ -1,5 +1,5 @@
 // Recursive schedules over the butterfly of the largest power of two p2 <= size (Fold in
-// cpu_algo_detail.h folds the remaining ranks in before and out after):
+// schedule_util.h folds the remaining ranks in before and out after):
 //   rd all-reduce: log2(p2) full-vector exchanges (latency-optimal);
 //   hd all-reduce: recursive-halving reduce-scatter then recursive-doubling all-gather
 //                  (2 log2(p2) steps, bandwidth-optimal);
@@ -9,7 +9,7 @@
 // in flight, and in rd all-reduce a piece moves on to the next partner as soon as it is done.
 #include <vector>
 
-#include "backend/cpu_algo_detail.h"
+#include "engines/cpu/schedule_util.h"
 
 namespace dynamiccl {
 namespace cpu_detail {
@@ -94,9 +94,8 @@ void doubling_allgather(Transfers& t, const Fold& f, int v, Range&& range, int s
   }
 }
 
-}  // namespace
-
-void rd_allreduce(P2PChannel& ch, at::Tensor& x, RedOp op, int segments, uint32_t tag) {
+void rd_allreduce(P2PChannel& ch, const at::Tensor& x, RedOp op, int segments,
+                  uint32_t tag) {
   const Fold f(ch.size());
   const int r = ch.rank();
   const int v = f.vrank(r);
@@ -147,7 +146,8 @@ void rd_allreduce(P2PChannel& ch, at::Tensor& x, RedOp op, int segments, uint32_
   t.wait_all();
 }
 
-void hd_allreduce(P2PChannel& ch, at::Tensor& x, RedOp op, int segments, uint32_t tag) {
+void hd_allreduce(P2PChannel& ch, const at::Tensor& x, RedOp op, int segments,
+                  uint32_t tag) {
   const Fold f(ch.size());
   const int r = ch.rank();
   const int v = f.vrank(r);
@@ -169,7 +169,7 @@ void hd_allreduce(P2PChannel& ch, at::Tensor& x, RedOp op, int segments, uint32_
   t.wait_all();
 }
 
-void rd_allgather(P2PChannel& ch, const at::Tensor& in, at::Tensor& out, int segments,
+void rd_allgather(P2PChannel& ch, const at::Tensor& in, const at::Tensor& out, int segments,
                   uint32_t tag) {
   const Fold f(ch.size());
   const int r = ch.rank();
@@ -195,7 +195,7 @@ void rd_allgather(P2PChannel& ch, const at::Tensor& in, at::Tensor& out, int seg
   t.wait_all();
 }
 
-void rh_reduce_scatter(P2PChannel& ch, const at::Tensor& in, at::Tensor& out, RedOp op,
+void rh_reduce_scatter(P2PChannel& ch, const at::Tensor& in, const at::Tensor& out, RedOp op,
                        int segments, uint32_t tag) {
   const Fold f(ch.size());
   const int r = ch.rank();
@@ -219,5 +219,65 @@ void rh_reduce_scatter(P2PChannel& ch, const at::Tensor& in, at::Tensor& out, Re
   t.wait_all();
 }
 
+// --- Priors -------------------------------------------------------------------------------
+
+double rd_allreduce_us(const CostShape& g, double n, int s) {
+  return fold_cost_us(g, n, n, s, true) +
+         g.log2p * (step_latency_us(s) + n * kBetaUsPerByte + n * kGammaUsPerByte / s);
+}
+double hd_allreduce_us(const CostShape& g, double n, int s) {
+  const double frac = 1.0 - 1.0 / g.p2;
+  return fold_cost_us(g, n, n, s, true) + 2 * g.log2p * step_latency_us(s) +
+         2 * frac * n * kBetaUsPerByte + frac * n * kGammaUsPerByte / s;
+}
+// Folding moves one block in and the whole buffer out (all-gather), or the whole buffer in and
+// one block out (reduce-scatter).
+double recursive_gather_us(const CostShape& g, double n, int s, bool reduce) {
+  const double frac = 1.0 - 1.0 / g.p2;
+  const double block = n / g.p;
+  const double fold =
+      reduce ? fold_cost_us(g, n, block, s, true) : fold_cost_us(g, block, n, s, false);
+  return fold + g.log2p * step_latency_us(s) + frac * n * kBetaUsPerByte +
+         (reduce ? frac * n * kGammaUsPerByte / s : 0.0);
+}
+double rd_allgather_us(const CostShape& g, double n, int s) {
+  return recursive_gather_us(g, n, s, false);
+}
+double rh_reduce_scatter_us(const CostShape& g, double n, int s) {
+  return recursive_gather_us(g, n, s, true);
+}
+
+}  // namespace
 }  // namespace cpu_detail
+
+// "rd": latency-optimal; its reduce-scatter is recursive halving.
+const CpuSchedule& recursive_doubling_schedule() {
+  using namespace cpu_detail;
+  static const CpuSchedule schedule{
+      "rd",
+      {{OpKind::kAllReduce,
+        [](const ScheduleCall& c) { rd_allreduce(c.ch, c.out, c.op, c.segments, c.tag); },
+        rd_allreduce_us, {1}},
+       {OpKind::kAllGather,
+        [](const ScheduleCall& c) { rd_allgather(c.ch, c.in, c.out, c.segments, c.tag); },
+        rd_allgather_us, {1}},
+       {OpKind::kReduceScatter,
+        [](const ScheduleCall& c) {
+          rh_reduce_scatter(c.ch, c.in, c.out, c.op, c.segments, c.tag);
+        },
+        rh_reduce_scatter_us, {1}}}};
+  return schedule;
+}
+
+// "hd": bandwidth-optimal all-reduce.
+const CpuSchedule& halving_doubling_schedule() {
+  using namespace cpu_detail;
+  static const CpuSchedule schedule{
+      "hd",
+      {{OpKind::kAllReduce,
+        [](const ScheduleCall& c) { hd_allreduce(c.ch, c.out, c.op, c.segments, c.tag); },
+        hd_allreduce_us, {1}}}};
+  return schedule;
+}
+
 }  // namespace dynamiccl

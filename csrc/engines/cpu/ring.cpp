@@ -5,7 +5,7 @@
 // transfer of the next and consecutive ring steps overlap.
 #include <vector>
 
-#include "backend/cpu_algo_detail.h"
+#include "engines/cpu/schedule_util.h"
 
 namespace dynamiccl {
 namespace cpu_detail {
@@ -78,32 +78,34 @@ void copy_unless_same(at::Tensor dst, const at::Tensor& src) {
   if (dst.data_ptr() != src.data_ptr()) dst.copy_(src);
 }
 
-}  // namespace
-
-void ring_allreduce(P2PChannel& ch, at::Tensor& x, RedOp op, int segments, uint32_t tag) {
-  const Partition chunks(x.numel(), ch.size());
-  ring_rs_phase(ch, x, chunks, op, segments, tag);
-  ring_ag_phase(ch, x, chunks, segments, tag);
+void allreduce(const ScheduleCall& c) {
+  at::Tensor x = c.out;
+  const Partition chunks(x.numel(), c.ch.size());
+  ring_rs_phase(c.ch, x, chunks, c.op, c.segments, c.tag);
+  ring_ag_phase(c.ch, x, chunks, c.segments, c.tag);
 }
 
-void ring_allgather(P2PChannel& ch, const at::Tensor& in, at::Tensor& out, int segments,
-                    uint32_t tag) {
-  const int64_t n = in.numel();
-  copy_unless_same(span(out, ch.rank() * n, n), in);
-  ring_ag_phase(ch, out, Partition(out.numel(), ch.size()), segments, tag);
+void allgather(const ScheduleCall& c) {
+  const int64_t n = c.in.numel();
+  at::Tensor out = c.out;
+  copy_unless_same(span(out, c.ch.rank() * n, n), c.in);
+  ring_ag_phase(c.ch, out, Partition(out.numel(), c.ch.size()), c.segments, c.tag);
 }
 
-void ring_reduce_scatter(P2PChannel& ch, const at::Tensor& in, at::Tensor& out, RedOp op,
-                         int segments, uint32_t tag) {
-  const int64_t n = out.numel();
-  at::Tensor work = in.clone();  // the caller's input stays intact
-  ring_rs_phase(ch, work, Partition(work.numel(), ch.size()), op, segments, tag);
-  out.copy_(span(work, ch.rank() * n, n));
+void reduce_scatter(const ScheduleCall& c) {
+  const int64_t n = c.out.numel();
+  at::Tensor work = c.in.clone();  // the caller's input stays intact
+  ring_rs_phase(c.ch, work, Partition(work.numel(), c.ch.size()), c.op, c.segments, c.tag);
+  c.out.copy_(span(work, c.ch.rank() * n, n));
 }
 
 // Broadcast down the chain root, root+1, ...: each piece is forwarded as soon as it arrives,
 // so for many pieces the time approaches one message time plus one piece per hop.
-void chain_broadcast(P2PChannel& ch, at::Tensor& x, int root, int segments, uint32_t tag) {
+void chain_broadcast(const ScheduleCall& c) {
+  P2PChannel& ch = c.ch;
+  const at::Tensor& x = c.out;
+  const int root = c.root, segments = c.segments;
+  const uint32_t tag = c.tag;
   const int p = ch.size();
   const int vr = mod(ch.rank() - root, p);
   const int prev = mod(ch.rank() - 1, p);
@@ -125,7 +127,11 @@ void chain_broadcast(P2PChannel& ch, at::Tensor& x, int root, int segments, uint
 // Reduce up the chain root+p-1 -> ... -> root: each rank combines its own data with the partial
 // from the rank after it (its own first: the chain's order) and passes it on piece by piece.
 // Ranks other than the root leave their tensor unchanged.
-void chain_reduce(P2PChannel& ch, at::Tensor& x, int root, RedOp op, int segments, uint32_t tag) {
+void chain_reduce(const ScheduleCall& c) {
+  P2PChannel& ch = c.ch;
+  at::Tensor x = c.out;
+  const int root = c.root, segments = c.segments;
+  const uint32_t tag = c.tag;
   const int p = ch.size();
   const int vr = mod(ch.rank() - root, p);
   const int prev = mod(ch.rank() - 1, p);
@@ -143,11 +149,50 @@ void chain_reduce(P2PChannel& ch, at::Tensor& x, int root, RedOp op, int segment
     t.wait(ids[static_cast<size_t>(j)]);
     at::Tensor a = piece(acc, segments, j);
     if (a.numel() == 0) continue;
-    reduce_ordered(a, piece(x, segments, j), piece(tmp, segments, j), op);
+    reduce_ordered(a, piece(x, segments, j), piece(tmp, segments, j), c.op);
     if (vr > 0) t.send(a, prev, tag);
   }
   t.wait_all();
 }
 
+// --- Priors -------------------------------------------------------------------------------
+// The reduction of all but the last piece overlaps with transfers, hence gamma / s.
+
+double allreduce_us(const CostShape& g, double n, int s) {
+  const double frac = (g.p - 1.0) / g.p;
+  return 2 * (g.p - 1) * step_latency_us(s) + 2 * frac * n * kBetaUsPerByte +
+         frac * n * kGammaUsPerByte / s;
+}
+// All-gather / reduce-scatter on n bytes of full buffer.
+double gather_us(const CostShape& g, double n, int s, bool reduce) {
+  const double frac = (g.p - 1.0) / g.p;
+  return (g.p - 1) * step_latency_us(s) + frac * n * kBetaUsPerByte +
+         (reduce ? frac * n * kGammaUsPerByte / s : 0.0);
+}
+double allgather_us(const CostShape& g, double n, int s) { return gather_us(g, n, s, false); }
+double reduce_scatter_us(const CostShape& g, double n, int s) { return gather_us(g, n, s, true); }
+// Chain: every hop is a different link, so pieces pipeline for real.
+double chain_us(const CostShape& g, double n, int s, bool reduce) {
+  const double gamma = reduce ? kGammaUsPerByte : 0.0;
+  return (g.p - 1 + s - 1) * (kAlphaUs + n / s * (kBetaUsPerByte + gamma));
+}
+double chain_broadcast_us(const CostShape& g, double n, int s) { return chain_us(g, n, s, false); }
+double chain_reduce_us(const CostShape& g, double n, int s) { return chain_us(g, n, s, true); }
+
+}  // namespace
 }  // namespace cpu_detail
+
+const CpuSchedule& ring_schedule() {
+  using namespace cpu_detail;
+  static const CpuSchedule schedule{
+      "ring",
+      {{OpKind::kAllReduce, allreduce, allreduce_us, {1, 4}},
+       {OpKind::kAllGather, allgather, allgather_us, {1, 4}},
+       {OpKind::kReduceScatter, reduce_scatter, reduce_scatter_us, {1, 4}},
+       // A chain moves the whole message through every hop: only worth it when pipelined.
+       {OpKind::kBroadcast, chain_broadcast, chain_broadcast_us, {8}},
+       {OpKind::kReduce, chain_reduce, chain_reduce_us, {8}}}};
+  return schedule;
+}
+
 }  // namespace dynamiccl

@@ -1,4 +1,4 @@
-#include "backend/schedule_worker.h"
+#include "engines/cpu/schedule_worker.h"
 
 #include <algorithm>
 

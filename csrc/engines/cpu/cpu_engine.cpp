@@ -1,0 +1,83 @@
+#include "engines/cpu/cpu_engine.h"
+
+#include <ATen/ATen.h>
+
+namespace dynamiccl {
+
+namespace {
+
+c10::intrusive_ptr<c10::ivalue::Future> tensor_list_future() {
+  return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+}
+
+}  // namespace
+
+CpuEngine::CpuEngine(c10::intrusive_ptr<c10d::Backend> p2p, std::chrono::milliseconds timeout)
+    : channel_(std::move(p2p), timeout) {}
+
+std::function<void()> CpuEngine::rescaler(const CpuCallArgs& args) const {
+  if (args.rescaled.empty() || !args.reduction.rescales()) return nullptr;
+  return [red = args.reduction, rescaled = args.rescaled.vec(), n = channel_.size()] {
+    for (const at::Tensor& t : rescaled) apply_scaling(red, t, n);
+  };
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::rescale_after(
+    const CpuCallArgs& args, const c10::intrusive_ptr<c10::ivalue::Future>& engine_future) const {
+  auto rescale = rescaler(args);
+  if (!rescale) return nullptr;
+  return engine_future->then(
+      [rescale = std::move(rescale), outputs = args.outputs.vec()](c10::ivalue::Future&) {
+        rescale();
+        return c10::IValue(outputs);
+      },
+      c10::ListType::create(c10::TensorType::get()));
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::run_schedule(const CpuCallArgs& args,
+                                                                const Action& action) {
+  // Schedules move data, not autograd history: they work on detached views (a bucket may
+  // require grad, e.g. DDP with create_graph). List forms run on a flat buffer of the message.
+  const int n = channel_.size();
+  at::Tensor in = args.in ? args.in->detach().view({-1}) : at::Tensor();
+  at::Tensor out = args.out ? args.out->detach().view({-1}) : at::Tensor();
+  if (!args.gather_into.empty()) out = at::empty({in.numel() * n}, in.options());
+  if (!args.scatter_from.empty()) in = at::empty({out.numel() * n}, out.options());
+  // The caller's storages the schedule touches: a later schedule on one of them waits for this
+  // one (schedule_worker.h).
+  ScheduleWorker::Storages storages;
+  for (const at::Tensor* t : {args.in, args.out}) {
+    if (t) storages.push_back(t->storage().unsafeGetStorageImpl());
+  }
+  for (c10::ArrayRef<at::Tensor> list : {args.gather_into, args.scatter_from}) {
+    for (const at::Tensor& t : list) storages.push_back(t.storage().unsafeGetStorageImpl());
+  }
+  auto future = tensor_list_future();
+  auto task = [this, future, action, in, out, op = args.op, root = args.root,
+               red = args.reduction, outputs = args.outputs.vec(),
+               gather_into = args.gather_into.vec(), scatter_from = args.scatter_from.vec(),
+               tag = next_tag_++]() mutable {
+    at::NoGradGuard no_grad;  // grad mode is per thread: this one only moves data
+    try {
+      for (size_t r = 0; r < scatter_from.size(); ++r) {
+        in.narrow(0, r * out.numel(), out.numel()).copy_(scatter_from[r].reshape({-1}));
+      }
+      ScheduleCall call{channel_, in, out, red.engine_op, root, action.channels, tag};
+      execute_schedule(*cpu_schedules()[action.algo], op, call);
+      for (size_t r = 0; r < gather_into.size(); ++r) {
+        gather_into[r].copy_(out.narrow(0, r * in.numel(), in.numel()).view_as(gather_into[r]));
+      }
+      const bool reduced_here = op != OpKind::kAllGather && op != OpKind::kBroadcast &&
+                                (op != OpKind::kReduce || channel_.rank() == root);
+      if (reduced_here) apply_scaling(red, out, channel_.size());
+    } catch (...) {
+      future->setError(std::current_exception());
+      return;
+    }
+    future->markCompleted(c10::IValue(outputs));
+  };
+  worker_.enqueue(std::move(storages), std::move(task));
+  return future;
+}
+
+}  // namespace dynamiccl

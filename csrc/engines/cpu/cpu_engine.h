@@ -1,0 +1,58 @@
+// The CPU engine: Gloo for the native algorithm, our schedules (schedule.h) for every other arm.
+// It also owns what only the CPU needs: AVG / PREMUL_SUM emulation (reduction.h) and the threads
+// that run our schedules asynchronously (schedule_worker.h).
+#pragma once
+
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+
+#include <chrono>
+#include <functional>
+
+#include "core/types.h"
+#include "engines/cpu/reduction.h"
+#include "engines/cpu/schedule.h"
+#include "engines/cpu/schedule_worker.h"
+
+namespace dynamiccl {
+
+// The caller's tensors of one call, as the CPU engine needs them (views valid during issue).
+struct CpuCallArgs {
+  OpKind op = OpKind::kAllReduce;
+  Reduction reduction;                      // AVG / PREMUL_SUM become SUM plus a rescale
+  c10::ArrayRef<at::Tensor> rescaled;       // what the rescale applies to on the native path
+  c10::ArrayRef<at::Tensor> outputs;        // the future's value
+  // Our schedules work on one flat buffer per side; null where the op has none.
+  const at::Tensor* in = nullptr;
+  const at::Tensor* out = nullptr;
+  int root = 0;
+  c10::ArrayRef<at::Tensor> gather_into;    // list-form all-gather: the pieces are copied here
+  c10::ArrayRef<at::Tensor> scatter_from;   // list-form reduce-scatter: concatenated first
+};
+
+class CpuEngine {
+ public:
+  // `p2p`: the engine our schedules exchange data on (not the one native calls run on).
+  CpuEngine(c10::intrusive_ptr<c10d::Backend> p2p, std::chrono::milliseconds timeout);
+
+  // The rescale step of a native call (null when nothing is rescaled), to run once it completed.
+  std::function<void()> rescaler(const CpuCallArgs& args) const;
+  // Attaches rescaler(args) to a native call's engine future: the returned future completes with
+  // `args.outputs` once they are rescaled. Null when nothing is rescaled.
+  c10::intrusive_ptr<c10::ivalue::Future> rescale_after(
+      const CpuCallArgs& args, const c10::intrusive_ptr<c10::ivalue::Future>& engine_future) const;
+  // Runs the call on the schedule of `action` on the engine's threads; the future completes with
+  // `args.outputs` (or the error).
+  c10::intrusive_ptr<c10::ivalue::Future> run_schedule(const CpuCallArgs& args,
+                                                       const Action& action);
+
+  void set_timeout(std::chrono::milliseconds t) { channel_.set_timeout(t); }
+  // Runs what is queued, then joins the threads.
+  void stop() { worker_.stop(); }
+
+ private:
+  P2PChannel channel_;
+  ScheduleWorker worker_;
+  uint32_t next_tag_ = 0;
+};
+
+}  // namespace dynamiccl

@@ -1,0 +1,133 @@
+// The backend's dispatch path and consensus bookkeeping, through null engines on one rank: what
+// is logged and counted per call, when consensus rounds apply, and that engine errors keep their
+// class.
+#include <gtest/gtest.h>
+
+#include "backend/consensus.h"
+#include "backend/null_engine.h"
+#include "backend/process_group_dynamiccl.h"
+
+namespace dynamiccl {
+namespace {
+
+using testing::NullEngine;
+
+struct Group {
+  c10::intrusive_ptr<NullEngine> gloo = c10::make_intrusive<NullEngine>();
+  c10::intrusive_ptr<NullEngine> control = c10::make_intrusive<NullEngine>();
+  c10::intrusive_ptr<ProcessGroupDynamicCCL> pg;
+
+  explicit Group(BackendConfig cfg) {
+    pg = c10::make_intrusive<ProcessGroupDynamicCCL>(
+        0, 1, ProcessGroupDynamicCCL::Engines{gloo, control, {}}, std::move(cfg),
+        std::chrono::seconds(10));
+  }
+  void allreduce(int64_t numel) {
+    std::vector<at::Tensor> t{at::ones({numel})};
+    pg->allreduce(t, c10d::AllreduceOptions())->wait();
+  }
+};
+
+BackendConfig config(Mode mode, int round_calls = 4) {
+  BackendConfig c;
+  c.mode = mode;
+  c.round_calls = round_calls;
+  return c;
+}
+
+TEST(Dispatch, OffPassesThroughWithoutDecisions) {
+  Group g(config(Mode::kOff));
+  for (int i = 0; i < 10; ++i) g.allreduce(4);
+  EXPECT_EQ(g.gloo->allreduces, 10);
+  EXPECT_EQ(g.control->allreduces, 0);  // no consensus rounds
+  EXPECT_EQ(g.pg->telemetry().decisions_logged(), 0u);
+  EXPECT_EQ(g.pg->learned_calls(), 0u);
+  const SummaryCell& cell = g.pg->telemetry().summary(EngineKind::kCpu, OpKind::kAllReduce, 4);
+  EXPECT_EQ(cell.calls.load(), 10u);
+  EXPECT_EQ(cell.timed.load(), 10u);  // completed works are timed at once
+}
+
+// Rounds close every K learned calls and apply one round later, at the same call index on every
+// rank: after n calls, floor(n / K) all-reduces have started and one fewer has been applied.
+TEST(Dispatch, ConsensusRoundsApplyOneRoundLater) {
+  Group g(config(Mode::kLearn, 4));
+  for (int n = 1; n <= 22; ++n) {
+    g.allreduce(256);
+    const uint64_t started = n / 4;
+    EXPECT_EQ(g.control->allreduces, static_cast<int>(started)) << "after call " << n;
+    EXPECT_EQ(g.pg->rounds_applied(), started > 0 ? started - 1 : 0) << "after call " << n;
+    EXPECT_EQ(g.pg->learner(EngineKind::kCpu)->epoch(), g.pg->rounds_applied());
+  }
+  EXPECT_EQ(g.pg->learned_calls(), 22u);
+  // Every learned call is in the decision log, in order.
+  const auto log = g.pg->telemetry().decision_log();
+  ASSERT_EQ(log.size(), 22u);
+  for (size_t i = 0; i < log.size(); ++i) EXPECT_EQ(log[i].seq, i);
+}
+
+// Applied costs reach the learner: with K = 4, 40 calls apply 9 rounds of 4 costs. (In warm-up
+// every call runs the engine default, which the null engine completes at once.)
+TEST(Dispatch, AppliedCostsReachTheLearner) {
+  BackendConfig cfg = config(Mode::kLearn, 4);
+  for (HeadConfig& h : cfg.learner.heads) h.warmup_calls = 1000;
+  Group g(cfg);
+  for (int i = 0; i < 40; ++i) g.allreduce(256);
+  uint64_t samples = 0;
+  for (const StateStats& st : g.pg->learner(EngineKind::kCpu)->stats()) {
+    for (const ArmStats& a : st.arms) samples += a.samples;
+  }
+  EXPECT_EQ(samples, 9u * 4u);
+}
+
+TEST(Dispatch, EngineErrorsKeepTheirClass) {
+  for (Mode mode : {Mode::kOff, Mode::kLearn}) {
+    Group g(config(mode));
+    g.gloo->fail = [] { C10_THROW_ERROR(DistNetworkError, "peer closed the connection"); };
+    try {
+      g.allreduce(4);
+      FAIL() << "no error";
+    } catch (const c10::DistNetworkError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("peer closed the connection"), std::string::npos) << what;
+      EXPECT_NE(what.find("dynamiccl: allreduce in the cpu engine"), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(Dispatch, UnknownForcedArmIsAValueErrorListingTheArms) {
+  BackendConfig cfg = config(Mode::kLearn);
+  cfg.force = {{"allreduce", "warp"}};
+  try {
+    Group g(cfg);
+    FAIL() << "no error";
+  } catch (const c10::ValueError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'warp'"), std::string::npos) << what;
+    EXPECT_NE(what.find("ring_s4"), std::string::npos) << what;
+  }
+  cfg.force = {{"allreduse", "ring"}};
+  EXPECT_THROW(Group{cfg}, c10::ValueError);
+}
+
+// A completion that arrives after its slot was reused by a later call is ignored: it never
+// passes for the later call's cost.
+TEST(Consensus, LateCompletionOfAReusedSlotIsIgnored) {
+  auto control = c10::make_intrusive<NullEngine>();
+  Consensus consensus(2, CostReduce::kMin, control);  // 2K = 4 slots
+  SummaryCell cell;
+  CallRecord call;
+  call.start_ns = 1000;
+  for (int i = 0; i < 5; ++i) {
+    consensus.begin_call(call, &cell);
+    consensus.end_call({nullptr, nullptr});
+  }
+  // Call 0's slot now belongs to call 4.
+  consensus.complete(0, 5000);
+  EXPECT_EQ(cell.timed.load(), 0u);
+  consensus.complete(4, 5000);
+  EXPECT_EQ(cell.timed.load(), 1u);
+  EXPECT_EQ(cell.sum_ns.load(), 4000u);
+}
+
+}  // namespace
+}  // namespace dynamiccl
