@@ -6,18 +6,43 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include "abi/tuner_v2.h"
+#include "abi/tuner_v3.h"
+#include "abi/tuner_v4.h"
+#include "abi/tuner_v5.h"
+#include "abi/tuner_v6.h"
 #include "decision_channel.h"
 #include "dynamiccl_nccl.h"
 #include "forcing.h"
-#include "plugin_abi.h"
+
+// The public API speaks NCCL's ids, so a published decision reaches NCCL unchanged.
+static_assert(DYNAMICCL_NCCL_COLL_BROADCAST == ncclFuncBroadcast &&
+                  DYNAMICCL_NCCL_COLL_REDUCE == ncclFuncReduce &&
+                  DYNAMICCL_NCCL_COLL_ALLGATHER == ncclFuncAllGather &&
+                  DYNAMICCL_NCCL_COLL_REDUCESCATTER == ncclFuncReduceScatter &&
+                  DYNAMICCL_NCCL_COLL_ALLREDUCE == ncclFuncAllReduce &&
+                  DYNAMICCL_NCCL_NUM_COLLS == NCCL_NUM_FUNCTIONS,
+              "collective ids");
+static_assert(DYNAMICCL_NCCL_ALGO_UNDEF == NCCL_ALGO_UNDEF &&
+                  DYNAMICCL_NCCL_ALGO_TREE == NCCL_ALGO_TREE &&
+                  DYNAMICCL_NCCL_ALGO_RING == NCCL_ALGO_RING &&
+                  DYNAMICCL_NCCL_ALGO_COLLNET_DIRECT == NCCL_ALGO_COLLNET_DIRECT &&
+                  DYNAMICCL_NCCL_ALGO_COLLNET_CHAIN == NCCL_ALGO_COLLNET_CHAIN &&
+                  DYNAMICCL_NCCL_ALGO_NVLS == NCCL_ALGO_NVLS &&
+                  DYNAMICCL_NCCL_ALGO_NVLS_TREE == NCCL_ALGO_NVLS_TREE &&
+                  DYNAMICCL_NCCL_ALGO_PAT == NCCL_ALGO_PAT &&
+                  DYNAMICCL_NCCL_NUM_ALGOS == NCCL_NUM_ALGORITHMS,
+              "algorithm ids");
+static_assert(DYNAMICCL_NCCL_PROTO_UNDEF == NCCL_PROTO_UNDEF &&
+                  DYNAMICCL_NCCL_PROTO_LL == NCCL_PROTO_LL &&
+                  DYNAMICCL_NCCL_PROTO_LL128 == NCCL_PROTO_LL128 &&
+                  DYNAMICCL_NCCL_PROTO_SIMPLE == NCCL_PROTO_SIMPLE &&
+                  DYNAMICCL_NCCL_NUM_PROTOS == NCCL_NUM_PROTOCOLS,
+              "protocol ids");
 
 namespace dynamiccl {
 namespace nccl_plugin {
 namespace {
-
-using nccl_abi::LogFn;
-using nccl_abi::Result;
-using nccl_abi::kSuccess;
 
 constexpr const char* kPluginName = "DynamICCL";
 
@@ -32,21 +57,20 @@ struct CommContext {
   bool env_restricted;
 };
 
-Result create_context(int abi_version, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
-                      LogFn log, void** context) {
+ncclResult_t create_context(int abi_version, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
+                            ncclDebugLogger_t log, void** context) {
   // Returning an error here would fail the communicator's creation: never do that.
-  if (context == nullptr) return kSuccess;
+  if (context == nullptr) return ncclSuccess;
   auto* ctx = static_cast<CommContext*>(std::calloc(1, sizeof(CommContext)));
   *context = ctx;
   note_comm_init(ctx != nullptr);
   if (ctx == nullptr) {
     // A NULL context means "not tuned" for this communicator; NCCL runs as usual.
     if (log != nullptr) {
-      log(nccl_abi::kLogInfo, nccl_abi::kLogSubsysInit | nccl_abi::kLogSubsysTuning,
-          "dynamiccl_nccl", __LINE__, "%s tuner: out of memory, communicator not tuned",
-          kPluginName);
+      log(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __func__, __LINE__,
+          "%s tuner: out of memory, communicator not tuned", kPluginName);
     }
-    return kSuccess;
+    return ncclSuccess;
   }
   ctx->comm_id = comm_id;
   ctx->n_ranks = n_ranks;
@@ -55,21 +79,12 @@ Result create_context(int abi_version, uint64_t comm_id, size_t n_ranks, size_t 
   ctx->env_restricted = abi_version == 2 && (std::getenv("NCCL_ALGO") != nullptr ||
                                               std::getenv("NCCL_PROTO") != nullptr);
   if (log != nullptr) {
-    log(nccl_abi::kLogInfo, nccl_abi::kLogSubsysInit | nccl_abi::kLogSubsysTuning,
-        "dynamiccl_nccl", __LINE__,
+    log(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __func__, __LINE__,
         "%s tuner: ABI v%d, comm 0x%llx, %zu ranks on %zu nodes%s", kPluginName, abi_version,
         static_cast<unsigned long long>(comm_id), n_ranks, n_nodes,
         ctx->env_restricted ? " (NCCL_ALGO/NCCL_PROTO set: algorithm/protocol not forced)" : "");
   }
-  return kSuccess;
-}
-
-Result destroy_context(void* context) {
-  if (context != nullptr) {
-    std::free(context);
-    note_comm_destroy();
-  }
-  return kSuccess;
+  return ncclSuccess;
 }
 
 // Shared first step of every getCollInfo: is there a published decision for this call?
@@ -93,46 +108,43 @@ ThreadSlot* matching_slot(void* context, int coll_type, size_t n_bytes, int num_
   return &slot;
 }
 
-// v3+: the decision goes through the cost table. NCCL 2.22+ asks once per collective
-// (aggregate), so a match consumes the decision.
-Result get_coll_info_table(void* context, int coll_type, size_t n_bytes, int num_pipe_ops,
-                           float** cost_table, int num_algo, int num_proto, int /*reg_buff*/,
-                           int* n_channels) {
-  ThreadSlot* slot = matching_slot(context, coll_type, n_bytes, num_pipe_ops);
-  if (slot == nullptr) return kSuccess;
-  const Decision& d = slot->decision;
-  const int cap = channel_cap(d.nchannels);
-  const bool wants_pair = d.algo >= 0 || d.proto >= 0;
-  // The table arrives as float** but is one contiguous float[num_algo][num_proto].
-  float* table = reinterpret_cast<float*>(cost_table);
-  const bool ok = (cap == 0 || n_channels != nullptr) &&
-                  (!wants_pair || force_in_cost_table(table, num_algo, num_proto, d.algo, d.proto));
-  if (ok && cap > 0) *n_channels = cap;
-  finish_match(*slot, ok ? DYNAMICCL_NCCL_APPLIED : DYNAMICCL_NCCL_UNAVAILABLE, true);
-  return kSuccess;
-}
+// ---- entry points, named after the ncclTuner_vN_t members they implement --------------
 
-Result get_coll_info_v3(void* context, int coll_type, size_t n_bytes, int num_pipe_ops,
-                        float** cost_table, int num_algo, int num_proto, int* n_channels) {
-  return get_coll_info_table(context, coll_type, n_bytes, num_pipe_ops, cost_table, num_algo,
-                             num_proto, 0, n_channels);
+ncclResult_t initV2(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void** context) {
+  return create_context(2, 0, nRanks, nNodes, logFunction, context);
+}
+ncclResult_t initV3(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void** context) {
+  return create_context(3, 0, nRanks, nNodes, logFunction, context);
+}
+ncclResult_t initV4(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void** context) {
+  return create_context(4, 0, nRanks, nNodes, logFunction, context);
+}
+// NCCL's model constants and NVLink-domain info are left as NCCL computed them.
+ncclResult_t initV5(void** context, uint64_t commId, size_t nRanks, size_t nNodes,
+                    ncclDebugLogger_t logFunction, ncclNvlDomainInfo_v5_t* /*nvlDomainInfo*/,
+                    ncclTunerConstants_v5_t* /*constants*/) {
+  return create_context(5, commId, nRanks, nNodes, logFunction, context);
+}
+ncclResult_t initV6(void** context, uint64_t commId, size_t nRanks, size_t nNodes,
+                    ncclDebugLogger_t logFunction, ncclNvlDomainInfo_v6_t* /*nvlDomainInfo*/,
+                    ncclTunerConstants_v6_t* /*constants*/) {
+  return create_context(6, commId, nRanks, nNodes, logFunction, context);
 }
 
 // v2 (NCCL 2.21): direct outputs. NCCL asks about a lone collective twice (the aggregate
 // for algorithm/protocol, then the task itself for channels), so the decision answers every
 // matching call until the next publish/clear and is counted once.
-Result get_coll_info_v2(void* context, int coll_type, size_t n_bytes, int collnet_support,
-                        int nvls_support, int num_pipe_ops, int* algorithm, int* protocol,
-                        int* n_channels) {
-  ThreadSlot* slot = matching_slot(context, coll_type, n_bytes, num_pipe_ops);
-  if (slot == nullptr) return kSuccess;
+ncclResult_t getCollInfoV2(void* context, ncclFunc_t collType, size_t nBytes, int collNetSupport,
+                           int nvlsSupport, int numPipeOps, int* algorithm, int* protocol,
+                           int* nChannels) {
+  ThreadSlot* slot = matching_slot(context, collType, nBytes, numPipeOps);
+  if (slot == nullptr) return ncclSuccess;
   const auto* ctx = static_cast<const CommContext*>(context);
   const Decision& d = slot->decision;
   const int cap = channel_cap(d.nchannels);
   const bool wants_pair = d.algo >= 0 || d.proto >= 0;
-  const V2Facts facts{coll_type, collnet_support, nvls_support, ctx->n_nodes,
-                      ctx->env_restricted};
-  const bool ok = (cap == 0 || n_channels != nullptr) &&
+  const V2Facts facts{collType, collNetSupport, nvlsSupport, ctx->n_nodes, ctx->env_restricted};
+  const bool ok = (cap == 0 || nChannels != nullptr) &&
                   (!wants_pair || (algorithm != nullptr && protocol != nullptr &&
                                    v2_pair_allowed(facts, d.algo, d.proto)));
   if (ok) {
@@ -140,29 +152,44 @@ Result get_coll_info_v2(void* context, int coll_type, size_t n_bytes, int collne
       *algorithm = d.algo;
       *protocol = d.proto;
     }
-    if (cap > 0) *n_channels = cap;
+    if (cap > 0) *nChannels = cap;
   }
   finish_match(*slot, ok ? DYNAMICCL_NCCL_APPLIED : DYNAMICCL_NCCL_UNAVAILABLE, false);
-  return kSuccess;
+  return ncclSuccess;
 }
 
-Result init_v2(size_t n_ranks, size_t n_nodes, LogFn log, void** context) {
-  return create_context(2, 0, n_ranks, n_nodes, log, context);
+// v4..v6; v3 forwards here. The decision goes through the cost table. NCCL 2.22+ asks once
+// per collective (aggregate), so a match consumes the decision.
+ncclResult_t getCollInfo(void* context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+                         float** collCostTable, int numAlgo, int numProto, int /*regBuff*/,
+                         int* nChannels) {
+  ThreadSlot* slot = matching_slot(context, collType, nBytes, numPipeOps);
+  if (slot == nullptr) return ncclSuccess;
+  const Decision& d = slot->decision;
+  const int cap = channel_cap(d.nchannels);
+  const bool wants_pair = d.algo >= 0 || d.proto >= 0;
+  // The table arrives as float** but is one contiguous float[numAlgo][numProto].
+  float* table = reinterpret_cast<float*>(collCostTable);
+  const bool ok = (cap == 0 || nChannels != nullptr) &&
+                  (!wants_pair || force_in_cost_table(table, numAlgo, numProto, d.algo, d.proto));
+  if (ok && cap > 0) *nChannels = cap;
+  finish_match(*slot, ok ? DYNAMICCL_NCCL_APPLIED : DYNAMICCL_NCCL_UNAVAILABLE, true);
+  return ncclSuccess;
 }
-Result init_v3(size_t n_ranks, size_t n_nodes, LogFn log, void** context) {
-  return create_context(3, 0, n_ranks, n_nodes, log, context);
+
+ncclResult_t getCollInfoV3(void* context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+                           float** collCostTable, int numAlgo, int numProto, int* nChannels) {
+  return getCollInfo(context, collType, nBytes, numPipeOps, collCostTable, numAlgo, numProto, 0,
+                     nChannels);
 }
-Result init_v4(size_t n_ranks, size_t n_nodes, LogFn log, void** context) {
-  return create_context(4, 0, n_ranks, n_nodes, log, context);
-}
-// NCCL's model constants and NVLink-domain info are left as NCCL computed them.
-Result init_v5(void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes, LogFn log,
-               void* /*nvl_domain_info*/, void* /*constants*/) {
-  return create_context(5, comm_id, n_ranks, n_nodes, log, context);
-}
-Result init_v6(void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes, LogFn log,
-               void* /*nvl_domain_info*/, void* /*constants*/) {
-  return create_context(6, comm_id, n_ranks, n_nodes, log, context);
+
+// destroy (v2..v4) and finalize (v5, v6).
+ncclResult_t finalize(void* context) {
+  if (context != nullptr) {
+    std::free(context);
+    note_comm_destroy();
+  }
+  return ncclSuccess;
 }
 
 }  // namespace
@@ -171,20 +198,19 @@ Result init_v6(void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
 
 // NCCL looks these up by name with dlsym, newest ABI first, and never writes to them.
 namespace np = dynamiccl::nccl_plugin;
-namespace abi = dynamiccl::nccl_abi;
 
-extern "C" DYNAMICCL_NCCL_EXPORT const abi::TunerV2 ncclTunerPlugin_v2 = {
-    np::kPluginName, np::init_v2, np::get_coll_info_v2, np::destroy_context};
+extern "C" DYNAMICCL_NCCL_EXPORT const ncclTuner_v2_t ncclTunerPlugin_v2 = {
+    np::kPluginName, np::initV2, np::getCollInfoV2, np::finalize};
 
-extern "C" DYNAMICCL_NCCL_EXPORT const abi::TunerV3 ncclTunerPlugin_v3 = {
-    np::kPluginName, np::init_v3, np::get_coll_info_v3, np::destroy_context};
+extern "C" DYNAMICCL_NCCL_EXPORT const ncclTuner_v3_t ncclTunerPlugin_v3 = {
+    np::kPluginName, np::initV3, np::getCollInfoV3, np::finalize};
 
-extern "C" DYNAMICCL_NCCL_EXPORT const abi::TunerV4 ncclTunerPlugin_v4 = {
-    np::kPluginName, np::init_v4, np::get_coll_info_table, np::destroy_context};
+extern "C" DYNAMICCL_NCCL_EXPORT const ncclTuner_v4_t ncclTunerPlugin_v4 = {
+    np::kPluginName, np::initV4, np::getCollInfo, np::finalize};
 
-extern "C" DYNAMICCL_NCCL_EXPORT const abi::TunerV5 ncclTunerPlugin_v5 = {
-    np::kPluginName, np::init_v5, np::get_coll_info_table, np::destroy_context};
+extern "C" DYNAMICCL_NCCL_EXPORT const ncclTuner_v5_t ncclTunerPlugin_v5 = {
+    np::kPluginName, np::initV5, np::getCollInfo, np::finalize};
 
 // getChunkSize stays NULL: NCCL keeps its own chunk size.
-extern "C" DYNAMICCL_NCCL_EXPORT const abi::TunerV6 ncclTunerPlugin_v6 = {
-    np::kPluginName, np::init_v6, np::get_coll_info_table, np::destroy_context, nullptr};
+extern "C" DYNAMICCL_NCCL_EXPORT const ncclTuner_v6_t ncclTunerPlugin_v6 = {
+    np::kPluginName, np::initV6, np::getCollInfo, np::finalize, nullptr};
