@@ -5,12 +5,12 @@
 // NULL), so they encode the record id instead of pointing at memory: no allocation on the
 // event path, and a late event for a record that was overwritten is recognised and dropped.
 #include <atomic>
-#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 
 #include "abi/profiler_v5.h"
 #include "dynamiccl_nccl.h"
+#include "nccl_names.h"
 #include "profiler_ring.h"
 
 namespace dynamiccl {
@@ -38,39 +38,6 @@ uint64_t handle_id(const void* handle, HandleKind kind) {
   if ((v & 1u) == 0 || ((v >> 1) & 1u) != kind) return 0;
   return static_cast<uint64_t>(v >> 10);
 }
-
-// NCCL names algorithms/protocols/functions in text ("RING", "NVLS_TREE", "Simple"...),
-// spelled differently across versions: compare ignoring case and underscores.
-bool same_name(const char* nccl, const char* ours) {
-  if (nccl == nullptr) return false;
-  while (true) {
-    while (*nccl == '_') ++nccl;
-    if (std::tolower(static_cast<unsigned char>(*nccl)) !=
-        std::tolower(static_cast<unsigned char>(*ours))) {
-      return false;
-    }
-    if (*ours == '\0') return true;
-    ++nccl;
-    ++ours;
-  }
-}
-
-int index_of(const char* name, const char* const* names, int count) {
-  for (int i = 0; i < count; ++i) {
-    if (same_name(name, names[i])) return i;
-  }
-  return -1;
-}
-
-// Indexed by the DYNAMICCL_NCCL_COLL_*, _ALGO_* and _PROTO_* values.
-const char* const kCollNames[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter",
-                                  "AllReduce"};
-const char* const kAlgoNames[] = {"Tree", "Ring", "CollNetDirect", "CollNetChain",
-                                  "NVLS", "NVLSTree", "PAT"};
-const char* const kProtoNames[] = {"LL", "LL128", "Simple"};
-static_assert(sizeof(kCollNames) / sizeof(*kCollNames) == DYNAMICCL_NCCL_NUM_COLLS, "colls");
-static_assert(sizeof(kAlgoNames) / sizeof(*kAlgoNames) == DYNAMICCL_NCCL_NUM_ALGOS, "algos");
-static_assert(sizeof(kProtoNames) / sizeof(*kProtoNames) == DYNAMICCL_NCCL_NUM_PROTOS, "protos");
 
 // ---- entry points, named after the ncclProfiler_v5_t members they implement -----------
 
@@ -103,9 +70,9 @@ ncclResult_t startEvent(void* context, void** eHandle, ncclProfilerEventDescr_v5
     launch.comm_id = static_cast<const ProfilerContext*>(context)->comm_id;
     launch.seq_number = eDescr->coll.seqNumber;
     launch.count = eDescr->coll.count;
-    launch.coll_type = index_of(eDescr->coll.func, kCollNames, DYNAMICCL_NCCL_NUM_COLLS);
-    launch.algo = index_of(eDescr->coll.algo, kAlgoNames, DYNAMICCL_NCCL_NUM_ALGOS);
-    launch.proto = index_of(eDescr->coll.proto, kProtoNames, DYNAMICCL_NCCL_NUM_PROTOS);
+    launch.coll_type = coll_id(eDescr->coll.func);
+    launch.algo = algo_id(eDescr->coll.algo);
+    launch.proto = proto_id(eDescr->coll.proto);
     launch.nchannels = eDescr->coll.nChannels;
     launch.nwarps = eDescr->coll.nWarps;
     launch.rank = eDescr->rank;

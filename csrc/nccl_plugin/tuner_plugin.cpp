@@ -15,31 +15,6 @@
 #include "dynamiccl_nccl.h"
 #include "forcing.h"
 
-// The public API speaks NCCL's ids, so a published decision reaches NCCL unchanged.
-static_assert(DYNAMICCL_NCCL_COLL_BROADCAST == ncclFuncBroadcast &&
-                  DYNAMICCL_NCCL_COLL_REDUCE == ncclFuncReduce &&
-                  DYNAMICCL_NCCL_COLL_ALLGATHER == ncclFuncAllGather &&
-                  DYNAMICCL_NCCL_COLL_REDUCESCATTER == ncclFuncReduceScatter &&
-                  DYNAMICCL_NCCL_COLL_ALLREDUCE == ncclFuncAllReduce &&
-                  DYNAMICCL_NCCL_NUM_COLLS == NCCL_NUM_FUNCTIONS,
-              "collective ids");
-static_assert(DYNAMICCL_NCCL_ALGO_UNDEF == NCCL_ALGO_UNDEF &&
-                  DYNAMICCL_NCCL_ALGO_TREE == NCCL_ALGO_TREE &&
-                  DYNAMICCL_NCCL_ALGO_RING == NCCL_ALGO_RING &&
-                  DYNAMICCL_NCCL_ALGO_COLLNET_DIRECT == NCCL_ALGO_COLLNET_DIRECT &&
-                  DYNAMICCL_NCCL_ALGO_COLLNET_CHAIN == NCCL_ALGO_COLLNET_CHAIN &&
-                  DYNAMICCL_NCCL_ALGO_NVLS == NCCL_ALGO_NVLS &&
-                  DYNAMICCL_NCCL_ALGO_NVLS_TREE == NCCL_ALGO_NVLS_TREE &&
-                  DYNAMICCL_NCCL_ALGO_PAT == NCCL_ALGO_PAT &&
-                  DYNAMICCL_NCCL_NUM_ALGOS == NCCL_NUM_ALGORITHMS,
-              "algorithm ids");
-static_assert(DYNAMICCL_NCCL_PROTO_UNDEF == NCCL_PROTO_UNDEF &&
-                  DYNAMICCL_NCCL_PROTO_LL == NCCL_PROTO_LL &&
-                  DYNAMICCL_NCCL_PROTO_LL128 == NCCL_PROTO_LL128 &&
-                  DYNAMICCL_NCCL_PROTO_SIMPLE == NCCL_PROTO_SIMPLE &&
-                  DYNAMICCL_NCCL_NUM_PROTOS == NCCL_NUM_PROTOCOLS,
-              "protocol ids");
-
 namespace dynamiccl {
 namespace nccl_plugin {
 namespace {
