@@ -5,6 +5,8 @@
 // error from getCollInfo fails the user's collective (NCCL propagates it).
 #include <cstdint>
 #include <cstdlib>
+#include <new>
+#include <type_traits>
 
 #include "abi/tuner_v2.h"
 #include "abi/tuner_v3.h"
@@ -14,6 +16,7 @@
 #include "decision_channel.h"
 #include "dynamiccl_nccl.h"
 #include "forcing.h"
+#include "tuning_log.h"
 
 namespace dynamiccl {
 namespace nccl_plugin {
@@ -23,64 +26,74 @@ constexpr const char* kPluginName = "DynamICCL";
 
 // One per communicator, created by init and freed by destroy/finalize.
 struct CommContext {
-  uint64_t comm_id;  // NCCL's commHash (v5+), 0 before
-  size_t n_ranks;
+  TuningLog log;
   size_t n_nodes;
-  int abi_version;
   // v2 only: NCCL_ALGO/NCCL_PROTO restrict NCCL's choices in ways v2 cannot see, so v2
   // does not force pairs at all when they are set (v3+ sees them as -1 table entries).
   bool env_restricted;
 };
+static_assert(std::is_trivially_destructible<CommContext>::value, "finalize only frees it");
 
 ncclResult_t create_context(int abi_version, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
-                            ncclDebugLogger_t log, void** context) {
+                            ncclDebugLogger_t logger, void** context) {
   // Returning an error here would fail the communicator's creation: never do that.
   if (context == nullptr) return ncclSuccess;
-  auto* ctx = static_cast<CommContext*>(std::calloc(1, sizeof(CommContext)));
-  *context = ctx;
-  note_comm_init(ctx != nullptr);
-  if (ctx == nullptr) {
+  void* memory = std::malloc(sizeof(CommContext));
+  note_comm_init(memory != nullptr);
+  if (memory == nullptr) {
     // A NULL context means "not tuned" for this communicator; NCCL runs as usual.
-    if (log != nullptr) {
-      log(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __func__, __LINE__,
-          "%s tuner: out of memory, communicator not tuned", kPluginName);
+    *context = nullptr;
+    if (logger != nullptr) {
+      logger(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __func__, __LINE__,
+             "%s tuner: out of memory, communicator not tuned", kPluginName);
     }
     return ncclSuccess;
   }
-  ctx->comm_id = comm_id;
-  ctx->n_ranks = n_ranks;
+  auto* ctx = new (memory) CommContext{};
+  *context = ctx;
+  ctx->log.logger = logger;
+  ctx->log.comm_id = comm_id;
   ctx->n_nodes = n_nodes;
-  ctx->abi_version = abi_version;
   ctx->env_restricted = abi_version == 2 && (std::getenv("NCCL_ALGO") != nullptr ||
                                               std::getenv("NCCL_PROTO") != nullptr);
-  if (log != nullptr) {
-    log(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __func__, __LINE__,
-        "%s tuner: ABI v%d, comm 0x%llx, %zu ranks on %zu nodes%s", kPluginName, abi_version,
-        static_cast<unsigned long long>(comm_id), n_ranks, n_nodes,
-        ctx->env_restricted ? " (NCCL_ALGO/NCCL_PROTO set: algorithm/protocol not forced)" : "");
+  if (logger != nullptr) {
+    logger(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __func__, __LINE__,
+           "%s tuner: ABI v%d, comm 0x%llx, %zu ranks on %zu nodes%s", kPluginName, abi_version,
+           static_cast<unsigned long long>(comm_id), n_ranks, n_nodes,
+           ctx->env_restricted ? " (NCCL_ALGO/NCCL_PROTO set: algorithm/protocol not forced)" : "");
   }
   return ncclSuccess;
 }
 
-// Shared first step of every getCollInfo: is there a published decision for this call?
-// Returns the slot to act on, or nullptr when the call was already settled.
-ThreadSlot* matching_slot(void* context, int coll_type, size_t n_bytes, int num_pipe_ops) {
+// First step of every getCollInfo: the calling thread's slot when its published decision
+// is for this call; otherwise the call is settled here (NCCL decides) and nullptr returned.
+ThreadSlot* matching_slot(CommContext* ctx, const CollCall& call) {
   ThreadSlot& slot = this_thread_slot();
-  if (context == nullptr) {  // communicator left untuned by init
+  if (ctx == nullptr) {  // communicator left untuned by init
     finish_without_decision(slot);
     return nullptr;
   }
-  switch (match_call(slot, coll_type, n_bytes, num_pipe_ops)) {
+  switch (match_call(slot, call)) {
     case Verdict::kNoDecision:
       finish_without_decision(slot);
+      log_call(ctx->log, call, DYNAMICCL_NCCL_ABSTAINED, nullptr);
       return nullptr;
     case Verdict::kMismatch:
       finish_mismatch(slot);
+      log_call(ctx->log, call, DYNAMICCL_NCCL_MISMATCHED, &slot.decision);
       return nullptr;
     case Verdict::kMatch:
       break;
   }
   return &slot;
+}
+
+// Last step of a matching call. `consume`: one decision per collective (see finish_match).
+void settle_match(CommContext& ctx, ThreadSlot& slot, const CollCall& call, bool honoured,
+                  bool consume) {
+  const int outcome = honoured ? DYNAMICCL_NCCL_APPLIED : DYNAMICCL_NCCL_UNAVAILABLE;
+  finish_match(slot, outcome, consume);
+  log_call(ctx.log, call, outcome, &slot.decision);
 }
 
 // ---- entry points, named after the ncclTuner_vN_t members they implement --------------
@@ -112,9 +125,10 @@ ncclResult_t initV6(void** context, uint64_t commId, size_t nRanks, size_t nNode
 ncclResult_t getCollInfoV2(void* context, ncclFunc_t collType, size_t nBytes, int collNetSupport,
                            int nvlsSupport, int numPipeOps, int* algorithm, int* protocol,
                            int* nChannels) {
-  ThreadSlot* slot = matching_slot(context, collType, nBytes, numPipeOps);
+  auto* ctx = static_cast<CommContext*>(context);
+  const CollCall call{collType, nBytes, numPipeOps};
+  ThreadSlot* slot = matching_slot(ctx, call);
   if (slot == nullptr) return ncclSuccess;
-  const auto* ctx = static_cast<const CommContext*>(context);
   const Decision& d = slot->decision;
   const int cap = channel_cap(d.nchannels);
   const bool wants_pair = d.algo >= 0 || d.proto >= 0;
@@ -129,7 +143,7 @@ ncclResult_t getCollInfoV2(void* context, ncclFunc_t collType, size_t nBytes, in
     }
     if (cap > 0) *nChannels = cap;
   }
-  finish_match(*slot, ok ? DYNAMICCL_NCCL_APPLIED : DYNAMICCL_NCCL_UNAVAILABLE, false);
+  settle_match(*ctx, *slot, call, ok, /*consume=*/false);
   return ncclSuccess;
 }
 
@@ -138,7 +152,9 @@ ncclResult_t getCollInfoV2(void* context, ncclFunc_t collType, size_t nBytes, in
 ncclResult_t getCollInfo(void* context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
                          float** collCostTable, int numAlgo, int numProto, int /*regBuff*/,
                          int* nChannels) {
-  ThreadSlot* slot = matching_slot(context, collType, nBytes, numPipeOps);
+  auto* ctx = static_cast<CommContext*>(context);
+  const CollCall call{collType, nBytes, numPipeOps};
+  ThreadSlot* slot = matching_slot(ctx, call);
   if (slot == nullptr) return ncclSuccess;
   const Decision& d = slot->decision;
   const int cap = channel_cap(d.nchannels);
@@ -148,7 +164,7 @@ ncclResult_t getCollInfo(void* context, ncclFunc_t collType, size_t nBytes, int 
   const bool ok = (cap == 0 || nChannels != nullptr) &&
                   (!wants_pair || force_in_cost_table(table, numAlgo, numProto, d.algo, d.proto));
   if (ok && cap > 0) *nChannels = cap;
-  finish_match(*slot, ok ? DYNAMICCL_NCCL_APPLIED : DYNAMICCL_NCCL_UNAVAILABLE, true);
+  settle_match(*ctx, *slot, call, ok, /*consume=*/true);
   return ncclSuccess;
 }
 
