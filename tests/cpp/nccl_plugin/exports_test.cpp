@@ -77,8 +77,8 @@ TEST_F(PluginExportsTest, PublicApiResolvesThroughDlsym) {
   }
 }
 
-// Loading the same path again (what the backend does to reach NCCL's copy) yields the
-// same object, so both sides share one decision channel.
+// NCCL opens the plugin by the path of the copy the backend already has loaded: the loader
+// returns that same object, so both sides share one decision channel.
 TEST_F(PluginExportsTest, SecondDlopenOfTheSamePathSharesState) {
   void* again = dlopen(DYNAMICCL_NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(again, nullptr) << dlerror();
