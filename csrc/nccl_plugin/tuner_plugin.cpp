@@ -65,35 +65,35 @@ ncclResult_t create_context(int abi_version, uint64_t comm_id, size_t n_ranks, s
   return ncclSuccess;
 }
 
-// First step of every getCollInfo: the calling thread's slot when its published decision
-// is for this call; otherwise the call is settled here (NCCL decides) and nullptr returned.
-ThreadSlot* matching_slot(CommContext* ctx, const CollCall& call) {
+// Runs one getCollInfo. A call that the thread's published decision is for goes to
+// `express(decision)`, which writes the decision into NCCL's outputs and returns true, or
+// returns false having written nothing when NCCL cannot take it; any other call leaves
+// NCCL to decide. The outcome is recorded on the thread and in NCCL's log. `consume`: one
+// decision per collective (see finish_match).
+template <class Express>
+void decide(CommContext* ctx, const CollCall& call, bool consume, Express express) {
   ThreadSlot& slot = this_thread_slot();
   if (ctx == nullptr) {  // communicator left untuned by init
     finish_without_decision(slot);
-    return nullptr;
+    return;
   }
   switch (match_call(slot, call)) {
     case Verdict::kNoDecision:
       finish_without_decision(slot);
       log_call(ctx->log, call, DYNAMICCL_NCCL_ABSTAINED, nullptr);
-      return nullptr;
+      return;
     case Verdict::kMismatch:
       finish_mismatch(slot);
       log_call(ctx->log, call, DYNAMICCL_NCCL_MISMATCHED, &slot.decision);
-      return nullptr;
-    case Verdict::kMatch:
-      break;
+      return;
+    case Verdict::kMatch: {
+      const bool honoured = express(slot.decision);
+      const int outcome = honoured ? DYNAMICCL_NCCL_APPLIED : DYNAMICCL_NCCL_UNAVAILABLE;
+      finish_match(slot, outcome, consume);
+      log_call(ctx->log, call, outcome, &slot.decision);
+      return;
+    }
   }
-  return &slot;
-}
-
-// Last step of a matching call. `consume`: one decision per collective (see finish_match).
-void settle_match(CommContext& ctx, ThreadSlot& slot, const CollCall& call, bool honoured,
-                  bool consume) {
-  const int outcome = honoured ? DYNAMICCL_NCCL_APPLIED : DYNAMICCL_NCCL_UNAVAILABLE;
-  finish_match(slot, outcome, consume);
-  log_call(ctx.log, call, outcome, &slot.decision);
 }
 
 // ---- entry points, named after the ncclTuner_vN_t members they implement --------------
@@ -126,24 +126,21 @@ ncclResult_t getCollInfoV2(void* context, ncclFunc_t collType, size_t nBytes, in
                            int nvlsSupport, int numPipeOps, int* algorithm, int* protocol,
                            int* nChannels) {
   auto* ctx = static_cast<CommContext*>(context);
-  const CollCall call{collType, nBytes, numPipeOps};
-  ThreadSlot* slot = matching_slot(ctx, call);
-  if (slot == nullptr) return ncclSuccess;
-  const Decision& d = slot->decision;
-  const int cap = channel_cap(d.nchannels);
-  const bool wants_pair = d.algo >= 0 || d.proto >= 0;
-  const V2Facts facts{collType, collNetSupport, nvlsSupport, ctx->n_nodes, ctx->env_restricted};
-  const bool ok = (cap == 0 || nChannels != nullptr) &&
-                  (!wants_pair || (algorithm != nullptr && protocol != nullptr &&
-                                   v2_pair_allowed(facts, d.algo, d.proto)));
-  if (ok) {
+  decide(ctx, {collType, nBytes, numPipeOps}, /*consume=*/false, [&](const Decision& d) {
+    const int cap = channel_cap(d.nchannels);
+    const bool wants_pair = d.algo >= 0 || d.proto >= 0;
+    if (cap > 0 && nChannels == nullptr) return false;
     if (wants_pair) {
+      const V2Facts facts{collType, collNetSupport, nvlsSupport, ctx->n_nodes, ctx->env_restricted};
+      if (algorithm == nullptr || protocol == nullptr || !v2_pair_allowed(facts, d.algo, d.proto)) {
+        return false;
+      }
       *algorithm = d.algo;
       *protocol = d.proto;
     }
     if (cap > 0) *nChannels = cap;
-  }
-  settle_match(*ctx, *slot, call, ok, /*consume=*/false);
+    return true;
+  });
   return ncclSuccess;
 }
 
@@ -153,18 +150,18 @@ ncclResult_t getCollInfo(void* context, ncclFunc_t collType, size_t nBytes, int 
                          float** collCostTable, int numAlgo, int numProto, int /*regBuff*/,
                          int* nChannels) {
   auto* ctx = static_cast<CommContext*>(context);
-  const CollCall call{collType, nBytes, numPipeOps};
-  ThreadSlot* slot = matching_slot(ctx, call);
-  if (slot == nullptr) return ncclSuccess;
-  const Decision& d = slot->decision;
-  const int cap = channel_cap(d.nchannels);
-  const bool wants_pair = d.algo >= 0 || d.proto >= 0;
-  // The table arrives as float** but is one contiguous float[numAlgo][numProto].
-  float* table = reinterpret_cast<float*>(collCostTable);
-  const bool ok = (cap == 0 || nChannels != nullptr) &&
-                  (!wants_pair || force_in_cost_table(table, numAlgo, numProto, d.algo, d.proto));
-  if (ok && cap > 0) *nChannels = cap;
-  settle_match(*ctx, *slot, call, ok, /*consume=*/true);
+  decide(ctx, {collType, nBytes, numPipeOps}, /*consume=*/true, [&](const Decision& d) {
+    const int cap = channel_cap(d.nchannels);
+    const bool wants_pair = d.algo >= 0 || d.proto >= 0;
+    if (cap > 0 && nChannels == nullptr) return false;
+    // The table arrives as float** but is one contiguous float[numAlgo][numProto].
+    float* table = reinterpret_cast<float*>(collCostTable);
+    if (wants_pair && !force_in_cost_table(table, numAlgo, numProto, d.algo, d.proto)) {
+      return false;
+    }
+    if (cap > 0) *nChannels = cap;
+    return true;
+  });
   return ncclSuccess;
 }
 

@@ -66,9 +66,17 @@ class PluginTunerLogTest : public PluginTest {
   void* ctx_ = nullptr;
 };
 
-constexpr TableAbi PluginTunerLogTest::kV5;
+// What one call logs: a single line under NCCL_TUNING.
+void expect_one_line(const std::vector<LogLine>& lines, ncclDebugLogLevel level,
+                     const std::string& text) {
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].level, level);
+  EXPECT_EQ(lines[0].flags, static_cast<unsigned long>(NCCL_TUNING));
+  EXPECT_EQ(lines[0].text, text);
+}
 
-const char kFirstSuffix[] = "; first on this communicator, the next ones at TRACE level";
+const std::string kCall = "DynamICCL tuner: comm 0x5eed AllReduce 1048576 bytes numPipeOps 1 -> ";
+const std::string kFirst = "; first on this communicator, the next ones at TRACE level";
 
 TEST_F(PluginTunerLogTest, InitAnnouncesTheCommunicatorUnderInitAndTuning) {
   void* ctx = kV5.init(16, 2, 0xabc, capture);
@@ -86,52 +94,34 @@ TEST_F(PluginTunerLogTest, AppliedAbstainedAndUnavailableCallsAreEachLogged) {
                    DYNAMICCL_NCCL_PROTO_SIMPLE, 8);
   auto lines = call(t);
   ASSERT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_APPLIED);
-  ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0].level, NCCL_LOG_INFO);
-  EXPECT_EQ(lines[0].flags, static_cast<unsigned long>(NCCL_TUNING));
-  EXPECT_EQ(lines[0].text,
-            std::string("DynamICCL tuner: comm 0x5eed AllReduce 1048576 bytes numPipeOps 1 -> "
-                        "applied (algo Ring, proto Simple, channels 8)") +
-                kFirstSuffix);
+  expect_one_line(lines, NCCL_LOG_INFO,
+                  kCall + "applied (algo Ring, proto Simple, channels 8)" + kFirst);
 
   lines = call(t);
   ASSERT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_ABSTAINED);
-  ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0].level, NCCL_LOG_INFO);
-  EXPECT_EQ(lines[0].flags, static_cast<unsigned long>(NCCL_TUNING));
-  EXPECT_EQ(lines[0].text,
-            std::string("DynamICCL tuner: comm 0x5eed AllReduce 1048576 bytes numPipeOps 1 -> "
-                        "abstained (nothing published on this thread)") +
-                kFirstSuffix);
+  expect_one_line(lines, NCCL_LOG_INFO,
+                  kCall + "abstained (nothing published on this thread)" + kFirst);
 
   t.mark_unavailable(DYNAMICCL_NCCL_ALGO_NVLS, DYNAMICCL_NCCL_PROTO_SIMPLE);
   plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kMiB, DYNAMICCL_NCCL_ALGO_NVLS,
                    DYNAMICCL_NCCL_PROTO_SIMPLE, -1);
   lines = call(t);
   ASSERT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_UNAVAILABLE);
-  ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0].level, NCCL_LOG_INFO);
-  EXPECT_EQ(lines[0].flags, static_cast<unsigned long>(NCCL_TUNING));
-  EXPECT_EQ(lines[0].text,
-            std::string("DynamICCL tuner: comm 0x5eed AllReduce 1048576 bytes numPipeOps 1 -> "
-                        "unavailable (algo NVLS, proto Simple, channels any: not offered for "
-                        "this call, NCCL decides)") +
-                kFirstSuffix);
+  expect_one_line(lines, NCCL_LOG_INFO,
+                  kCall +
+                      "unavailable (algo NVLS, proto Simple, channels any: not offered for this "
+                      "call, NCCL decides)" +
+                      kFirst);
 }
 
 TEST_F(PluginTunerLogTest, LaterCallsOfTheSameOutcomeAreLoggedAtTrace) {
   CostTable t(7);
   for (int i = 0; i < 3; ++i) {
     plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kMiB, -1, DYNAMICCL_NCCL_PROTO_LL, -1);
-    const auto lines = call(t);
-    ASSERT_EQ(lines.size(), 1u);
-    EXPECT_EQ(lines[0].level, i == 0 ? NCCL_LOG_INFO : NCCL_LOG_TRACE) << "call " << i;
-    EXPECT_EQ(lines[0].flags, static_cast<unsigned long>(NCCL_TUNING));
-    if (i > 0) {
-      EXPECT_EQ(lines[0].text,
-                "DynamICCL tuner: comm 0x5eed AllReduce 1048576 bytes numPipeOps 1 -> applied "
-                "(algo any, proto LL, channels any)");
-    }
+    const std::string text = kCall + "applied (algo any, proto LL, channels any)";
+    SCOPED_TRACE(i);
+    expect_one_line(call(t), i == 0 ? NCCL_LOG_INFO : NCCL_LOG_TRACE,
+                    i == 0 ? text + kFirst : text);
   }
 }
 
@@ -141,13 +131,10 @@ TEST_F(PluginTunerLogTest, MismatchNamesThePublishedCall) {
                    DYNAMICCL_NCCL_PROTO_LL, 2);
   const auto lines = call(t, 2 * kMiB);
   ASSERT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_MISMATCHED);
-  ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0].level, NCCL_LOG_INFO);
-  EXPECT_EQ(lines[0].text,
-            std::string("DynamICCL tuner: comm 0x5eed AllReduce 2097152 bytes numPipeOps 1 -> "
-                        "mismatched (the decision is for AllReduce 1048576 bytes alone and "
-                        "stays; NCCL decides)") +
-                kFirstSuffix);
+  expect_one_line(lines, NCCL_LOG_INFO,
+                  "DynamICCL tuner: comm 0x5eed AllReduce 2097152 bytes numPipeOps 1 -> mismatched "
+                  "(the decision is for AllReduce 1048576 bytes alone and stays; NCCL decides)" +
+                      kFirst);
 }
 
 TEST_F(PluginTunerLogTest, EachCommunicatorReportsItsFirstOutcomesAtInfo) {
