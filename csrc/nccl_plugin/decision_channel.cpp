@@ -28,10 +28,10 @@ void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_ord
 
 ThreadSlot& this_thread_slot() { return t_slot; }
 
-Verdict match_call(const ThreadSlot& slot, int coll_type, size_t nbytes, int num_pipe_ops) {
+Verdict match_call(const ThreadSlot& slot, const CollCall& call) {
   if (!slot.armed) return Verdict::kNoDecision;
-  if (num_pipe_ops > 1) return Verdict::kMismatch;
-  if (slot.decision.coll_type != coll_type || slot.decision.nbytes != nbytes) {
+  if (call.num_pipe_ops > 1) return Verdict::kMismatch;
+  if (slot.decision.coll_type != call.coll_type || slot.decision.nbytes != call.nbytes) {
     return Verdict::kMismatch;
   }
   return Verdict::kMatch;

@@ -26,11 +26,18 @@ struct ThreadSlot {
 // The calling thread's slot (thread_local storage of this library).
 ThreadSlot& this_thread_slot();
 
+// One getCollInfo call, as NCCL describes it.
+struct CollCall {
+  int coll_type;
+  size_t nbytes;
+  int num_pipe_ops;  // collectives of the group this call stands for
+};
+
 enum class Verdict { kNoDecision, kMismatch, kMatch };
 
-// Whether one getCollInfo call is the one the thread's decision was published for.
-// A call that stands for several merged tasks (numPipeOps > 1) is never a match.
-Verdict match_call(const ThreadSlot& slot, int coll_type, size_t nbytes, int num_pipe_ops);
+// Whether `call` is the one the thread's decision was published for. A call that stands
+// for several merged tasks (numPipeOps > 1) is never a match.
+Verdict match_call(const ThreadSlot& slot, const CollCall& call);
 
 // Book-keeping after a getCollInfo call: outcome, counters, consumption.
 void finish_without_decision(ThreadSlot& slot);

@@ -1,13 +1,13 @@
 /*
  * libdynamiccl_nccl.so — public C API of the DynamICCL NCCL tuner/profiler plugin.
  *
- * NCCL loads this library as its tuner plugin (NCCL_TUNER_PLUGIN=<path of the .so>) and,
- * optionally, as its profiler plugin (NCCL_PROFILER_PLUGIN=<same path>). The DynamICCL
- * backend talks to the very same loaded copy: it dlopen()s the same path NCCL was given
- * (glibc hands back the object NCCL already loaded) and resolves the functions below with
- * dlsym(). Loading a second copy under another path would give it separate state, and
- * NCCL would never see its decisions — dynamiccl_nccl_loaded_by_nccl() tells which case
- * you are in.
+ * The DynamICCL backend links against this library and calls the functions below
+ * directly. NCCL loads the same file as its tuner plugin (NCCL_TUNER_PLUGIN=<absolute path
+ * of the loaded .so>) and, optionally, as its profiler plugin (NCCL_PROFILER_PLUGIN=<same
+ * path>); the dynamic loader hands NCCL the copy already in the process, so the backend and
+ * NCCL share one decision channel. A copy loaded from another path would have its own state
+ * and NCCL would never see the backend's decisions: dynamiccl_nccl_loaded_by_nccl() says
+ * whether NCCL initialised the copy the caller uses.
  *
  * Decision channel (tuner):
  *   1. right before issuing one NCCL collective on a blocking communicator, the calling
@@ -40,6 +40,11 @@
  * entry NCCL marked unavailable (-1: unsupported, disabled by NCCL_ALGO/NCCL_PROTO, not
  * applicable) is never written; the call abstains entirely and counts `unavailable`.
  * getCollInfo never returns an error to NCCL.
+ *
+ * Every getCollInfo call is reported in NCCL's log under the TUNING subsystem (collective,
+ * bytes, the published request, the outcome): the first call of each outcome on a
+ * communicator at INFO, the later ones at TRACE (NCCL_DEBUG=INFO or TRACE with
+ * NCCL_DEBUG_SUBSYS=TUNING).
  */
 #ifndef DYNAMICCL_NCCL_H_
 #define DYNAMICCL_NCCL_H_

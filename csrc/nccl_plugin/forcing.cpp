@@ -1,6 +1,7 @@
 // Expressing one decision to NCCL without ever choosing what NCCL does not offer.
 #include "forcing.h"
 
+#include "abi/nccl_common.h"
 #include "dynamiccl_nccl.h"
 
 namespace dynamiccl {
@@ -44,31 +45,31 @@ bool force_in_cost_table(float* table, int num_algo, int num_proto, int algo, in
 bool v2_pair_allowed(const V2Facts& facts, int algo, int proto) {
   if (facts.env_restricted) return false;
   if (algo < 0 || proto < 0) return false;  // v2 cannot take only one of the two
-  if (algo > DYNAMICCL_NCCL_ALGO_NVLS_TREE || proto > DYNAMICCL_NCCL_PROTO_SIMPLE) return false;
-  if (proto == DYNAMICCL_NCCL_PROTO_LL128) return false;
+  if (algo > NCCL_ALGO_NVLS_TREE || proto > NCCL_PROTO_SIMPLE) return false;
+  if (proto == NCCL_PROTO_LL128) return false;
 
-  const bool tree_or_ring = algo == DYNAMICCL_NCCL_ALGO_TREE || algo == DYNAMICCL_NCCL_ALGO_RING;
-  if (!tree_or_ring && proto != DYNAMICCL_NCCL_PROTO_SIMPLE) return false;
+  const bool tree_or_ring = algo == NCCL_ALGO_TREE || algo == NCCL_ALGO_RING;
+  if (!tree_or_ring && proto != NCCL_PROTO_SIMPLE) return false;
 
   switch (facts.coll_type) {
-    case DYNAMICCL_NCCL_COLL_BROADCAST:
-    case DYNAMICCL_NCCL_COLL_REDUCE:
-      return algo == DYNAMICCL_NCCL_ALGO_RING;
-    case DYNAMICCL_NCCL_COLL_ALLGATHER:
-    case DYNAMICCL_NCCL_COLL_REDUCESCATTER:
-      if (algo == DYNAMICCL_NCCL_ALGO_RING) return true;
-      return algo == DYNAMICCL_NCCL_ALGO_NVLS && facts.nvls_support && facts.n_nodes == 1;
-    case DYNAMICCL_NCCL_COLL_ALLREDUCE:
+    case ncclFuncBroadcast:
+    case ncclFuncReduce:
+      return algo == NCCL_ALGO_RING;
+    case ncclFuncAllGather:
+    case ncclFuncReduceScatter:
+      if (algo == NCCL_ALGO_RING) return true;
+      return algo == NCCL_ALGO_NVLS && facts.nvls_support && facts.n_nodes == 1;
+    case ncclFuncAllReduce:
       switch (algo) {
-        case DYNAMICCL_NCCL_ALGO_TREE:
-        case DYNAMICCL_NCCL_ALGO_RING:
+        case NCCL_ALGO_TREE:
+        case NCCL_ALGO_RING:
           return true;
-        case DYNAMICCL_NCCL_ALGO_COLLNET_DIRECT:
-        case DYNAMICCL_NCCL_ALGO_COLLNET_CHAIN:
+        case NCCL_ALGO_COLLNET_DIRECT:
+        case NCCL_ALGO_COLLNET_CHAIN:
           return facts.collnet_support != 0;
-        case DYNAMICCL_NCCL_ALGO_NVLS:
+        case NCCL_ALGO_NVLS:
           return facts.nvls_support != 0;
-        case DYNAMICCL_NCCL_ALGO_NVLS_TREE:
+        case NCCL_ALGO_NVLS_TREE:
           return facts.nvls_support != 0 && facts.n_nodes > 1;
         default:
           return false;

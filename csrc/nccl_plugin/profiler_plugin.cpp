@@ -5,23 +5,17 @@
 // NULL), so they encode the record id instead of pointing at memory: no allocation on the
 // event path, and a late event for a record that was overwritten is recognised and dropped.
 #include <atomic>
-#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 
+#include "abi/profiler_v5.h"
 #include "dynamiccl_nccl.h"
-#include "plugin_abi.h"
+#include "nccl_names.h"
 #include "profiler_ring.h"
 
 namespace dynamiccl {
 namespace nccl_plugin {
 namespace {
-
-using nccl_abi::LogFn;
-using nccl_abi::ProfilerEventDescrV5;
-using nccl_abi::ProfilerEventStateArgsV5;
-using nccl_abi::Result;
-using nccl_abi::kSuccess;
 
 struct ProfilerContext {
   uint64_t comm_id;
@@ -45,120 +39,83 @@ uint64_t handle_id(const void* handle, HandleKind kind) {
   return static_cast<uint64_t>(v >> 10);
 }
 
-// NCCL names algorithms/protocols/functions in text ("RING", "NVLS_TREE", "Simple"...),
-// spelled differently across versions: compare ignoring case and underscores.
-bool same_name(const char* nccl, const char* ours) {
-  if (nccl == nullptr) return false;
-  while (true) {
-    while (*nccl == '_') ++nccl;
-    if (std::tolower(static_cast<unsigned char>(*nccl)) !=
-        std::tolower(static_cast<unsigned char>(*ours))) {
-      return false;
-    }
-    if (*ours == '\0') return true;
-    ++nccl;
-    ++ours;
-  }
-}
+// ---- entry points, named after the ncclProfiler_v5_t members they implement -----------
 
-int index_of(const char* name, const char* const* names, int count) {
-  for (int i = 0; i < count; ++i) {
-    if (same_name(name, names[i])) return i;
-  }
-  return -1;
-}
-
-// Indexed by the DYNAMICCL_NCCL_COLL_*, _ALGO_* and _PROTO_* values.
-const char* const kCollNames[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter",
-                                  "AllReduce"};
-const char* const kAlgoNames[] = {"Tree", "Ring", "CollNetDirect", "CollNetChain",
-                                  "NVLS", "NVLSTree", "PAT"};
-const char* const kProtoNames[] = {"LL", "LL128", "Simple"};
-static_assert(sizeof(kCollNames) / sizeof(*kCollNames) == DYNAMICCL_NCCL_NUM_COLLS, "colls");
-static_assert(sizeof(kAlgoNames) / sizeof(*kAlgoNames) == DYNAMICCL_NCCL_NUM_ALGOS, "algos");
-static_assert(sizeof(kProtoNames) / sizeof(*kProtoNames) == DYNAMICCL_NCCL_NUM_PROTOS, "protos");
-
-Result profiler_init(void** context, uint64_t comm_id, int* activation_mask,
-                     const char* /*comm_name*/, int /*n_nodes*/, int /*n_ranks*/, int rank,
-                     LogFn log) {
-  if (context == nullptr) return kSuccess;
+ncclResult_t init(void** context, uint64_t commId, int* eActivationMask, const char* /*commName*/,
+                  int /*nNodes*/, int /*nranks*/, int rank, ncclDebugLogger_t logfn) {
+  if (context == nullptr) return ncclSuccess;
   auto* ctx = static_cast<ProfilerContext*>(std::calloc(1, sizeof(ProfilerContext)));
   *context = ctx;
-  if (ctx == nullptr) return nccl_abi::kInternalError;  // NCCL then runs without profiler
-  ctx->comm_id = comm_id;
+  if (ctx == nullptr) return ncclInternalError;  // NCCL then runs without profiler
+  ctx->comm_id = commId;
   g_profiler_inits.fetch_add(1, std::memory_order_relaxed);
   // Coll gives what NCCL ran; KernelCh gives GPU start/stop per channel. Nothing else:
   // proxy-step events are per network step and far more numerous.
-  if (activation_mask != nullptr) {
-    *activation_mask = static_cast<int>(nccl_abi::kProfileColl | nccl_abi::kProfileKernelCh);
+  if (eActivationMask != nullptr) *eActivationMask = ncclProfileColl | ncclProfileKernelCh;
+  if (logfn != nullptr) {
+    logfn(NCCL_LOG_INFO, NCCL_INIT, __func__, __LINE__,
+          "DynamICCL profiler: comm 0x%llx rank %d, recording Coll and KernelCh events",
+          static_cast<unsigned long long>(commId), rank);
   }
-  if (log != nullptr) {
-    log(nccl_abi::kLogInfo, nccl_abi::kLogSubsysInit, "dynamiccl_nccl", __LINE__,
-        "DynamICCL profiler: comm 0x%llx rank %d, recording Coll and KernelCh events",
-        static_cast<unsigned long long>(comm_id), rank);
-  }
-  return kSuccess;
+  return ncclSuccess;
 }
 
-Result profiler_start_event(void* context, void** event_handle, ProfilerEventDescrV5* descr) {
-  if (event_handle == nullptr) return kSuccess;
-  *event_handle = nullptr;  // untracked events get no handle, so NCCL sends nothing more
-  if (context == nullptr || descr == nullptr) return kSuccess;
+ncclResult_t startEvent(void* context, void** eHandle, ncclProfilerEventDescr_v5_t* eDescr) {
+  if (eHandle == nullptr) return ncclSuccess;
+  *eHandle = nullptr;  // untracked events get no handle, so NCCL sends nothing more
+  if (context == nullptr || eDescr == nullptr) return ncclSuccess;
 
-  if (descr->type == nccl_abi::kProfileColl) {
+  if (eDescr->type == ncclProfileColl) {
     CollLaunch launch{};
     launch.comm_id = static_cast<const ProfilerContext*>(context)->comm_id;
-    launch.seq_number = descr->coll.seq_number;
-    launch.count = descr->coll.count;
-    launch.coll_type = index_of(descr->coll.func, kCollNames, DYNAMICCL_NCCL_NUM_COLLS);
-    launch.algo = index_of(descr->coll.algo, kAlgoNames, DYNAMICCL_NCCL_NUM_ALGOS);
-    launch.proto = index_of(descr->coll.proto, kProtoNames, DYNAMICCL_NCCL_NUM_PROTOS);
-    launch.nchannels = descr->coll.n_channels;
-    launch.nwarps = descr->coll.n_warps;
-    launch.rank = descr->rank;
-    *event_handle = make_handle(ring_begin_record(launch), kCollHandle, 0);
-  } else if (descr->type == nccl_abi::kProfileKernelCh) {
+    launch.seq_number = eDescr->coll.seqNumber;
+    launch.count = eDescr->coll.count;
+    launch.coll_type = coll_id(eDescr->coll.func);
+    launch.algo = algo_id(eDescr->coll.algo);
+    launch.proto = proto_id(eDescr->coll.proto);
+    launch.nchannels = eDescr->coll.nChannels;
+    launch.nwarps = eDescr->coll.nWarps;
+    launch.rank = eDescr->rank;
+    *eHandle = make_handle(ring_begin_record(launch), kCollHandle, 0);
+  } else if (eDescr->type == ncclProfileKernelCh) {
     // Its parent is the Coll event; p2p parents carry no handle of ours and stay untracked.
-    const uint64_t id = handle_id(descr->parent_obj, kCollHandle);
-    if (id == 0 || !ring_kernel_channel_start(id, descr->kernel_ch.p_timer)) return kSuccess;
-    *event_handle = make_handle(id, kKernelChHandle, descr->kernel_ch.channel_id);
+    const uint64_t id = handle_id(eDescr->parentObj, kCollHandle);
+    if (id == 0 || !ring_kernel_channel_start(id, eDescr->kernelCh.pTimer)) return ncclSuccess;
+    *eHandle = make_handle(id, kKernelChHandle, eDescr->kernelCh.channelId);
   }
-  return kSuccess;
+  return ncclSuccess;
 }
 
-Result profiler_stop_event(void* event_handle) {
+ncclResult_t stopEvent(void* eHandle) {
   // A Coll stops when NCCL has enqueued it; its kernel channels report later.
-  const uint64_t id = handle_id(event_handle, kKernelChHandle);
+  const uint64_t id = handle_id(eHandle, kKernelChHandle);
   if (id != 0) ring_kernel_channel_done(id);
-  return kSuccess;
+  return ncclSuccess;
 }
 
-Result profiler_record_event_state(void* event_handle, int state,
-                                   ProfilerEventStateArgsV5* args) {
-  const uint64_t id = handle_id(event_handle, kKernelChHandle);
-  if (id != 0 && state == nccl_abi::kStateKernelChStop && args != nullptr) {
-    ring_kernel_channel_stop(id, args->kernel_ch.p_timer);
+ncclResult_t recordEventState(void* eHandle, ncclProfilerEventState_v5_t eState,
+                              ncclProfilerEventStateArgs_v5_t* eStateArgs) {
+  const uint64_t id = handle_id(eHandle, kKernelChHandle);
+  if (id != 0 && eState == ncclProfilerKernelChStop && eStateArgs != nullptr) {
+    ring_kernel_channel_stop(id, eStateArgs->kernelCh.pTimer);
   }
-  return kSuccess;
+  return ncclSuccess;
 }
 
-Result profiler_finalize(void* context) {
+ncclResult_t finalize(void* context) {
   std::free(context);
-  return kSuccess;
+  return ncclSuccess;
 }
 
 }  // namespace
 }  // namespace nccl_plugin
 }  // namespace dynamiccl
 
-extern "C" DYNAMICCL_NCCL_EXPORT const dynamiccl::nccl_abi::ProfilerV5 ncclProfiler_v5 = {
-    "DynamICCL",
-    dynamiccl::nccl_plugin::profiler_init,
-    dynamiccl::nccl_plugin::profiler_start_event,
-    dynamiccl::nccl_plugin::profiler_stop_event,
-    dynamiccl::nccl_plugin::profiler_record_event_state,
-    dynamiccl::nccl_plugin::profiler_finalize};
+namespace np = dynamiccl::nccl_plugin;
+
+extern "C" DYNAMICCL_NCCL_EXPORT const ncclProfiler_v5_t ncclProfiler_v5 = {
+    "DynamICCL", np::init, np::startEvent, np::stopEvent, np::recordEventState, np::finalize};
 
 extern "C" DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_profiler_loaded_by_nccl(void) {
-  return dynamiccl::nccl_plugin::g_profiler_inits.load(std::memory_order_relaxed) > 0 ? 1 : 0;
+  return np::g_profiler_inits.load(std::memory_order_relaxed) > 0 ? 1 : 0;
 }

@@ -5,164 +5,179 @@
 // error from getCollInfo fails the user's collective (NCCL propagates it).
 #include <cstdint>
 #include <cstdlib>
+#include <new>
+#include <type_traits>
 
+#include "abi/tuner_v2.h"
+#include "abi/tuner_v3.h"
+#include "abi/tuner_v4.h"
+#include "abi/tuner_v5.h"
+#include "abi/tuner_v6.h"
 #include "decision_channel.h"
 #include "dynamiccl_nccl.h"
 #include "forcing.h"
-#include "plugin_abi.h"
+#include "tuning_log.h"
 
 namespace dynamiccl {
 namespace nccl_plugin {
 namespace {
 
-using nccl_abi::LogFn;
-using nccl_abi::Result;
-using nccl_abi::kSuccess;
-
 constexpr const char* kPluginName = "DynamICCL";
 
 // One per communicator, created by init and freed by destroy/finalize.
 struct CommContext {
-  uint64_t comm_id;  // NCCL's commHash (v5+), 0 before
-  size_t n_ranks;
+  TuningLog log;
   size_t n_nodes;
-  int abi_version;
   // v2 only: NCCL_ALGO/NCCL_PROTO restrict NCCL's choices in ways v2 cannot see, so v2
   // does not force pairs at all when they are set (v3+ sees them as -1 table entries).
   bool env_restricted;
 };
+static_assert(std::is_trivially_destructible<CommContext>::value, "finalize only frees it");
 
-Result create_context(int abi_version, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
-                      LogFn log, void** context) {
+ncclResult_t create_context(int abi_version, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
+                            ncclDebugLogger_t logger, void** context) {
   // Returning an error here would fail the communicator's creation: never do that.
-  if (context == nullptr) return kSuccess;
-  auto* ctx = static_cast<CommContext*>(std::calloc(1, sizeof(CommContext)));
-  *context = ctx;
-  note_comm_init(ctx != nullptr);
-  if (ctx == nullptr) {
+  if (context == nullptr) return ncclSuccess;
+  void* memory = std::malloc(sizeof(CommContext));
+  note_comm_init(memory != nullptr);
+  if (memory == nullptr) {
     // A NULL context means "not tuned" for this communicator; NCCL runs as usual.
-    if (log != nullptr) {
-      log(nccl_abi::kLogInfo, nccl_abi::kLogSubsysInit | nccl_abi::kLogSubsysTuning,
-          "dynamiccl_nccl", __LINE__, "%s tuner: out of memory, communicator not tuned",
-          kPluginName);
+    *context = nullptr;
+    if (logger != nullptr) {
+      logger(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __func__, __LINE__,
+             "%s tuner: out of memory, communicator not tuned", kPluginName);
     }
-    return kSuccess;
+    return ncclSuccess;
   }
-  ctx->comm_id = comm_id;
-  ctx->n_ranks = n_ranks;
+  auto* ctx = new (memory) CommContext{};
+  *context = ctx;
+  ctx->log.logger = logger;
+  ctx->log.comm_id = comm_id;
   ctx->n_nodes = n_nodes;
-  ctx->abi_version = abi_version;
   ctx->env_restricted = abi_version == 2 && (std::getenv("NCCL_ALGO") != nullptr ||
                                               std::getenv("NCCL_PROTO") != nullptr);
-  if (log != nullptr) {
-    log(nccl_abi::kLogInfo, nccl_abi::kLogSubsysInit | nccl_abi::kLogSubsysTuning,
-        "dynamiccl_nccl", __LINE__,
-        "%s tuner: ABI v%d, comm 0x%llx, %zu ranks on %zu nodes%s", kPluginName, abi_version,
-        static_cast<unsigned long long>(comm_id), n_ranks, n_nodes,
-        ctx->env_restricted ? " (NCCL_ALGO/NCCL_PROTO set: algorithm/protocol not forced)" : "");
+  if (logger != nullptr) {
+    logger(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __func__, __LINE__,
+           "%s tuner: ABI v%d, comm 0x%llx, %zu ranks on %zu nodes%s", kPluginName, abi_version,
+           static_cast<unsigned long long>(comm_id), n_ranks, n_nodes,
+           ctx->env_restricted ? " (NCCL_ALGO/NCCL_PROTO set: algorithm/protocol not forced)" : "");
   }
-  return kSuccess;
+  return ncclSuccess;
 }
 
-Result destroy_context(void* context) {
-  if (context != nullptr) {
-    std::free(context);
-    note_comm_destroy();
-  }
-  return kSuccess;
-}
-
-// Shared first step of every getCollInfo: is there a published decision for this call?
-// Returns the slot to act on, or nullptr when the call was already settled.
-ThreadSlot* matching_slot(void* context, int coll_type, size_t n_bytes, int num_pipe_ops) {
+// Runs one getCollInfo. A call that the thread's published decision is for goes to
+// `express(decision)`, which writes the decision into NCCL's outputs and returns true, or
+// returns false having written nothing when NCCL cannot take it; any other call leaves
+// NCCL to decide. The outcome is recorded on the thread and in NCCL's log. `consume`: one
+// decision per collective (see finish_match).
+template <class Express>
+void decide(CommContext* ctx, const CollCall& call, bool consume, Express express) {
   ThreadSlot& slot = this_thread_slot();
-  if (context == nullptr) {  // communicator left untuned by init
+  if (ctx == nullptr) {  // communicator left untuned by init
     finish_without_decision(slot);
-    return nullptr;
+    return;
   }
-  switch (match_call(slot, coll_type, n_bytes, num_pipe_ops)) {
+  switch (match_call(slot, call)) {
     case Verdict::kNoDecision:
       finish_without_decision(slot);
-      return nullptr;
+      log_call(ctx->log, call, DYNAMICCL_NCCL_ABSTAINED, nullptr);
+      return;
     case Verdict::kMismatch:
       finish_mismatch(slot);
-      return nullptr;
-    case Verdict::kMatch:
-      break;
+      log_call(ctx->log, call, DYNAMICCL_NCCL_MISMATCHED, &slot.decision);
+      return;
+    case Verdict::kMatch: {
+      const bool honoured = express(slot.decision);
+      const int outcome = honoured ? DYNAMICCL_NCCL_APPLIED : DYNAMICCL_NCCL_UNAVAILABLE;
+      finish_match(slot, outcome, consume);
+      log_call(ctx->log, call, outcome, &slot.decision);
+      return;
+    }
   }
-  return &slot;
 }
 
-// v3+: the decision goes through the cost table. NCCL 2.22+ asks once per collective
-// (aggregate), so a match consumes the decision.
-Result get_coll_info_table(void* context, int coll_type, size_t n_bytes, int num_pipe_ops,
-                           float** cost_table, int num_algo, int num_proto, int /*reg_buff*/,
-                           int* n_channels) {
-  ThreadSlot* slot = matching_slot(context, coll_type, n_bytes, num_pipe_ops);
-  if (slot == nullptr) return kSuccess;
-  const Decision& d = slot->decision;
-  const int cap = channel_cap(d.nchannels);
-  const bool wants_pair = d.algo >= 0 || d.proto >= 0;
-  // The table arrives as float** but is one contiguous float[num_algo][num_proto].
-  float* table = reinterpret_cast<float*>(cost_table);
-  const bool ok = (cap == 0 || n_channels != nullptr) &&
-                  (!wants_pair || force_in_cost_table(table, num_algo, num_proto, d.algo, d.proto));
-  if (ok && cap > 0) *n_channels = cap;
-  finish_match(*slot, ok ? DYNAMICCL_NCCL_APPLIED : DYNAMICCL_NCCL_UNAVAILABLE, true);
-  return kSuccess;
-}
+// ---- entry points, named after the ncclTuner_vN_t members they implement --------------
 
-Result get_coll_info_v3(void* context, int coll_type, size_t n_bytes, int num_pipe_ops,
-                        float** cost_table, int num_algo, int num_proto, int* n_channels) {
-  return get_coll_info_table(context, coll_type, n_bytes, num_pipe_ops, cost_table, num_algo,
-                             num_proto, 0, n_channels);
+ncclResult_t initV2(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void** context) {
+  return create_context(2, 0, nRanks, nNodes, logFunction, context);
+}
+ncclResult_t initV3(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void** context) {
+  return create_context(3, 0, nRanks, nNodes, logFunction, context);
+}
+ncclResult_t initV4(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void** context) {
+  return create_context(4, 0, nRanks, nNodes, logFunction, context);
+}
+// NCCL's model constants and NVLink-domain info are left as NCCL computed them.
+ncclResult_t initV5(void** context, uint64_t commId, size_t nRanks, size_t nNodes,
+                    ncclDebugLogger_t logFunction, ncclNvlDomainInfo_v5_t* /*nvlDomainInfo*/,
+                    ncclTunerConstants_v5_t* /*constants*/) {
+  return create_context(5, commId, nRanks, nNodes, logFunction, context);
+}
+ncclResult_t initV6(void** context, uint64_t commId, size_t nRanks, size_t nNodes,
+                    ncclDebugLogger_t logFunction, ncclNvlDomainInfo_v6_t* /*nvlDomainInfo*/,
+                    ncclTunerConstants_v6_t* /*constants*/) {
+  return create_context(6, commId, nRanks, nNodes, logFunction, context);
 }
 
 // v2 (NCCL 2.21): direct outputs. NCCL asks about a lone collective twice (the aggregate
 // for algorithm/protocol, then the task itself for channels), so the decision answers every
 // matching call until the next publish/clear and is counted once.
-Result get_coll_info_v2(void* context, int coll_type, size_t n_bytes, int collnet_support,
-                        int nvls_support, int num_pipe_ops, int* algorithm, int* protocol,
-                        int* n_channels) {
-  ThreadSlot* slot = matching_slot(context, coll_type, n_bytes, num_pipe_ops);
-  if (slot == nullptr) return kSuccess;
-  const auto* ctx = static_cast<const CommContext*>(context);
-  const Decision& d = slot->decision;
-  const int cap = channel_cap(d.nchannels);
-  const bool wants_pair = d.algo >= 0 || d.proto >= 0;
-  const V2Facts facts{coll_type, collnet_support, nvls_support, ctx->n_nodes,
-                      ctx->env_restricted};
-  const bool ok = (cap == 0 || n_channels != nullptr) &&
-                  (!wants_pair || (algorithm != nullptr && protocol != nullptr &&
-                                   v2_pair_allowed(facts, d.algo, d.proto)));
-  if (ok) {
+ncclResult_t getCollInfoV2(void* context, ncclFunc_t collType, size_t nBytes, int collNetSupport,
+                           int nvlsSupport, int numPipeOps, int* algorithm, int* protocol,
+                           int* nChannels) {
+  auto* ctx = static_cast<CommContext*>(context);
+  decide(ctx, {collType, nBytes, numPipeOps}, /*consume=*/false, [&](const Decision& d) {
+    const int cap = channel_cap(d.nchannels);
+    const bool wants_pair = d.algo >= 0 || d.proto >= 0;
+    if (cap > 0 && nChannels == nullptr) return false;
     if (wants_pair) {
+      const V2Facts facts{collType, collNetSupport, nvlsSupport, ctx->n_nodes, ctx->env_restricted};
+      if (algorithm == nullptr || protocol == nullptr || !v2_pair_allowed(facts, d.algo, d.proto)) {
+        return false;
+      }
       *algorithm = d.algo;
       *protocol = d.proto;
     }
-    if (cap > 0) *n_channels = cap;
-  }
-  finish_match(*slot, ok ? DYNAMICCL_NCCL_APPLIED : DYNAMICCL_NCCL_UNAVAILABLE, false);
-  return kSuccess;
+    if (cap > 0) *nChannels = cap;
+    return true;
+  });
+  return ncclSuccess;
 }
 
-Result init_v2(size_t n_ranks, size_t n_nodes, LogFn log, void** context) {
-  return create_context(2, 0, n_ranks, n_nodes, log, context);
+// v4..v6; v3 forwards here. The decision goes through the cost table. NCCL 2.22+ asks once
+// per collective (aggregate), so a match consumes the decision.
+ncclResult_t getCollInfo(void* context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+                         float** collCostTable, int numAlgo, int numProto, int /*regBuff*/,
+                         int* nChannels) {
+  auto* ctx = static_cast<CommContext*>(context);
+  decide(ctx, {collType, nBytes, numPipeOps}, /*consume=*/true, [&](const Decision& d) {
+    const int cap = channel_cap(d.nchannels);
+    const bool wants_pair = d.algo >= 0 || d.proto >= 0;
+    if (cap > 0 && nChannels == nullptr) return false;
+    // The table arrives as float** but is one contiguous float[numAlgo][numProto].
+    float* table = reinterpret_cast<float*>(collCostTable);
+    if (wants_pair && !force_in_cost_table(table, numAlgo, numProto, d.algo, d.proto)) {
+      return false;
+    }
+    if (cap > 0) *nChannels = cap;
+    return true;
+  });
+  return ncclSuccess;
 }
-Result init_v3(size_t n_ranks, size_t n_nodes, LogFn log, void** context) {
-  return create_context(3, 0, n_ranks, n_nodes, log, context);
+
+ncclResult_t getCollInfoV3(void* context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+                           float** collCostTable, int numAlgo, int numProto, int* nChannels) {
+  return getCollInfo(context, collType, nBytes, numPipeOps, collCostTable, numAlgo, numProto, 0,
+                     nChannels);
 }
-Result init_v4(size_t n_ranks, size_t n_nodes, LogFn log, void** context) {
-  return create_context(4, 0, n_ranks, n_nodes, log, context);
-}
-// NCCL's model constants and NVLink-domain info are left as NCCL computed them.
-Result init_v5(void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes, LogFn log,
-               void* /*nvl_domain_info*/, void* /*constants*/) {
-  return create_context(5, comm_id, n_ranks, n_nodes, log, context);
-}
-Result init_v6(void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes, LogFn log,
-               void* /*nvl_domain_info*/, void* /*constants*/) {
-  return create_context(6, comm_id, n_ranks, n_nodes, log, context);
+
+// destroy (v2..v4) and finalize (v5, v6).
+ncclResult_t finalize(void* context) {
+  if (context != nullptr) {
+    std::free(context);
+    note_comm_destroy();
+  }
+  return ncclSuccess;
 }
 
 }  // namespace
@@ -171,20 +186,19 @@ Result init_v6(void** context, uint64_t comm_id, size_t n_ranks, size_t n_nodes,
 
 // NCCL looks these up by name with dlsym, newest ABI first, and never writes to them.
 namespace np = dynamiccl::nccl_plugin;
-namespace abi = dynamiccl::nccl_abi;
 
-extern "C" DYNAMICCL_NCCL_EXPORT const abi::TunerV2 ncclTunerPlugin_v2 = {
-    np::kPluginName, np::init_v2, np::get_coll_info_v2, np::destroy_context};
+extern "C" DYNAMICCL_NCCL_EXPORT const ncclTuner_v2_t ncclTunerPlugin_v2 = {
+    np::kPluginName, np::initV2, np::getCollInfoV2, np::finalize};
 
-extern "C" DYNAMICCL_NCCL_EXPORT const abi::TunerV3 ncclTunerPlugin_v3 = {
-    np::kPluginName, np::init_v3, np::get_coll_info_v3, np::destroy_context};
+extern "C" DYNAMICCL_NCCL_EXPORT const ncclTuner_v3_t ncclTunerPlugin_v3 = {
+    np::kPluginName, np::initV3, np::getCollInfoV3, np::finalize};
 
-extern "C" DYNAMICCL_NCCL_EXPORT const abi::TunerV4 ncclTunerPlugin_v4 = {
-    np::kPluginName, np::init_v4, np::get_coll_info_table, np::destroy_context};
+extern "C" DYNAMICCL_NCCL_EXPORT const ncclTuner_v4_t ncclTunerPlugin_v4 = {
+    np::kPluginName, np::initV4, np::getCollInfo, np::finalize};
 
-extern "C" DYNAMICCL_NCCL_EXPORT const abi::TunerV5 ncclTunerPlugin_v5 = {
-    np::kPluginName, np::init_v5, np::get_coll_info_table, np::destroy_context};
+extern "C" DYNAMICCL_NCCL_EXPORT const ncclTuner_v5_t ncclTunerPlugin_v5 = {
+    np::kPluginName, np::initV5, np::getCollInfo, np::finalize};
 
 // getChunkSize stays NULL: NCCL keeps its own chunk size.
-extern "C" DYNAMICCL_NCCL_EXPORT const abi::TunerV6 ncclTunerPlugin_v6 = {
-    np::kPluginName, np::init_v6, np::get_coll_info_table, np::destroy_context, nullptr};
+extern "C" DYNAMICCL_NCCL_EXPORT const ncclTuner_v6_t ncclTunerPlugin_v6 = {
+    np::kPluginName, np::initV6, np::getCollInfo, np::finalize, nullptr};

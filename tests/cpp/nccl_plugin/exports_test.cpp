@@ -77,8 +77,8 @@ TEST_F(PluginExportsTest, PublicApiResolvesThroughDlsym) {
   }
 }
 
-// Loading the same path again (what the backend does to reach NCCL's copy) yields the
-// same object, so both sides share one decision channel.
+// NCCL opens the plugin by the path of the copy the backend already has loaded: the loader
+// returns that same object, so both sides share one decision channel.
 TEST_F(PluginExportsTest, SecondDlopenOfTheSamePathSharesState) {
   void* again = dlopen(DYNAMICCL_NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(again, nullptr) << dlerror();
@@ -89,13 +89,13 @@ TEST_F(PluginExportsTest, SecondDlopenOfTheSamePathSharesState) {
       DYNAMICCL_NCCL_COLL_ALLREDUCE, 64, -1, -1, -1);
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_NOT_CALLED);
   void* ctx = nullptr;
-  ASSERT_EQ(plugin().v5()->init(&ctx, 1, 2, 1, nullptr, nullptr, nullptr), nccl_abi::kSuccess);
+  ASSERT_EQ(plugin().v5()->init(&ctx, 1, 2, 1, nullptr, nullptr, nullptr), ncclSuccess);
   float table[7][3] = {};
   int n_channels = 0;
-  plugin().v5()->get_coll_info(ctx, DYNAMICCL_NCCL_COLL_ALLREDUCE, 64, 1,
-                               reinterpret_cast<float**>(table), 7, 3, 0, &n_channels);
+  plugin().v5()->getCollInfo(ctx, ncclFuncAllReduce, 64, 1, reinterpret_cast<float**>(table), 7, 3,
+                             0, &n_channels);
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_APPLIED);
-  EXPECT_EQ(plugin().v5()->finalize(ctx), nccl_abi::kSuccess);
+  EXPECT_EQ(plugin().v5()->finalize(ctx), ncclSuccess);
   dlclose(again);
 }
 

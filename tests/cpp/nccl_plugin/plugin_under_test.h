@@ -11,8 +11,13 @@
 #include <cstdint>
 #include <utility>
 
+#include "nccl_plugin/abi/profiler_v5.h"
+#include "nccl_plugin/abi/tuner_v2.h"
+#include "nccl_plugin/abi/tuner_v3.h"
+#include "nccl_plugin/abi/tuner_v4.h"
+#include "nccl_plugin/abi/tuner_v5.h"
+#include "nccl_plugin/abi/tuner_v6.h"
 #include "nccl_plugin/dynamiccl_nccl.h"
-#include "nccl_plugin/plugin_abi.h"
 
 namespace dynamiccl {
 namespace testing {
@@ -31,14 +36,12 @@ class PluginUnderTest {
     return static_cast<const T*>(dlsym(handle_, symbol));
   }
 
-  const nccl_abi::TunerV2* v2() const { return table<nccl_abi::TunerV2>("ncclTunerPlugin_v2"); }
-  const nccl_abi::TunerV3* v3() const { return table<nccl_abi::TunerV3>("ncclTunerPlugin_v3"); }
-  const nccl_abi::TunerV4* v4() const { return table<nccl_abi::TunerV4>("ncclTunerPlugin_v4"); }
-  const nccl_abi::TunerV5* v5() const { return table<nccl_abi::TunerV5>("ncclTunerPlugin_v5"); }
-  const nccl_abi::TunerV6* v6() const { return table<nccl_abi::TunerV6>("ncclTunerPlugin_v6"); }
-  const nccl_abi::ProfilerV5* profiler() const {
-    return table<nccl_abi::ProfilerV5>("ncclProfiler_v5");
-  }
+  const ncclTuner_v2_t* v2() const { return table<ncclTuner_v2_t>("ncclTunerPlugin_v2"); }
+  const ncclTuner_v3_t* v3() const { return table<ncclTuner_v3_t>("ncclTunerPlugin_v3"); }
+  const ncclTuner_v4_t* v4() const { return table<ncclTuner_v4_t>("ncclTunerPlugin_v4"); }
+  const ncclTuner_v5_t* v5() const { return table<ncclTuner_v5_t>("ncclTunerPlugin_v5"); }
+  const ncclTuner_v6_t* v6() const { return table<ncclTuner_v6_t>("ncclTunerPlugin_v6"); }
+  const ncclProfiler_v5_t* profiler() const { return table<ncclProfiler_v5_t>("ncclProfiler_v5"); }
 
   void (*publish)(int, size_t, int, int, int) = nullptr;
   void (*clear)() = nullptr;

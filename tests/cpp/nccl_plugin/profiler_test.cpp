@@ -11,61 +11,54 @@ namespace dynamiccl {
 namespace testing {
 namespace {
 
-using nccl_abi::ProfilerEventDescrV5;
-using nccl_abi::ProfilerEventStateArgsV5;
-
-constexpr int kGroupEvent = 1;        // ncclProfileGroup
-constexpr int kP2pEvent = 1 << 2;     // ncclProfileP2p
-constexpr int kProxyOpEvent = 1 << 3;  // ncclProfileProxyOp
-
 class PluginProfilerTest : public PluginTest {
  protected:
   void SetUp() override {
     PluginTest::SetUp();
     prof_ = plugin().profiler();
     ASSERT_NE(prof_, nullptr);
-    ASSERT_EQ(prof_->init(&ctx_, kCommId, &mask_, "tp", 1, 4, 2, nullptr), nccl_abi::kSuccess);
+    ASSERT_EQ(prof_->init(&ctx_, kCommId, &mask_, "tp", 1, 4, 2, nullptr), ncclSuccess);
     ASSERT_NE(ctx_, nullptr);
   }
-  void TearDown() override { EXPECT_EQ(prof_->finalize(ctx_), nccl_abi::kSuccess); }
+  void TearDown() override { EXPECT_EQ(prof_->finalize(ctx_), ncclSuccess); }
 
   // What NCCL 2.28 reports for one launched collective; returns the event handle.
   void* start_coll(const char* func, const char* algo, const char* proto, int channels,
                    uint64_t seq = 7, size_t count = 1024) {
-    ProfilerEventDescrV5 d{};
-    d.type = nccl_abi::kProfileColl;
+    ncclProfilerEventDescr_v5_t d{};
+    d.type = ncclProfileColl;
     d.rank = 2;
-    d.coll.seq_number = seq;
+    d.coll.seqNumber = seq;
     d.coll.func = func;
     d.coll.count = count;
     d.coll.datatype = "ncclFloat32";
-    d.coll.n_channels = static_cast<uint8_t>(channels);
-    d.coll.n_warps = 16;
+    d.coll.nChannels = static_cast<uint8_t>(channels);
+    d.coll.nWarps = 16;
     d.coll.algo = algo;
     d.coll.proto = proto;
     void* h = nullptr;
-    EXPECT_EQ(prof_->start_event(ctx_, &h, &d), nccl_abi::kSuccess);
+    EXPECT_EQ(prof_->startEvent(ctx_, &h, &d), ncclSuccess);
     EXPECT_NE(h, nullptr);
-    EXPECT_EQ(prof_->stop_event(h), nccl_abi::kSuccess);  // NCCL stops it at enqueue
+    EXPECT_EQ(prof_->stopEvent(h), ncclSuccess);  // NCCL stops it at enqueue
     return h;
   }
 
   void* start_channel(void* coll, int channel, uint64_t start_ns) {
-    ProfilerEventDescrV5 d{};
-    d.type = nccl_abi::kProfileKernelCh;
-    d.parent_obj = coll;
-    d.kernel_ch.channel_id = static_cast<uint8_t>(channel);
-    d.kernel_ch.p_timer = start_ns;
+    ncclProfilerEventDescr_v5_t d{};
+    d.type = ncclProfileKernelCh;
+    d.parentObj = coll;
+    d.kernelCh.channelId = static_cast<uint8_t>(channel);
+    d.kernelCh.pTimer = start_ns;
     void* h = nullptr;
-    EXPECT_EQ(prof_->start_event(ctx_, &h, &d), nccl_abi::kSuccess);
+    EXPECT_EQ(prof_->startEvent(ctx_, &h, &d), ncclSuccess);
     return h;
   }
 
   void stop_channel(void* h, uint64_t stop_ns) {
-    ProfilerEventStateArgsV5 a{};
-    a.kernel_ch.p_timer = stop_ns;
-    EXPECT_EQ(prof_->record_event_state(h, nccl_abi::kStateKernelChStop, &a), nccl_abi::kSuccess);
-    EXPECT_EQ(prof_->stop_event(h), nccl_abi::kSuccess);
+    ncclProfilerEventStateArgs_v5_t a{};
+    a.kernelCh.pTimer = stop_ns;
+    EXPECT_EQ(prof_->recordEventState(h, ncclProfilerKernelChStop, &a), ncclSuccess);
+    EXPECT_EQ(prof_->stopEvent(h), ncclSuccess);
   }
 
   std::vector<dynamiccl_nccl_coll_record> read_after(uint64_t after_id, size_t max = 4096) {
@@ -88,13 +81,13 @@ class PluginProfilerTest : public PluginTest {
   }
 
   static constexpr uint64_t kCommId = 0xfeedbeef12345678ull;
-  const nccl_abi::ProfilerV5* prof_ = nullptr;
+  const ncclProfiler_v5_t* prof_ = nullptr;
   void* ctx_ = nullptr;
   int mask_ = 0;
 };
 
 TEST_F(PluginProfilerTest, InitAsksForCollectiveAndKernelChannelEventsOnly) {
-  EXPECT_EQ(mask_, static_cast<int>(nccl_abi::kProfileColl | nccl_abi::kProfileKernelCh));
+  EXPECT_EQ(mask_, static_cast<int>(ncclProfileColl | ncclProfileKernelCh));
   EXPECT_EQ(plugin().profiler_loaded_by_nccl(), 1);
   EXPECT_STREQ(prof_->name, "DynamICCL");
 }
@@ -171,19 +164,18 @@ TEST_F(PluginProfilerTest, KernelChannelsGiveTheCollectivesGpuSpan) {
 }
 
 TEST_F(PluginProfilerTest, OtherEventsGetNoHandleAndAreHarmless) {
-  for (int type : {kGroupEvent, kP2pEvent, kProxyOpEvent}) {
-    ProfilerEventDescrV5 d{};
+  for (int type : {ncclProfileGroup, ncclProfileP2p, ncclProfileProxyOp}) {
+    ncclProfilerEventDescr_v5_t d{};
     d.type = static_cast<uint64_t>(type);
     void* h = reinterpret_cast<void*>(0x1);
-    EXPECT_EQ(prof_->start_event(ctx_, &h, &d), nccl_abi::kSuccess);
+    EXPECT_EQ(prof_->startEvent(ctx_, &h, &d), ncclSuccess);
     EXPECT_EQ(h, nullptr) << "event type " << type;
   }
   // A kernel channel of a p2p operation has no collective of ours as parent.
   EXPECT_EQ(start_channel(nullptr, 0, 5), nullptr);
-  EXPECT_EQ(prof_->stop_event(nullptr), nccl_abi::kSuccess);
-  EXPECT_EQ(prof_->record_event_state(nullptr, nccl_abi::kStateKernelChStop, nullptr),
-            nccl_abi::kSuccess);
-  EXPECT_EQ(prof_->start_event(ctx_, nullptr, nullptr), nccl_abi::kSuccess);
+  EXPECT_EQ(prof_->stopEvent(nullptr), ncclSuccess);
+  EXPECT_EQ(prof_->recordEventState(nullptr, ncclProfilerKernelChStop, nullptr), ncclSuccess);
+  EXPECT_EQ(prof_->startEvent(ctx_, nullptr, nullptr), ncclSuccess);
 }
 
 TEST_F(PluginProfilerTest, ReadContinuesAfterAnIdAndHonoursTheLimit) {

@@ -14,37 +14,40 @@ struct TableAbi {
   int version;   // tuner ABI: 3, 4, 5, 6
   int num_algo;  // NCCL 2.22 passes 6 algorithms, 2.23 and later 7
 
-  void* init(size_t n_ranks = 8, size_t n_nodes = 1, uint64_t comm_id = 0x5eed) const {
+  void* init(size_t n_ranks = 8, size_t n_nodes = 1, uint64_t comm_id = 0x5eed,
+             ncclDebugLogger_t logger = nullptr) const {
     const PluginUnderTest& p = PluginUnderTest::get();
     void* ctx = nullptr;
-    int rc = -1;
+    ncclResult_t rc = ncclInternalError;
     switch (version) {
-      case 3: rc = p.v3()->init(n_ranks, n_nodes, nullptr, &ctx); break;
-      case 4: rc = p.v4()->init(n_ranks, n_nodes, nullptr, &ctx); break;
-      case 5: rc = p.v5()->init(&ctx, comm_id, n_ranks, n_nodes, nullptr, nullptr, nullptr); break;
-      case 6: rc = p.v6()->init(&ctx, comm_id, n_ranks, n_nodes, nullptr, nullptr, nullptr); break;
+      case 3: rc = p.v3()->init(n_ranks, n_nodes, logger, &ctx); break;
+      case 4: rc = p.v4()->init(n_ranks, n_nodes, logger, &ctx); break;
+      case 5: rc = p.v5()->init(&ctx, comm_id, n_ranks, n_nodes, logger, nullptr, nullptr); break;
+      case 6: rc = p.v6()->init(&ctx, comm_id, n_ranks, n_nodes, logger, nullptr, nullptr); break;
     }
-    EXPECT_EQ(rc, nccl_abi::kSuccess);
+    EXPECT_EQ(rc, ncclSuccess);
     return ctx;
   }
 
-  int get(void* ctx, int coll, size_t bytes, int pipe_ops, CostTable& t, int* n_channels) const {
+  ncclResult_t get(void* ctx, int coll, size_t bytes, int pipe_ops, CostTable& t,
+                   int* n_channels) const {
     const PluginUnderTest& p = PluginUnderTest::get();
+    const auto f = static_cast<ncclFunc_t>(coll);
     const int np = CostTable::kProto;
     switch (version) {
-      case 3: return p.v3()->get_coll_info(ctx, coll, bytes, pipe_ops, t.arg(), num_algo, np,
-                                           n_channels);
-      case 4: return p.v4()->get_coll_info(ctx, coll, bytes, pipe_ops, t.arg(), num_algo, np, 0,
-                                           n_channels);
-      case 5: return p.v5()->get_coll_info(ctx, coll, bytes, pipe_ops, t.arg(), num_algo, np, 1,
-                                           n_channels);
-      case 6: return p.v6()->get_coll_info(ctx, coll, bytes, pipe_ops, t.arg(), num_algo, np, 0,
-                                           n_channels);
+      case 3:
+        return p.v3()->getCollInfo(ctx, f, bytes, pipe_ops, t.arg(), num_algo, np, n_channels);
+      case 4:
+        return p.v4()->getCollInfo(ctx, f, bytes, pipe_ops, t.arg(), num_algo, np, 0, n_channels);
+      case 5:
+        return p.v5()->getCollInfo(ctx, f, bytes, pipe_ops, t.arg(), num_algo, np, 1, n_channels);
+      case 6:
+        return p.v6()->getCollInfo(ctx, f, bytes, pipe_ops, t.arg(), num_algo, np, 0, n_channels);
     }
-    return -1;
+    return ncclInternalError;
   }
 
-  int fini(void* ctx) const {
+  ncclResult_t fini(void* ctx) const {
     const PluginUnderTest& p = PluginUnderTest::get();
     switch (version) {
       case 3: return p.v3()->destroy(ctx);
@@ -52,7 +55,7 @@ struct TableAbi {
       case 5: return p.v5()->finalize(ctx);
       case 6: return p.v6()->finalize(ctx);
     }
-    return -1;
+    return ncclInternalError;
   }
 };
 

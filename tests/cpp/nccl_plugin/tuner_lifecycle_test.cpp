@@ -20,9 +20,9 @@ TEST_F(PluginTunerLifecycleTest, EveryAbiIsExportedUnderItsNcclName) {
   ASSERT_NE(plugin().v6(), nullptr);
   EXPECT_STREQ(plugin().v5()->name, "DynamICCL");
   EXPECT_STREQ(plugin().v6()->name, "DynamICCL");
-  EXPECT_NE(plugin().v6()->get_coll_info, nullptr);
+  EXPECT_NE(plugin().v6()->getCollInfo, nullptr);
   EXPECT_NE(plugin().v6()->finalize, nullptr);
-  EXPECT_EQ(plugin().v6()->get_chunk_size, nullptr) << "optional: NULL keeps NCCL's chunk size";
+  EXPECT_EQ(plugin().v6()->getChunkSize, nullptr) << "optional: NULL keeps NCCL's chunk size";
   // v1 (NCCL 2.19-2.20) has no per-communicator context; it is deliberately not offered.
   EXPECT_EQ(dlsym(plugin().handle(), "ncclTunerPlugin_v1"), nullptr);
 }
@@ -32,7 +32,7 @@ TEST_F(PluginTunerLifecycleTest, InitAndFinalizeTrackActiveCommunicators) {
   std::vector<std::pair<TableAbi, void*>> comms;
   for (const TableAbi& abi : kTableAbis) comms.emplace_back(abi, abi.init(4, 1, 0xabc));
   void* v2_ctx = nullptr;
-  ASSERT_EQ(plugin().v2()->init(4, 1, nullptr, &v2_ctx), nccl_abi::kSuccess);
+  ASSERT_EQ(plugin().v2()->init(4, 1, nullptr, &v2_ctx), ncclSuccess);
   ASSERT_NE(v2_ctx, nullptr);
 
   const auto during = plugin().counters();
@@ -42,36 +42,35 @@ TEST_F(PluginTunerLifecycleTest, InitAndFinalizeTrackActiveCommunicators) {
 
   for (auto& [abi, ctx] : comms) {
     ASSERT_NE(ctx, nullptr);
-    EXPECT_EQ(abi.fini(ctx), nccl_abi::kSuccess);
+    EXPECT_EQ(abi.fini(ctx), ncclSuccess);
   }
-  EXPECT_EQ(plugin().v2()->destroy(v2_ctx), nccl_abi::kSuccess);
+  EXPECT_EQ(plugin().v2()->destroy(v2_ctx), ncclSuccess);
   const auto after = plugin().counters();
   EXPECT_EQ(after.active_comms, before.active_comms);
   EXPECT_EQ(after.init_calls, during.init_calls);
 }
 
 TEST_F(PluginTunerLifecycleTest, NullArgumentsNeverFailNccl) {
-  EXPECT_EQ(plugin().v5()->finalize(nullptr), nccl_abi::kSuccess);
-  EXPECT_EQ(plugin().v4()->destroy(nullptr), nccl_abi::kSuccess);
-  EXPECT_EQ(plugin().v5()->init(nullptr, 1, 2, 1, nullptr, nullptr, nullptr),
-            nccl_abi::kSuccess);
+  EXPECT_EQ(plugin().v5()->finalize(nullptr), ncclSuccess);
+  EXPECT_EQ(plugin().v4()->destroy(nullptr), ncclSuccess);
+  EXPECT_EQ(plugin().v5()->init(nullptr, 1, 2, 1, nullptr, nullptr, nullptr), ncclSuccess);
   // A channel cap cannot be written without NCCL's output: the decision is not honoured.
   void* ctx = kTableAbis[3].init();
   CostTable t(7);
   plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, -1, -1, 8);
-  EXPECT_EQ(plugin().v5()->get_coll_info(ctx, DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, 1, t.arg(),
-                                         7, 3, 0, nullptr),
-            nccl_abi::kSuccess);
+  EXPECT_EQ(
+      plugin().v5()->getCollInfo(ctx, ncclFuncAllReduce, kBytes, 1, t.arg(), 7, 3, 0, nullptr),
+      ncclSuccess);
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_UNAVAILABLE);
   // A missing table cannot take a forced pair either.
   plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, DYNAMICCL_NCCL_ALGO_RING,
                    DYNAMICCL_NCCL_PROTO_LL, -1);
   int n_channels = 0;
-  EXPECT_EQ(plugin().v5()->get_coll_info(ctx, DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, 1, nullptr,
-                                         7, 3, 0, &n_channels),
-            nccl_abi::kSuccess);
+  EXPECT_EQ(
+      plugin().v5()->getCollInfo(ctx, ncclFuncAllReduce, kBytes, 1, nullptr, 7, 3, 0, &n_channels),
+      ncclSuccess);
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_UNAVAILABLE);
-  EXPECT_EQ(kTableAbis[3].fini(ctx), nccl_abi::kSuccess);
+  EXPECT_EQ(kTableAbis[3].fini(ctx), ncclSuccess);
 }
 
 TEST_F(PluginTunerLifecycleTest, OutcomeIsPerThreadAndResetByPublish) {
@@ -89,7 +88,7 @@ TEST_F(PluginTunerLifecycleTest, OutcomeIsPerThreadAndResetByPublish) {
   EXPECT_EQ(fresh_thread_outcome, DYNAMICCL_NCCL_NOT_CALLED);
   plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, -1, -1, 2);
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_NOT_CALLED);
-  EXPECT_EQ(kTableAbis[4].fini(ctx), nccl_abi::kSuccess);
+  EXPECT_EQ(kTableAbis[4].fini(ctx), ncclSuccess);
 }
 
 // Many threads drive their own collectives on one communicator at once: each thread's
@@ -125,7 +124,7 @@ TEST_F(PluginTunerLifecycleTest, ConcurrentThreadsKeepDecisionsApartAndCountersE
   // The Broadcast after each consumed decision finds nothing published on its thread.
   EXPECT_EQ(after.abstained - before.abstained, total);
   EXPECT_EQ(after.mismatched - before.mismatched, 0u);
-  EXPECT_EQ(kTableAbis[3].fini(ctx), nccl_abi::kSuccess);
+  EXPECT_EQ(kTableAbis[3].fini(ctx), ncclSuccess);
 }
 
 }  // namespace

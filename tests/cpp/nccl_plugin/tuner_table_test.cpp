@@ -19,7 +19,7 @@ class PluginTunerTableTest : public PluginTest, public ::testing::WithParamInter
     ctx_ = abi().init();
     ASSERT_NE(ctx_, nullptr);
   }
-  void TearDown() override { EXPECT_EQ(abi().fini(ctx_), nccl_abi::kSuccess); }
+  void TearDown() override { EXPECT_EQ(abi().fini(ctx_), ncclSuccess); }
 
   const TableAbi& abi() const { return GetParam(); }
   CostTable table() const { return CostTable(abi().num_algo); }
@@ -27,7 +27,7 @@ class PluginTunerTableTest : public PluginTest, public ::testing::WithParamInter
   int call(CostTable& t, int coll = DYNAMICCL_NCCL_COLL_ALLREDUCE, size_t bytes = kMiB,
            int pipe_ops = 1) {
     int n_channels = 0;
-    EXPECT_EQ(abi().get(ctx_, coll, bytes, pipe_ops, t, &n_channels), nccl_abi::kSuccess);
+    EXPECT_EQ(abi().get(ctx_, coll, bytes, pipe_ops, t, &n_channels), ncclSuccess);
     EXPECT_TRUE(t.guards_intact());
     return n_channels;
   }
@@ -247,7 +247,7 @@ TEST_P(PluginTunerTableTest, NullContextAbstains) {
   const CostTable before = t;
   int n_channels = 0;
   EXPECT_EQ(abi().get(nullptr, DYNAMICCL_NCCL_COLL_ALLREDUCE, kMiB, 1, t, &n_channels),
-            nccl_abi::kSuccess);
+            ncclSuccess);
   EXPECT_EQ(n_channels, 0);
   EXPECT_EQ(std::memcmp(t.cells, before.cells, sizeof(t.cells)), 0);
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_ABSTAINED);

@@ -23,11 +23,11 @@ class PluginTunerV2Test : public PluginTest {
     ASSERT_NE(plugin().v2(), nullptr);
     ctx_ = init(/*n_nodes=*/2);
   }
-  void TearDown() override { EXPECT_EQ(plugin().v2()->destroy(ctx_), nccl_abi::kSuccess); }
+  void TearDown() override { EXPECT_EQ(plugin().v2()->destroy(ctx_), ncclSuccess); }
 
   static void* init(size_t n_nodes) {
     void* ctx = nullptr;
-    EXPECT_EQ(plugin().v2()->init(16, n_nodes, nullptr, &ctx), nccl_abi::kSuccess);
+    EXPECT_EQ(plugin().v2()->init(16, n_nodes, nullptr, &ctx), ncclSuccess);
     EXPECT_NE(ctx, nullptr);
     return ctx;
   }
@@ -35,9 +35,9 @@ class PluginTunerV2Test : public PluginTest {
   V2Call call(void* ctx, int coll = DYNAMICCL_NCCL_COLL_ALLREDUCE, size_t bytes = kBytes,
               int collnet = 0, int nvls = 0) {
     V2Call c;
-    EXPECT_EQ(plugin().v2()->get_coll_info(ctx, coll, bytes, collnet, nvls, 1, &c.algorithm,
-                                           &c.protocol, &c.n_channels),
-              nccl_abi::kSuccess);
+    EXPECT_EQ(plugin().v2()->getCollInfo(ctx, static_cast<ncclFunc_t>(coll), bytes, collnet, nvls,
+                                         1, &c.algorithm, &c.protocol, &c.n_channels),
+              ncclSuccess);
     return c;
   }
   V2Call call(int coll = DYNAMICCL_NCCL_COLL_ALLREDUCE, size_t bytes = kBytes, int collnet = 0,
@@ -138,7 +138,7 @@ TEST_F(PluginTunerV2Test, NvlsTreeNeedsSeveralNodes) {
                    DYNAMICCL_NCCL_PROTO_SIMPLE, -1);
   expect_untouched(call(single_node, DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, 0, 1));
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_UNAVAILABLE);
-  EXPECT_EQ(plugin().v2()->destroy(single_node), nccl_abi::kSuccess);
+  EXPECT_EQ(plugin().v2()->destroy(single_node), ncclSuccess);
 }
 
 TEST_F(PluginTunerV2Test, UserAlgoOrProtoEnvironmentDisablesForcingButNotChannels) {
@@ -151,7 +151,7 @@ TEST_F(PluginTunerV2Test, UserAlgoOrProtoEnvironmentDisablesForcingButNotChannel
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_UNAVAILABLE);
   plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, -1, -1, 4);
   EXPECT_EQ(call(restricted).n_channels, 4);
-  EXPECT_EQ(plugin().v2()->destroy(restricted), nccl_abi::kSuccess);
+  EXPECT_EQ(plugin().v2()->destroy(restricted), ncclSuccess);
 }
 
 TEST_F(PluginTunerV2Test, MismatchedBytesKeepNcclDefaults) {
