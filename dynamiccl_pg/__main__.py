@@ -23,12 +23,18 @@ def _actions(argv) -> int:
 
 
 def _config(argv) -> int:
-    from . import config
+    from . import _C, config
     argparse.ArgumentParser(prog="python -m dynamiccl_pg config").parse_args(argv)
     for name, (default, doc) in config.ENV_VARS.items():
         current = os.environ.get(name)
         shown = f"{current!r}" if current is not None else "(unset)"
         print(f"{name:<28} default {default!r:<9} now {shown:<12} {doc}")
+    print("\nlearner head settings (DYNAMICCL_HEADS=\"role.key=value;...\", role: all or one of "
+          f"{', '.join(config.ROLES)}):")
+    defaults = _C.default_heads()
+    for s in _C.head_settings():
+        per_role = ", ".join(f"{r}={defaults[r][s['name']]:g}" for r in config.ROLES)
+        print(f"  {s['name']:<17} {s['range']:<26} {s['doc']}\n  {'':<17} defaults: {per_role}")
     config.validate_environment()
     return 0
 

@@ -15,7 +15,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from . import _C, config
+from . import _C, agreement, config, topology
 
 BACKEND_NAME = "dynamiccl"
 
@@ -82,14 +82,20 @@ def _create(dist_opts, backend_options):
     if not isinstance(timeout, timedelta):
         timeout = timedelta(seconds=float(timeout.total_seconds()))
 
+    # Nothing runs before every rank is known to decide the same way.
+    agreement.agree(store, rank, size, "settings", config.fingerprint(cfg),
+                    agreement.identical("settings that shape decisions"))
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("gloo/", store), rank, size, timeout)
     control = dist.ProcessGroupGloo(dist.PrefixStore("control/", store), rank, size, timeout)
     nccl = None
     if torch.cuda.is_available() and dist.is_nccl_available():
         cfg["nccl_tuning"] = cfg["mode"] != "off" and _prepare_nccl_env(cfg)
         nccl = _make_nccl(store, rank, size, timeout, nccl_options)
+        # The cluster NCCL's cost model (the NCCL arms' prior) assumes, as every rank describes it.
+        cfg["nccl_topology"] = topology.describe(store, rank, size, cfg["topology_override"])
     pg = _C.ProcessGroupDynamicCCL(rank, size, gloo, control, nccl, cfg, timeout)
     pg.group_name_at_creation = dist_opts.group_id  # "0", "1", ...: stable across runs
+    pg.nccl_topology = cfg.get("nccl_topology")  # what the NCCL prior assumes (None: no NCCL)
     # This process's global rank, still known once the default group is gone (exit-time trace).
     # (The default group is created without its global ranks: there they are the group's.)
     global_ranks = list(dist_opts.global_ranks_in_group)

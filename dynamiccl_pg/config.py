@@ -19,6 +19,8 @@ MODES = tuple(VOCABULARY["modes"])
 COST_REDUCTIONS = tuple(VOCABULARY["cost_reductions"])
 ROLES = tuple(VOCABULARY["roles"])
 OPS = tuple(VOCABULARY["ops"])
+HEAD_SETTINGS = {h["name"]: h for h in _C.head_settings()}  # the learner's table
+LIBRARY_VERSION = "0.2.0"
 
 
 class ConfigError(ValueError):
@@ -38,24 +40,34 @@ class Options:
     cost_reduce: Optional[str] = None
     force: Optional[str] = None
     role_map: Optional[str] = None
+    regret_budget: Optional[float] = None
+    heads: Optional[str] = None
     nccl_options: object = None
 
 
 # name: (default, description) — the README's configuration table mirrors this.
 ENV_VARS = {
     "DYNAMICCL_MODE": ("learn", "learn | frozen | off"),
-    "DYNAMICCL_ROUND_CALLS": ("32", "learned calls between consensus rounds (K), >= 1"),
+    "DYNAMICCL_ROUND_CALLS": ("16", "learned calls between consensus rounds (K), >= 1"),
     "DYNAMICCL_COST_REDUCE": ("auto", "per-rank durations -> cost: auto (max on CPU, min on NCCL) "
                               "| min | max"),
     "DYNAMICCL_FORCE": ("", "pin ops to arms on every rank, e.g. allreduce:ring;allgather:rd"),
     "DYNAMICCL_ROLE_MAP": ("", "map group descriptions to roles, e.g. my_tp_group=tp;emb=dp"),
     "DYNAMICCL_POLICY": ("", "policy JSON to load at group creation (warm start)"),
     "DYNAMICCL_TRACE": ("", "path prefix: write <prefix>.rank<N>.jsonl and .trace.json at exit"),
+    "DYNAMICCL_CHECK": ("0", "1: before each collective, check that every rank issues the same "
+                        "one (op, dtype, sizes, root); also on with TORCH_DISTRIBUTED_DEBUG=DETAIL"),
     "DYNAMICCL_SUMMARY": ("0", "1: print the learned-policy summary on rank 0 at exit"),
     "DYNAMICCL_DECISION_LOG": ("65536", "decisions kept for decision_log(), >= 0"),
+    "DYNAMICCL_REGRET_BUDGET": ("0.01", "do no harm: what learning may cost over the engine "
+                                "default, fraction of a state's time, 0 < x <= 1 (every head)"),
+    "DYNAMICCL_HEADS": ("", "per-head learner settings, e.g. tp.regret_budget=0.005;"
+                        "all.settle_calls=512 (python -m dynamiccl_pg config lists the keys)"),
     "DYNAMICCL_STEP_REGRESSION": ("0.10", "guard: step-time regression that freezes exploration"),
     "DYNAMICCL_LOSS_STALL_ROUNDS": ("20", "guard: rounds without loss progress while exploring"),
     "DYNAMICCL_NCCL_PLUGIN": ("1", "1: point NCCL at the tuner plugin (CUDA); 0: do not"),
+    "DYNAMICCL_TOPOLOGY": ("", "what NCCL's cost model assumes of the cluster, overriding what the "
+                           "ranks detect: nodes=4,gpus=8,intra=nvlink:450,inter=ib:50,gpu=hopper"),
 }
 # Read by the project's scripts (scripts/env.sh), not by the backend; exported to every rank by
 # scripts/train.sh, so they are not typos.
@@ -118,6 +130,35 @@ def parse_role_map(value: str, name: str = "DYNAMICCL_ROLE_MAP") -> Dict[str, st
     return roles
 
 
+def _head_value(name: str, key: str, raw) -> float:
+    setting = HEAD_SETTINGS.get(key)
+    if setting is None:
+        raise ConfigError(f"{name}: unknown head setting {key!r}; accepted: "
+                          f"{', '.join(HEAD_SETTINGS)}")
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{name}: {key}={raw!r} is not a number; accepted: "
+                          f"{setting['range']}") from None
+    lo, hi = setting["min"], setting["max"]
+    inside = (value > lo if setting["min_open"] else value >= lo) and value <= hi
+    if not inside or (setting["integer"] and value != int(value)):
+        raise ConfigError(f"{name}: {key}={raw!r} is out of range; accepted: {setting['range']}")
+    return value
+
+
+def parse_heads(value: str, name: str = "DYNAMICCL_HEADS") -> list:
+    """``"tp.regret_budget=0.005;all.settle_calls=512"`` -> [(role, key, value)]."""
+    out = []
+    for target, raw in _pairs(name, value, "=").items():
+        role, dot, key = target.partition(".")
+        if not dot:
+            raise ConfigError(f"{name}: {target!r} is not role.key (e.g. tp.regret_budget)")
+        _choice(f"{name} role", role, ("all",) + ROLES)
+        out.append((role, key, _head_value(name, key, raw)))
+    return out
+
+
 def resolve(options: Optional[Options] = None) -> dict:
     """The backend configuration for one group: environment, overridden by ``options``."""
     o = options or Options()
@@ -133,16 +174,55 @@ def resolve(options: Optional[Options] = None) -> dict:
         "role_map": parse_role_map(o.role_map if o.role_map is not None
                                    else _env("DYNAMICCL_ROLE_MAP")),
         "decision_log": _int("DYNAMICCL_DECISION_LOG", _env("DYNAMICCL_DECISION_LOG"), 0),
+        "heads": [("all", "regret_budget", _head_value(
+            "DYNAMICCL_REGRET_BUDGET", "regret_budget",
+            o.regret_budget if o.regret_budget is not None else _env("DYNAMICCL_REGRET_BUDGET")))]
+        + parse_heads(o.heads if o.heads is not None else _env("DYNAMICCL_HEADS")),
         "step_regression": _float("DYNAMICCL_STEP_REGRESSION",
                                   _env("DYNAMICCL_STEP_REGRESSION"), 0.0),
         "loss_stall_rounds": _int("DYNAMICCL_LOSS_STALL_ROUNDS",
                                   _env("DYNAMICCL_LOSS_STALL_ROUNDS"), 1),
         "trace": bool(_env("DYNAMICCL_TRACE")),
+        "check_calls": (_choice("DYNAMICCL_CHECK", _env("DYNAMICCL_CHECK"), ("0", "1")) == "1"
+                        or os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"),
         "nccl_plugin": _choice("DYNAMICCL_NCCL_PLUGIN", _env("DYNAMICCL_NCCL_PLUGIN"),
                                ("0", "1")) == "1",
+        "topology_override": _topology_override(),
     }
     _choice("DYNAMICCL_SUMMARY", _env("DYNAMICCL_SUMMARY"), ("0", "1"))
     return cfg
+
+
+def _topology_override() -> dict:
+    from .topology import parse_override  # (it needs torch; config is imported first)
+    return parse_override(_env("DYNAMICCL_TOPOLOGY"))
+
+
+# What shapes decisions, hence must be identical on every rank of a group (checked at creation).
+_DECISION_SETTINGS = ("mode", "round_calls", "cost_reduce", "force", "role_map", "heads",
+                      "step_regression", "loss_stall_rounds", "nccl_plugin", "topology_override")
+
+
+def fingerprint(cfg: dict) -> dict:
+    """The settings and versions every rank of a group must share, as a flat dict."""
+    import hashlib
+
+    import torch
+    out = {name: cfg[name] for name in _DECISION_SETTINGS}
+    policy = _env("DYNAMICCL_POLICY")
+    if policy:
+        try:
+            with open(policy, "rb") as f:
+                out["DYNAMICCL_POLICY"] = f"{policy} (sha256 {hashlib.sha256(f.read()).hexdigest()[:12]})"
+        except OSError as e:
+            out["DYNAMICCL_POLICY"] = f"{policy} (unreadable: {e.strerror})"
+    else:
+        out["DYNAMICCL_POLICY"] = ""
+    out["torch"] = torch.__version__
+    out["nccl"] = (".".join(map(str, torch.cuda.nccl.version()))
+                   if torch.cuda.is_available() else None)
+    out["dynamiccl"] = LIBRARY_VERSION
+    return out
 
 
 def validate_environment() -> None:

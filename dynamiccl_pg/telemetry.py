@@ -32,6 +32,7 @@ def stats(group=None) -> dict:
         "states": {name: pg.stats(e) for name, e in ENGINES.items()},
         "calls": pg.call_summary(),
         "nccl_plugin": dict(_C.nccl_counters(), tuning_active=pg.nccl_tuning_active),
+        "nccl_topology": pg.nccl_topology,
     }
 
 
@@ -107,7 +108,7 @@ def format_summary(group=None) -> str:
             continue
         lines.append(f"learned ({engine}): {'role':<8} {'op':<15} {'size':>9} {'incumbent':<14} "
                      f"{'phase':<8} {'calls':>7} {'probes':>6} {'default_us':>10} "
-                     f"{'chosen_us':>10} {'speedup':>8}")
+                     f"{'chosen_us':>10} {'speedup':>8} {'budget_used':>11}")
         for st in sorted(states, key=lambda x: (x["role"], x["op"], x["size_bin"])):
             arms = {a["name"]: a for a in st["arms"]}
             d, c = arms.get("default", {}), arms.get(st["incumbent"], {})
@@ -115,10 +116,13 @@ def format_summary(group=None) -> str:
             dm, cm = d.get("center_us", 0.0), c.get("center_us", 0.0)
             speed = f"{dm / cm:.2f}x" if dm > 0 and cm > 0 else "-"
             phase = "frozen" if st["frozen"] else st["phase"]
+            # Do no harm: what learning cost over the default, as a share of what it may cost.
+            used = (f"{max(st['extra_us'], 0.0) / st['budget_us']:.0%}" if st["budget_us"] > 0
+                    else "-")
             lines.append(f"{'':<14}{st['role']:<8} {st['op']:<15} "
                          f"{'>=' + _size(st['size_bin']):>9} {st['incumbent']:<14} {phase:<8} "
                          f"{st['calls']:>7} {st['probes']:>6} "
-                         f"{dm:>10.1f} {cm:>10.1f} {speed:>8}")
+                         f"{dm:>10.1f} {cm:>10.1f} {speed:>8} {used:>11}")
     return "\n".join(lines)
 
 

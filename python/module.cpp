@@ -7,12 +7,14 @@
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 
+#include <tuple>
+
 #include "backend/hint_scope.h"
 #include "backend/process_group_dynamiccl.h"
 #include "engines/cpu/arm_catalog.h"
 #include "engines/nccl/arm_catalog.h"
 #include "nccl_plugin/dynamiccl_nccl.h"
-#include "sim/nccl_model.h"
+#include "nccl_model/cost_model.h"
 
 namespace py = pybind11;
 
@@ -77,6 +79,26 @@ E parse_or_throw(NameList names, const std::string& value, const char* what) {
   return out;
 }
 
+nccl::LinkSpec link_from_py(const py::dict& d) {
+  return nccl::LinkSpec{d["type"].cast<std::string>(), d["bw_GBps"].cast<double>(),
+                        get_or<double>(d, "lat_us", 0.0)};
+}
+
+// A TopologySpec from its dict form (dynamiccl_pg/topology.py); resolve_topology checks it.
+nccl::TopologySpec topology_from_py(const py::dict& d) {
+  nccl::TopologySpec t;
+  t.nodes = d["nodes"].cast<int>();
+  t.gpus_per_node = d["gpus_per_node"].cast<int>();
+  t.gpu = d["gpu"].cast<std::string>();
+  t.cpu = get_or<std::string>(d, "cpu", t.cpu);
+  t.intra = link_from_py(d["intra"].cast<py::dict>());
+  t.inter = link_from_py(d["inter"].cast<py::dict>());
+  t.nvswitch = get_or<bool>(d, "nvswitch", t.nvswitch);
+  t.sharp = get_or<bool>(d, "sharp", t.sharp);
+  t.channels = get_or<int>(d, "channels", t.channels);
+  return t;
+}
+
 // The Python side (dynamiccl_pg/config.py) validates every value with a message naming it; these
 // checks only guard the boundary.
 BackendConfig config_from_dict(const py::dict& d) {
@@ -91,7 +113,27 @@ BackendConfig config_from_dict(const py::dict& d) {
   }
   c.decision_log_capacity = get_or<size_t>(d, "decision_log", c.decision_log_capacity);
   c.trace = get_or<bool>(d, "trace", false);
+  c.check_calls = get_or<bool>(d, "check_calls", false);
   c.nccl_tuning = get_or<bool>(d, "nccl_tuning", true);
+  if (d.contains("nccl_topology")) {
+    c.nccl_topology = topology_from_py(d["nccl_topology"].cast<py::dict>());
+    c.nccl_group = nccl::GroupShape{c.nccl_topology.nodes, c.nccl_topology.gpus_per_node};
+  }
+  // Head settings: (role or "all", key, value); keys and ranges are the learner's table.
+  for (const auto& [role, key, value] :
+       get_or<std::vector<std::tuple<std::string, std::string, double>>>(d, "heads", {})) {
+    try {
+      if (role == "all") {
+        for (HeadConfig& h : c.learner.heads) set_head_setting(h, key, value);
+      } else {
+        set_head_setting(c.learner.heads[static_cast<int>(
+                             parse_or_throw<Role>(role_names(), role, "role"))],
+                         key, value);
+      }
+    } catch (const std::invalid_argument& e) {
+      TORCH_CHECK_VALUE(false, "dynamiccl: ", role, ".", e.what());
+    }
+  }
   c.learner.step_regression = get_or<double>(d, "step_regression", c.learner.step_regression);
   c.learner.loss_stall_rounds = get_or<int>(d, "loss_stall_rounds", c.learner.loss_stall_rounds);
   return c;
@@ -105,13 +147,32 @@ py::list stats_to_py(const Learner& learner) {
     d["role"] = role_name(s.role);
     d["op"] = op_name(s.op);
     d["size_bin"] = s.size_bin;
-    d["incumbent"] = s.arms.at(s.incumbent).name;
+    const auto name_of = [&](uint16_t arm) {
+      for (const ArmStats& a : s.arms) {
+        if (a.arm == arm) return a.name;
+      }
+      return std::string("?");
+    };
+    d["incumbent"] = name_of(s.incumbent);
     d["phase"] = s.phase;
     d["calls"] = s.calls;
     d["probes"] = s.probes;
     d["alarms"] = s.alarms;
     d["frozen"] = s.frozen;
     d["converged_at_call"] = s.converged_at_call;
+    d["measured_calls"] = s.measured_calls;
+    d["extra_us"] = s.extra_us;
+    d["budget_us"] = s.budget_us;
+    py::list events;
+    for (const auto& e : s.events) {
+      py::dict ed;
+      ed["call"] = e.call;
+      ed["what"] = e.what;
+      ed["from"] = name_of(e.from_arm);
+      ed["to"] = name_of(e.to_arm);
+      events.append(ed);
+    }
+    d["events"] = events;
     py::list arms;
     for (const auto& a : s.arms) {
       py::dict ad;
@@ -326,18 +387,76 @@ PYBIND11_MODULE(_C, m) {
     v["engines"] = to_vector(engine_names());
     v["cost_reductions"] = to_vector(cost_reduce_names());
     std::vector<std::string> algos, protos;
-    for (int a = 0; a < sim::kNumAlgos; ++a) algos.push_back(sim::algo_name(a));
-    for (int p = 0; p < sim::kNumProtos; ++p) protos.push_back(sim::proto_name(p));
+    for (int a = 0; a < nccl::kNumAlgos; ++a) algos.push_back(nccl::algo_name(a));
+    for (int p = 0; p < nccl::kNumProtos; ++p) protos.push_back(nccl::proto_name(p));
     v["nccl_algos"] = algos;
     v["nccl_protos"] = protos;
     v["size_bins"] = kNumSizeBins;
     return v;
   }, "Every name list the core defines (ops, roles, modes, engines, ...), indexed by value.");
   m.def("size_bin", &size_bin, "The learner's size bin of a byte count.");
-  m.def("arm_names", [](EngineKind engine, const std::string& op) {
-    if (engine == EngineKind::kCpu) return arm_names(CpuArmCatalog(), op);
-    return arm_names(NcclArmCatalog(), op);
-  }, "The arms an engine offers for an op (the first is the engine default).");
+  m.def(
+      "nccl_predict",
+      [](const py::dict& topology, const std::string& op_str, uint64_t bytes) {
+        // NCCL's cost model (the NCCL prior) of the described communicator: per arm, its time.
+        const nccl::TopologySpec spec = topology_from_py(topology);
+        const NcclArmCatalog cat = nccl_catalog_for(
+            nccl::resolve_topology(spec), nccl::GroupShape{spec.nodes, spec.gpus_per_node});
+        const auto op = parse_or_throw<OpKind>(op_names(), op_str, "op");
+        py::dict out;
+        const auto& arms = cat.arms(op);
+        for (size_t a = 0; a < arms.size(); ++a) {
+          out[py::str(arms[a].name)] = cat.model().predict_us(op, arms[a].action, bytes);
+        }
+        int algo = -1, proto = -1;
+        if (nccl::func_of(op) >= 0 && cat.model().pick(nccl::func_of(op), bytes, &algo, &proto)) {
+          out["default"] = py::str(nccl_arm_name(algo, proto, 0));
+        }
+        return out;
+      },
+      py::arg("topology"), py::arg("op"), py::arg("bytes"),
+      "NCCL's modelled time (us) of every arm of `op` at `bytes` on the described communicator "
+      "(a topology dict as dynamiccl_pg.topology describes it); 'default' names NCCL's pick.");
+  m.def("head_settings", [] {
+    py::list out;
+    const HeadConfig defaults;
+    for (const HeadSetting& s : head_settings()) {
+      py::dict d;
+      d["name"] = s.name;
+      d["integer"] = s.integer != nullptr;
+      d["min"] = s.min;
+      d["max"] = s.max;
+      d["min_open"] = s.min_open;
+      d["range"] = s.range();
+      d["doc"] = s.doc;
+      out.append(d);
+    }
+    return out;
+  }, "The learner's per-head settings: name, range and meaning (DYNAMICCL_HEADS keys).");
+  m.def("default_heads", [] {
+    py::dict out;
+    const auto heads = LearnerConfig::default_heads();
+    for (int r = 0; r < kNumRoles; ++r) {
+      py::dict d;
+      for (const HeadSetting& s : head_settings()) d[s.name] = s.get(heads[r]);
+      out[role_name(static_cast<Role>(r))] = d;
+    }
+    return out;
+  }, "Every role head's default settings.");
+  m.def(
+      "arm_names",
+      [](EngineKind engine, const std::string& op, const py::object& topology) {
+        if (engine == EngineKind::kCpu) return arm_names(CpuArmCatalog(), op);
+        const nccl::TopologySpec spec =
+            topology.is_none() ? nccl::TopologySpec{} : topology_from_py(topology.cast<py::dict>());
+        return arm_names(nccl_catalog_for(nccl::resolve_topology(spec),
+                                          nccl::GroupShape{spec.nodes, spec.gpus_per_node}),
+                         op);
+      },
+      py::arg("engine"), py::arg("op"), py::arg("topology") = py::none(),
+      "The arms an engine offers for an op (the first is the engine default); NCCL's depend on "
+      "the topology (a dict as dynamiccl_pg.topology describes it; default: one node of eight "
+      "Hopper GPUs on NVLink).");
   m.def("nccl_plugin_path", &loaded_plugin_path,
         "Path of the tuner plugin library this module is linked with (give NCCL this one).");
   m.def("nccl_counters", [] {

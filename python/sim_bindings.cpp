@@ -95,14 +95,18 @@ void bind_specs(py::module_& m) {
       .def_readwrite("topology", &ScenarioSpec::topology)
       .def_readwrite("truth", &ScenarioSpec::truth)
       .def_readwrite("noise_sigma", &ScenarioSpec::noise_sigma)
+      .def_readwrite("outlier_rate", &ScenarioSpec::outlier_rate)
+      .def_readwrite("outlier_factor", &ScenarioSpec::outlier_factor)
+      .def_readwrite("arrival_skew_us", &ScenarioSpec::arrival_skew_us)
+      .def_readwrite("overlap", &ScenarioSpec::overlap)
       .def_readwrite("channel_model", &ScenarioSpec::channel_model)
       .def_readwrite("congestion", &ScenarioSpec::congestion)
       .def_readwrite("workload", &ScenarioSpec::workload)
       .def_readwrite("channel_caps", &ScenarioSpec::channel_caps)
       .def_readwrite("derive_channel_caps", &ScenarioSpec::derive_channel_caps)
-      .def_readwrite("consensus_every", &ScenarioSpec::consensus_every)
-      .def_readwrite("consensus_lag", &ScenarioSpec::consensus_lag)
+      .def_readwrite("round_calls", &ScenarioSpec::round_calls)
       .def_readwrite("ranks_sampled", &ScenarioSpec::ranks_sampled)
+      .def_readwrite("round_cost_us", &ScenarioSpec::round_cost_us)
       .def_readwrite("heads", &ScenarioSpec::heads);
 }
 

@@ -1,19 +1,65 @@
 #include "backend/consensus.h"
 
+#include <c10/util/Exception.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <sstream>
 
 namespace dynamiccl {
 
 namespace {
-constexpr float kMissing = std::numeric_limits<float>::infinity();
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
 // ConsensusSlot::done: low bits of the call index above a duration of up to 2^40 ns (18 min).
 constexpr int kDurationBits = 40;
 constexpr uint64_t kDurationMask = (1ull << kDurationBits) - 1;
 uint64_t done_tag(uint64_t index) { return index & ((1ull << (64 - kDurationBits)) - 1); }
+
+// Decision hashes travel as doubles: 52 bits stay exact.
+constexpr uint64_t kHashMask = (1ull << 52) - 1;
+constexpr uint64_t kFnvBasis = 1469598103934665603ull;
+template <typename T>
+uint64_t fnv1a(uint64_t h, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) {
+    h ^= static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+    h *= 1099511628211ull;
+  }
+  return h;
 }
+uint64_t hash_decision(uint64_t h, const CallRecord& r) {
+  h = fnv1a(h, r.seq);
+  h = fnv1a(h, static_cast<uint8_t>(r.op));
+  h = fnv1a(h, r.bytes);
+  h = fnv1a(h, static_cast<uint8_t>(r.role));
+  h = fnv1a(h, r.state_id);
+  h = fnv1a(h, r.arm);
+  return fnv1a(h, r.epoch);
+}
+
+// The decision record exchanged to name a disagreement: one row per call of the round.
+constexpr int kRecordWords = 7;
+void write_record(double* w, const CallRecord& r) {
+  w[0] = static_cast<double>(r.seq);
+  w[1] = static_cast<double>(r.op);
+  w[2] = static_cast<double>(r.bytes);
+  w[3] = static_cast<double>(r.role);
+  w[4] = static_cast<double>(r.state_id);
+  w[5] = static_cast<double>(r.arm);
+  w[6] = static_cast<double>(r.epoch);
+}
+std::string describe_record(const double* w) {
+  std::ostringstream os;
+  os << op_name(static_cast<OpKind>(w[1])) << " of " << static_cast<uint64_t>(w[2])
+     << " bytes (call #" << static_cast<uint64_t>(w[0]) << "): role "
+     << role_name(static_cast<Role>(w[3])) << ", state " << static_cast<uint64_t>(w[4])
+     << ", arm " << static_cast<uint64_t>(w[5]) << ", epoch " << static_cast<uint64_t>(w[6]);
+  return os.str();
+}
+
+}  // namespace
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -21,19 +67,22 @@ int64_t now_ns() {
       .count();
 }
 
-float Consensus::sign_of(EngineKind engine) const {
-  const bool max = reduce_ == CostReduce::kMax ||
-                   (reduce_ == CostReduce::kAuto && engine == EngineKind::kCpu);
-  return max ? -1.f : 1.f;
-}
-
 Consensus::Consensus(int round_calls, CostReduce reduce,
                      c10::intrusive_ptr<c10d::Backend> control)
-    : k_(round_calls), reduce_(reduce), control_(std::move(control)), ring_(2 * round_calls) {}
+    : k_(round_calls),
+      reduce_(reduce),
+      control_(std::move(control)),
+      schedule_(round_calls),
+      ring_(schedule_.slots()),
+      records_(schedule_.slots()),
+      round_hash_(kFnvBasis) {}
 
-ConsensusSlot& Consensus::begin_call(const CallRecord& call, SummaryCell* cell) {
-  const uint64_t index = next_index_;
-  ConsensusSlot& rec = ring_[index % ring_.size()];
+uint64_t Consensus::add_call(const CallRecord& call) {
+  const uint64_t index = schedule_.add_call(call.measured);
+  records_[index % records_.size()] = call;
+  round_hash_ = hash_decision(round_hash_, call);
+  if (!call.measured) return index;
+  ConsensusSlot& rec = slot(index);
   rec.call_index.store(ConsensusSlot::kInvalid, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   rec.done.store(0, std::memory_order_relaxed);
@@ -42,14 +91,15 @@ ConsensusSlot& Consensus::begin_call(const CallRecord& call, SummaryCell* cell) 
   rec.engine = call.engine;
   rec.state_id = call.state_id;
   rec.arm = call.arm;
-  rec.cell.store(cell, std::memory_order_relaxed);
+  rec.probe = call.probe;
+  rec.cell.store(nullptr, std::memory_order_relaxed);
   rec.start_ns.store(call.start_ns, std::memory_order_relaxed);
   rec.call_index.store(index, std::memory_order_release);
-  return rec;
+  return index;
 }
 
 void Consensus::complete(uint64_t index, int64_t end_ns) {
-  ConsensusSlot& rec = ring_[index % ring_.size()];
+  ConsensusSlot& rec = slot(index);
   if (rec.call_index.load(std::memory_order_acquire) != index) return;
   const int64_t start = rec.start_ns.load(std::memory_order_relaxed);
   SummaryCell* cell = rec.cell.load(std::memory_order_relaxed);
@@ -62,85 +112,138 @@ void Consensus::complete(uint64_t index, int64_t end_ns) {
 }
 
 void Consensus::end_call(std::array<Learner*, kNumEngines> learners) {
-  ++next_index_;
-  if (next_index_ % k_ != 0) return;
-  // Boundary after round r = next_index_/K - 1: apply round r-1 (its all-reduce has had K calls
-  // to finish), then start round r's. Every rank reaches this line at the same call index.
-  apply_pending(learners);
-  start_round(next_index_ - k_, k_);
+  if (!failure_.empty()) C10_THROW_ERROR(DistBackendError, failure_);
+  const RoundScheduler::Boundary b = schedule_.end_call();
+  // Every rank reaches a boundary at the same call index: apply the round in flight (its
+  // all-reduce has had K calls to finish), then start the one that just closed.
+  if (b.apply) apply_pending(learners);
+  if (b.start) start_round(b.first);
 }
 
-void Consensus::start_round(uint64_t first, uint64_t count) {
-  // Payload: per call, the cost in µs (negated where it is to be max-reduced, so one MIN
-  // all-reduce serves both), then per call -1 if this rank could not apply the arm, then the two
-  // signals.
-  const int64_t n = static_cast<int64_t>(count);
-  at::Tensor payload = at::empty({2 * n + 2}, at::kFloat);
-  float* p = payload.data_ptr<float>();
-  pending_.engine.resize(count);
-  pending_.state.resize(count);
-  pending_.arm.resize(count);
-  for (uint64_t i = 0; i < count; ++i) {
-    ConsensusSlot& rec = ring_[(first + i) % ring_.size()];
-    pending_.engine[i] = rec.engine;
-    pending_.state[i] = rec.state_id;
-    pending_.arm[i] = rec.arm;
-    float cost = kMissing;
-    if (rec.timed_work) {
+void Consensus::start_round(uint64_t first) {
+  // Per call: the cost in µs, negated where it is max-reduced, so that one MIN all-reduce serves
+  // both; a cost no rank measured (or not yet: still running) is +inf, or -inf where max-reduced,
+  // so that one unfinished rank makes it unknown. Then per call -1 if this rank could not apply
+  // the arm. Then the round words.
+  at::Tensor payload = at::empty({2 * k_ + kNumRoundWords}, at::kDouble);
+  double* p = payload.data_ptr<double>();
+  for (int i = 0; i < k_; ++i) {
+    const uint64_t index = first + static_cast<uint64_t>(i);
+    ConsensusSlot& rec = slot(index);
+    const bool measured = rec.call_index.load(std::memory_order_acquire) == index;
+    double cost = kInf;
+    if (measured && rec.timed_work) {
       // NCCL: GPU time from the inner work's events, only once it is done (never block).
       if (rec.timed_work->isCompleted()) {
         const float ms = rec.timed_work->getDuration();
-        if (ms > 0) cost = ms * 1000.f;
+        if (ms > 0) cost = ms * 1000.0;
       }
       rec.timed_work.reset();
-    } else {
+    } else if (measured) {
       const uint64_t done = rec.done.load(std::memory_order_acquire);
-      if (done != 0 && done >> kDurationBits == done_tag(first + i)) {
-        cost = std::max(0.001f, static_cast<float>(done & kDurationMask) / 1000.f);
+      if (done != 0 && done >> kDurationBits == done_tag(index)) {
+        cost = std::max(0.001, static_cast<double>(done & kDurationMask) / 1000.0);
       }
     }
-    p[i] = cost == kMissing ? kMissing : sign_of(rec.engine) * cost;
-    p[n + i] = rec.unavailable.load(std::memory_order_relaxed) ? -1.f : 0.f;
+    p[i] = max_reduced(rec.engine) ? -cost : cost;
+    p[k_ + i] = measured && rec.unavailable.load(std::memory_order_relaxed) ? -1.0 : 0.0;
   }
+  double* w = p + 2 * k_;
+  const uint64_t h = round_hash_ & kHashMask;
+  round_hash_ = kFnvBasis;
+  w[kHashMin] = static_cast<double>(h);
+  w[kHashNegMax] = -static_cast<double>(h);
   {
     std::lock_guard<std::mutex> lock(signal_mu_);
-    p[2 * n] = step_n_ ? static_cast<float>(step_sum_ / step_n_) : kMissing;
-    p[2 * n + 1] = loss_n_ ? static_cast<float>(loss_sum_ / loss_n_) : kMissing;
+    w[kStepTime] = step_n_ ? step_sum_ / step_n_ : kInf;
+    w[kLoss] = loss_n_ ? loss_sum_ / loss_n_ : kInf;
     step_sum_ = loss_sum_ = 0;
     step_n_ = loss_n_ = 0;
   }
+  w[kRoundCost] = last_round_us_ > 0 ? -last_round_us_ : kInf;  // max over ranks
   pending_.first = first;
-  pending_.count = count;
   pending_.payload = {payload};
   c10d::AllreduceOptions opts;
   opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::MIN);
   opts.timeout = timeout_;
+  pending_.issued_ns = now_ns();
   pending_.work = control_->allreduce(pending_.payload, opts);
+  // When it finished: what measuring costs (the round's all-reduce), reported next round.
+  pending_.completed_ns = std::make_shared<std::atomic<int64_t>>(0);
+  pending_.work->getFuture()->addCallback(
+      [done = pending_.completed_ns](c10::ivalue::Future&) { done->store(now_ns()); });
 }
 
 void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
-  if (!pending_.work) return;
   pending_.work->wait(timeout_);  // a dead peer turns into the group's timeout error here
   pending_.work.reset();
-  const float* p = pending_.payload[0].data_ptr<float>();
-  const int64_t n = static_cast<int64_t>(pending_.count);
+  const int64_t done = pending_.completed_ns->load();
+  last_round_us_ = static_cast<double>((done > 0 ? done : now_ns()) - pending_.issued_ns) / 1e3;
+  const double* p = pending_.payload[0].data_ptr<double>();
+  const double* w = p + 2 * k_;
+  if (w[kHashMin] != -w[kHashNegMax]) fail_on_disagreement(pending_.first);
   std::array<RoundResult, kNumEngines> rounds;
-  const double step = p[2 * n], loss = p[2 * n + 1];
   for (auto& r : rounds) {
-    r.step_time_us = std::isinf(step) ? NAN : step;
-    r.loss = std::isinf(loss) ? NAN : loss;
+    r.step_time_us = std::isinf(w[kStepTime]) ? NAN : w[kStepTime];
+    r.loss = std::isinf(w[kLoss]) ? NAN : w[kLoss];
+    r.measure_cost_us = std::isinf(w[kRoundCost]) ? 0.0 : -w[kRoundCost] / k_;
   }
-  for (int64_t i = 0; i < n; ++i) {
-    RoundResult& r = rounds[static_cast<int>(pending_.engine[i])];
-    if (p[n + i] < 0) r.unavailable.emplace_back(pending_.state[i], pending_.arm[i]);
-    if (std::isinf(p[i])) continue;  // no rank measured it (still running): not reported
-    r.calls.push_back(
-        CallOutcome{pending_.state[i], pending_.arm[i], sign_of(pending_.engine[i]) * p[i]});
+  for (int i = 0; i < k_; ++i) {
+    const uint64_t index = pending_.first + static_cast<uint64_t>(i);
+    const ConsensusSlot& rec = slot(index);
+    if (rec.call_index.load(std::memory_order_acquire) != index) continue;  // not measured
+    RoundResult& r = rounds[static_cast<int>(rec.engine)];
+    if (p[k_ + i] < 0) r.unavailable.emplace_back(rec.state_id, rec.arm);
+    const double cost = max_reduced(rec.engine) ? -p[i] : p[i];
+    // Unknown (a rank had not finished): only a probe needs reporting, to release its budget.
+    if (std::isinf(cost) && !rec.probe) continue;
+    r.calls.push_back(CallOutcome{rec.state_id, rec.arm,
+                                  std::isinf(cost) ? NAN : static_cast<float>(cost), rec.probe});
   }
   for (int e = 0; e < kNumEngines; ++e) {
     if (learners[e]) learners[e]->apply_round(rounds[e]);
   }
-  ++rounds_applied_;
+}
+
+// The ranks' decision hashes differ: find the first call they decided differently (every rank
+// gathers every rank's decisions of the round) and fail the group on every rank, naming it.
+void Consensus::fail_on_disagreement(uint64_t first) {
+  const int n = control_->getSize();
+  at::Tensor mine = at::empty({k_ * kRecordWords}, at::kDouble);
+  for (int i = 0; i < k_; ++i) {
+    write_record(mine.data_ptr<double>() + i * kRecordWords,
+                 records_[(first + static_cast<uint64_t>(i)) % records_.size()]);
+  }
+  std::vector<at::Tensor> in{mine};
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (int r = 0; r < n; ++r) out[0].push_back(at::empty_like(mine));
+  std::ostringstream msg;
+  msg << "dynamiccl: the ranks of this group decided differently";
+  try {
+    control_->allgather(out, in)->wait(timeout_);
+    for (int i = 0; i < k_; ++i) {
+      const double* row0 = out[0][0].data_ptr<double>() + i * kRecordWords;
+      bool differs = false;
+      for (int r = 1; r < n && !differs; ++r) {
+        differs = !std::equal(row0, row0 + kRecordWords,
+                              out[0][r].data_ptr<double>() + i * kRecordWords);
+      }
+      if (!differs) continue;
+      msg << " at learned call " << first + static_cast<uint64_t>(i) << ":";
+      for (int r = 0; r < n; ++r) {
+        msg << "\n  rank " << r << ": "
+            << describe_record(out[0][r].data_ptr<double>() + i * kRecordWords);
+      }
+      break;
+    }
+  } catch (const std::exception&) {
+    msg << " (their decisions could not be gathered)";
+  }
+  msg << "\nThe settings that shape decisions (DYNAMICCL_* variables, options, loaded policies) "
+         "and the hints (dynamiccl_pg.hint, framework annotations) must be the same on every "
+         "rank. The group stops here rather than run mismatched schedules.";
+  failure_ = msg.str();
+  C10_THROW_ERROR(DistBackendError, failure_);
 }
 
 void Consensus::add_step_time(double us) {

@@ -1,8 +1,13 @@
-// The consensus controller of one group (DESIGN.md §2.6): every K learned calls, start an
-// asynchronous control-plane all-reduce of the costs measured since the last round, and apply the
-// reduced result K calls later. Every rank applies the same numbers at the same call index, so
-// every rank's learner enters the next epoch with the same table. Local timings never reach
-// decide() except through here.
+// The consensus controller of one group (DESIGN.md §2.6), on the round schedule every group and
+// the simulator share (policy/round_scheduler.h): the measured costs of each round of K learned
+// calls are all-reduced asynchronously on the control plane and applied K calls later, so every
+// rank applies the same numbers at the same call index and enters the next policy epoch with the
+// same table. Local timings never reach decide() except through here.
+//
+// Every round also carries a hash of the decisions each rank made in it: ranks whose settings or
+// hints differ decide differently, and the round that shows it fails the group on every rank
+// with an error naming the first call they disagreed on (instead of running on with mismatched
+// schedules).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
@@ -12,16 +17,18 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "backend/telemetry.h"
 #include "policy/learner.h"
+#include "policy/round_scheduler.h"
 
 namespace dynamiccl {
 
 int64_t now_ns();
 
-// What is remembered of one learned call until its cost has been agreed on.
+// What is remembered of one measured call until its cost has been agreed on.
 // A CPU call may complete on another thread after its slot was reused by a later call (more
 // than 2K learned calls in flight): the slot is a seqlock (call_index is invalid while it is
 // rewritten) and the completion is stored with its call index, so a late one never passes for
@@ -32,6 +39,7 @@ struct ConsensusSlot {
   EngineKind engine = EngineKind::kCpu;
   uint32_t state_id = 0;
   uint16_t arm = 0;
+  bool probe = false;
   std::atomic<int64_t> start_ns{0};
   std::atomic<uint64_t> done{0};            // CPU: tag of the call index << 40 | duration (ns)
   std::atomic<SummaryCell*> cell{nullptr};  // the call's row in the local summary
@@ -43,48 +51,58 @@ class Consensus {
  public:
   Consensus(int round_calls, CostReduce reduce, c10::intrusive_ptr<c10d::Backend> control);
 
-  // The slot for the next learned call (call index = learned_calls()).
-  ConsensusSlot& begin_call(const CallRecord& call, SummaryCell* cell);
-  // Marks CPU call `index` complete at `end_ns` (from any thread; a slot already reused by a
-  // later call is left alone).
+  // Every learned call, in order: its record (the decision hash covers it) and, when the learner
+  // asked for its cost, the slot that will hold it. Returns the call's index.
+  uint64_t add_call(const CallRecord& call);
+  ConsensusSlot& slot(uint64_t index) { return ring_[index % ring_.size()]; }
+  // Marks measured CPU call `index` complete at `end_ns` (from any thread; a slot already reused
+  // by a later call is left alone).
   void complete(uint64_t index, int64_t end_ns);
-  // After the call is issued: at round boundaries, applies the previous round's agreed result to
-  // `learners` and starts the next all-reduce. Called on the collective's calling thread.
+  // After the call is issued: at round boundaries, applies the round in flight to `learners` and
+  // starts the next all-reduce. Called on the collective's calling thread. Throws (and keeps
+  // throwing) once the ranks were found to disagree.
   void end_call(std::array<Learner*, kNumEngines> learners);
 
   // Signals (dynamiccl_pg.step / report_loss); folded into the next round.
   void add_step_time(double us);
   void add_loss(double loss);
 
-  uint64_t learned_calls() const { return next_index_; }
-  uint64_t rounds_applied() const { return rounds_applied_; }
+  uint64_t learned_calls() const { return schedule_.calls(); }
+  // Why the group failed (the ranks disagreed); empty while it has not.
+  const std::string& failure() const { return failure_; }
+  uint64_t rounds_applied() const { return schedule_.rounds_applied(); }
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
   // Waits for an in-flight all-reduce (shutdown); errors are swallowed, the group is going away.
   void drain() noexcept;
   void release_engine() { control_.reset(); }
 
  private:
-  void start_round(uint64_t first, uint64_t count);
-  float sign_of(EngineKind engine) const;  // -1 where costs are max-reduced
+  // One word per call of the round (K), then the per-round words below.
+  enum Word { kHashMin, kHashNegMax, kStepTime, kLoss, kRoundCost, kNumRoundWords };
+  void start_round(uint64_t first);
   void apply_pending(std::array<Learner*, kNumEngines> learners);
+  [[noreturn]] void fail_on_disagreement(uint64_t first);
+  bool max_reduced(EngineKind e) const { return reduces_by_max(reduce_, e); }
 
   const int k_;
   const CostReduce reduce_;
   c10::intrusive_ptr<c10d::Backend> control_;
   std::chrono::milliseconds timeout_{std::chrono::minutes(30)};
+  RoundScheduler schedule_;
   std::vector<ConsensusSlot> ring_;  // 2K slots: the round being measured and the one in flight
-  uint64_t next_index_ = 0;
-  uint64_t rounds_applied_ = 0;
+  std::vector<CallRecord> records_;  // 2K decisions, for naming a disagreement
+  uint64_t round_hash_;              // over the decisions since the last round started
+  std::string failure_;              // set once the ranks were found to disagree
 
-  // The round in flight: which calls, and the all-reduce carrying their costs.
+  // The round in flight: its first call, its decisions' hash, and the all-reduce carrying it.
   struct Pending {
-    uint64_t first = 0, count = 0;
+    uint64_t first = 0;
     std::vector<at::Tensor> payload;
     c10::intrusive_ptr<c10d::Work> work;
-    std::vector<EngineKind> engine;
-    std::vector<uint32_t> state;
-    std::vector<uint16_t> arm;
+    int64_t issued_ns = 0;
+    std::shared_ptr<std::atomic<int64_t>> completed_ns;
   } pending_;
+  double last_round_us_ = 0;  // how long this rank's last control all-reduce took
 
   std::mutex signal_mu_;
   double step_sum_ = 0, loss_sum_ = 0;

@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <numeric>
+#include <sstream>
 
 #include "backend/dynamic_work.h"
 #include "backend/hint_scope.h"
@@ -104,7 +105,10 @@ ProcessGroupDynamicCCL::ProcessGroupDynamicCCL(int rank, int size, Engines engin
   consensus_.set_timeout(timeout_);
   cpu_ = std::make_unique<CpuEngine>(engines_.control, timeout_);
   catalogs_[index(kCpu)] = std::make_shared<CpuArmCatalog>();
-  if (engines_.nccl) catalogs_[index(kNccl)] = std::make_shared<NcclArmCatalog>();
+  if (engines_.nccl) {
+    catalogs_[index(kNccl)] = std::make_shared<NcclArmCatalog>(nccl_catalog_for(
+        nccl::resolve_topology(config_.nccl_topology), config_.nccl_group));
+  }
   for (int e = 0; e < kNumEngines; ++e) {
     const bool tuned = catalogs_[e] && (e == index(kCpu) || config_.nccl_tuning);
     for (int o = 0; o < kNumOps; ++o) {
@@ -176,6 +180,8 @@ void ProcessGroupDynamicCCL::ensure_learner(EngineKind engine) {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c, NativeFn native) {
   TORCH_CHECK(!shut_down_, "dynamiccl: ", op_name(c.op), " issued after shutdown()");
+  if (!consensus_.failure().empty()) C10_THROW_ERROR(DistBackendError, consensus_.failure());
+  if (config_.check_calls) check_call_agrees(c);
   const CallRecord rec = decide(c, route(c));
   auto work = attach_completion(c, rec, issue(c, rec, native));
   finish(c, rec, work);
@@ -218,6 +224,7 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
     r.probe = d.probe;
     r.action = d.action;
     r.learned = true;
+    r.measured = d.measure;
   }
   if (r.learned || r.forced) telemetry_.log_decision(r);
   r.start_ns = now_ns();
@@ -278,10 +285,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::attach_completion(const C
   timing.start_ns = rec.start_ns;
   if (telemetry_.tracing()) timing.trace = &telemetry_.add_trace(rec);
   if (rec.learned) {
-    timing.consensus_index = consensus_.learned_calls();
-    ConsensusSlot& slot = consensus_.begin_call(rec, &cell);
-    slot.unavailable.store(issued.nccl_unavailable, std::memory_order_relaxed);
-    if (rec.engine == kNccl) slot.timed_work = issued.inner;  // GPU time, read at the next round
+    const uint64_t index = consensus_.add_call(rec);
+    if (rec.measured) {
+      timing.consensus_index = index;
+      ConsensusSlot& slot = consensus_.slot(index);
+      slot.cell.store(&cell, std::memory_order_relaxed);
+      slot.unavailable.store(issued.nccl_unavailable, std::memory_order_relaxed);
+      if (rec.engine == kNccl) slot.timed_work = issued.inner;  // GPU time, read next round
+    }
   }
   // CPU calls are timed on completion, on the thread that completes them, or at wait() when the
   // engine's Work has no future. NCCL calls report GPU time instead.
@@ -295,6 +306,39 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::attach_completion(const C
     };
   }
   return work;
+}
+
+// The per-call check of DYNAMICCL_CHECK=1 (or TORCH_DISTRIBUTED_DEBUG=DETAIL), as torch does it
+// for gloo and nccl: every rank shares what it is about to run, and a call that differs anywhere
+// fails on every rank with the per-rank values, before any data moves.
+void ProcessGroupDynamicCCL::check_call_agrees(const Call& c) {
+  if (c.p2p) return;  // a send and its receive differ by nature; Gloo checks their sizes
+  const uint64_t seq = seq_collective_;
+  at::Tensor mine = at::tensor(
+      {static_cast<int64_t>(seq), static_cast<int64_t>(c.op),
+       static_cast<int64_t>(c.sample.scalar_type()), static_cast<int64_t>(c.bytes),
+       static_cast<int64_t>(c.effective_bytes), static_cast<int64_t>(c.args.root),
+       static_cast<int64_t>(c.sample.device().is_cpu())},
+      at::kLong);
+  std::vector<at::Tensor> in{mine};
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (int r = 0; r < size_; ++r) out[0].push_back(at::empty_like(mine));
+  c10d::AllgatherOptions opts;
+  opts.timeout = timeout_;
+  engines_.control->allgather(out, in, opts)->wait(timeout_);
+  bool same = true;
+  for (int r = 1; r < size_; ++r) same = same && at::equal(out[0][r], out[0][0]);
+  if (same) return;
+  std::ostringstream msg;
+  msg << "dynamiccl: the ranks issued different collectives as call #" << seq
+      << " of this group (DYNAMICCL_CHECK):";
+  for (int r = 0; r < size_; ++r) {
+    const int64_t* v = out[0][r].data_ptr<int64_t>();
+    msg << "\n  rank " << r << ": " << op_name(static_cast<OpKind>(v[1])) << " on "
+        << (v[6] ? "cpu" : "cuda") << ", dtype " << static_cast<c10::ScalarType>(v[2]) << ", "
+        << v[3] << " bytes (" << v[4] << " in all), root " << v[5];
+  }
+  C10_THROW_ERROR(DistBackendError, msg.str());
 }
 
 void ProcessGroupDynamicCCL::call_done(const CallTiming& timing, int64_t end_ns) {

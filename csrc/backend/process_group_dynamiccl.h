@@ -144,6 +144,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   // The end of a call whose completion is observed locally (CPU).
   void call_done(const CallTiming& timing, int64_t end_ns);
 
+  void check_call_agrees(const Call& call);  // DYNAMICCL_CHECK: the ranks issue the same call
   void ensure_learner(EngineKind engine);
   void resolve_forced_arms();
   void agree_on_nccl_plugin();

@@ -28,7 +28,8 @@ struct CallRecord {
   Role role = Role::kDefault;
   bool probe = false;
   bool forced = false;      // DYNAMICCL_FORCE chose the arm
-  bool learned = false;     // the learner chose it; its cost goes to consensus
+  bool learned = false;     // the learner chose it (consensus counts it)
+  bool measured = false;    // the learner wants its cost (consensus carries it)
 };
 
 // Local wall time of calls, per (engine, op, size bin). Updated from completion callbacks.

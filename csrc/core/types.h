@@ -68,6 +68,9 @@ NameList engine_names();  // "cpu", "nccl"
 // for NCCL kernels (every rank's kernel spans the whole collective).
 enum class CostReduce : uint8_t { kAuto = 0, kMin, kMax, kCount };
 NameList cost_reduce_names();
+inline bool reduces_by_max(CostReduce r, EngineKind e) {
+  return r == CostReduce::kMax || (r == CostReduce::kAuto && e == EngineKind::kCpu);
+}
 
 // Parses a name of `list` into an enum value; false for an unknown name.
 template <typename E>
@@ -131,6 +134,7 @@ struct Decision {
   uint32_t state_id = 0;   // index of the learner state (stable for the run, same on all ranks)
   uint16_t arm = kDefaultArm;
   bool probe = false;      // chosen to explore, not because it is the incumbent
+  bool measure = false;    // the learner wants this call's cost (consensus must carry it)
   uint32_t epoch = 0;      // policy epoch (number of consensus rounds applied)
   Action action;           // the arm's action, copied for the engine
 };

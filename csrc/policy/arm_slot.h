@@ -71,6 +71,16 @@ struct ArmSlot {
   bool confirm = false;     // eliminated on one cost among heavy tails: one more probe
   bool dirty = false;       // costs arrived since the view was computed
   uint8_t waited = 0;       // rounds a gated probe's cost has been awaited
+  // Do no harm (learner.h). From the prior, fixed: the expected extra cost of one probe and the
+  // call count from which a first probe is worth it, both relative to the default's cost.
+  double prior_extra_ratio = 0;
+  uint64_t worth_from_call = 0;
+  bool deferred = false;    // not worth a first probe yet (until the state has seen more calls)
+  // Refreshed every round: what one more probe is expected to cost over the default (µs), and
+  // the expected extra of this arm's probes whose costs are still in flight.
+  double expected_extra_us = 0;
+  double inflight_extra_us = 0;
+  uint32_t inflight_probes = 0;
 
   bool probeable() const { return !eliminated && !resolved && !unavailable && !parked; }
 

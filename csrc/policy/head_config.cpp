@@ -1,7 +1,76 @@
-// Per-role head budgets.
+// Per-role head budgets, and the table of head settings.
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
 #include "policy/learner.h"
 
 namespace dynamiccl {
+
+namespace {
+constexpr double kBig = std::numeric_limits<int>::max();
+}  // namespace
+
+const std::vector<HeadSetting>& head_settings() {
+  using H = HeadConfig;
+  static const std::vector<HeadSetting> all = {
+      {"probe_budget", &H::probe_budget, nullptr, 0, 1, false,
+       "max fraction of a state's calls spent probing while exploring"},
+      {"converged_budget", &H::converged_budget, nullptr, 0, 1, false,
+       "probing fraction once converged (<= probe_budget)"},
+      {"warmup_calls", nullptr, &H::warmup_calls, 0, kBig, false,
+       "calls on the engine default before probing"},
+      {"min_samples", nullptr, &H::min_samples, 2, 1000000, false,
+       "costs an arm needs before it is compared"},
+      {"switch_margin", &H::switch_margin, nullptr, 0, 0.99, false,
+       "relative gain a challenger must show to take over"},
+      {"max_candidates", nullptr, &H::max_candidates, 1, kBig, false,
+       "arms considered per state (the default included)"},
+      {"cusum_threshold", &H::cusum_threshold, nullptr, 0, 1e6, true,
+       "CUSUM alarm level, in spreads of the incumbent's cost"},
+      {"cusum_drift", &H::cusum_drift, nullptr, 0, 1e6, false, "CUSUM slack, same unit"},
+      {"regret_budget", &H::regret_budget, nullptr, 0, 1, true,
+       "what learning may cost over the default, as a fraction of its time"},
+      {"settle_calls", nullptr, &H::settle_calls, 1, kBig, false,
+       "calls without an event after which a converged state settles"},
+  };
+  return all;
+}
+
+std::string HeadSetting::range() const {
+  std::ostringstream os;
+  const char* what = integer ? "an integer" : "a number";
+  os << what << " in " << (min_open ? "(" : "[") << min << ", ";
+  if (max >= kBig) {
+    os << "inf)";
+  } else {
+    os << max << "]";
+  }
+  return os.str();
+}
+
+void set_head_setting(HeadConfig& head, const std::string& key, double value) {
+  for (const HeadSetting& s : head_settings()) {
+    if (key != s.name) continue;
+    const bool whole = !s.integer || value == std::floor(value);
+    if (!std::isfinite(value) || !whole || !s.accepts(value)) {
+      std::ostringstream os;
+      os << "head setting " << key << "=" << value << " is not accepted (accepted: "
+         << s.range() << ")";
+      throw std::invalid_argument(os.str());
+    }
+    if (s.real) {
+      head.*s.real = value;
+    } else {
+      head.*s.integer = static_cast<int>(value);
+    }
+    return;
+  }
+  std::string names;
+  for (const HeadSetting& s : head_settings()) names += std::string(names.empty() ? "" : ", ") + s.name;
+  throw std::invalid_argument("unknown head setting '" + key + "' (accepted: " + names + ")");
+}
 
 // Why these budgets (DESIGN.md §4):
 // - A state spends about (candidates - 1) x min_samples probes whatever its budget (fewer when

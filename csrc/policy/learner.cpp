@@ -49,20 +49,13 @@ void validate(const LearnerConfig& c) {
   for (int r = 0; r < kNumRoles; ++r) {
     const HeadConfig& h = c.heads[r];
     const std::string who = std::string("heads[") + role_name(static_cast<Role>(r)) + "].";
-    require(h.probe_budget >= 0 && h.probe_budget <= 1,
-            who + "probe_budget=" + str(h.probe_budget), "0..1");
-    require(h.converged_budget >= 0 && h.converged_budget <= h.probe_budget,
-            who + "converged_budget=" + str(h.converged_budget), "0..probe_budget");
-    require(h.warmup_calls >= 0, who + "warmup_calls=" + str(h.warmup_calls), ">= 0");
-    require(h.min_samples >= 2 && h.min_samples <= 1000000,
-            who + "min_samples=" + str(h.min_samples), "2..1000000");
-    require(h.switch_margin >= 0 && h.switch_margin < 1,
-            who + "switch_margin=" + str(h.switch_margin), "0 <= margin < 1");
-    require(h.max_candidates >= 1, who + "max_candidates=" + str(h.max_candidates), ">= 1");
-    require(h.cusum_threshold > 0 && std::isfinite(h.cusum_threshold),
-            who + "cusum_threshold=" + str(h.cusum_threshold), "> 0");
-    require(h.cusum_drift >= 0 && std::isfinite(h.cusum_drift),
-            who + "cusum_drift=" + str(h.cusum_drift), ">= 0");
+    for (const HeadSetting& setting : head_settings()) {
+      const double v = setting.get(h);
+      require(std::isfinite(v) && setting.accepts(v), who + setting.name + "=" + str(v),
+              setting.range());
+    }
+    require(h.converged_budget <= h.probe_budget,
+            who + "converged_budget=" + str(h.converged_budget), "<= probe_budget");
   }
   require(c.step_regression > 0 && std::isfinite(c.step_regression),
           "step_regression=" + str(c.step_regression), "> 0");
@@ -86,6 +79,9 @@ struct Learner::Impl {
 
   std::array<int32_t, kNumKeys> index;  // (role, op, size bin) -> state id, -1 = not seen yet
   std::vector<PolicyState> states;      // by id = first-seen order, the same on every rank
+  // The group's do-no-harm budget, shared by its states (stable address: states point to it).
+  std::unique_ptr<RegretBudget> budget = std::make_unique<RegretBudget>();
+  double measure_cost_us = 0;           // the last known cost of measuring a call
 
   // Restored snapshots of states not seen yet; applied when the state is created.
   std::array<int32_t, kNumKeys> pending_index;  // key -> index into pending, -1 = none
@@ -114,7 +110,7 @@ struct Learner::Impl {
     const uint32_t id = static_cast<uint32_t>(states.size());
     const int role = static_cast<int>(ctx.role);
     states.emplace_back(id, ctx.role, ctx.op, bin, config.heads[role], *catalog,
-                        ctx.effective_bytes, ctx.group_size);
+                        ctx.effective_bytes, ctx.group_size, budget.get());
     index[key] = static_cast<int32_t>(id);
     PolicyState& s = states.back();
     if (pending_index[key] >= 0) {
@@ -203,8 +199,8 @@ Decision Learner::decide(const CollectiveContext& ctx) {
   int32_t id = m.index[key];
   if (id < 0) id = m.create_state(ctx, key, bin);
   PolicyState& s = m.states[id];
-  bool probe = false;
-  ArmSlot& a = s.slot(s.choose(m.mode, &probe));
+  bool probe = false, measure = false;
+  ArmSlot& a = s.slot(s.choose(m.mode, &probe, &measure));
   ++a.calls;
   ++a.issued;
   m.window_nondefault += a.arm != kDefaultArm;
@@ -212,6 +208,7 @@ Decision Learner::decide(const CollectiveContext& ctx) {
   d.state_id = static_cast<uint32_t>(id);
   d.arm = a.arm;
   d.probe = probe;
+  d.measure = measure;
   d.epoch = m.epoch;
   d.action = a.action;
   return d;
@@ -226,12 +223,18 @@ void Learner::apply_round(const RoundResult& round) {
   const bool learning = m.mode == Mode::kLearn;
   bool nondefault_used = m.window_nondefault > 0;
   for (const CallOutcome& c : round.calls) {
-    if (c.state_id >= n || !(c.cost_us > 0) || !std::isfinite(c.cost_us)) continue;
+    if (c.state_id >= n) continue;
+    PolicyState& s = m.states[c.state_id];
+    if (!(c.cost_us > 0) || !std::isfinite(c.cost_us)) {
+      if (c.probe) s.release_probe(c.arm);  // no rank could time it: it will never arrive
+      continue;
+    }
     nondefault_used = nondefault_used || c.arm != kDefaultArm;
-    m.states[c.state_id].fold(c.arm, c.cost_us, learning);
+    s.fold(c.arm, c.cost_us, c.probe, learning);
   }
   if (learning) {
-    for (PolicyState& s : m.states) s.evaluate();
+    if (round.measure_cost_us > 0) m.measure_cost_us = round.measure_cost_us;
+    for (PolicyState& s : m.states) s.evaluate(m.measure_cost_us);
     if (!m.guard_frozen) m.check_guards(round, nondefault_used);
   }
   m.window_nondefault = 0;

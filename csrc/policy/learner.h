@@ -21,7 +21,28 @@
 //               budget decays to `converged_budget` (occasional re-checks of the runner-up);
 //   re-open   : a robust two-sided CUSUM on the incumbent's cost ("trigger agent") raises an
 //               alarm on a sustained shift; the previous best few arms are re-probed first, in a
-//               short burst, the others only if that is inconclusive.
+//               short burst, the others only if that is inconclusive;
+//   settled   : once the incumbent has held for `settle_calls` calls, the state stops probing and
+//               asks for the costs of only a fraction of its calls, so that measuring costs at
+//               most 0.5% of its time (RoundResult::measure_cost_us): its other calls cost what
+//               frozen calls cost. The measured ones feed the CUSUM and, for a non-default
+//               incumbent, compare it with the default again (rollback if the default is now
+//               confidently cheaper).
+//
+// Do no harm (conservative exploration). The default arm is the baseline. A state tracks what
+// learning has cost it over the default: the realized extra cost of every measured non-default
+// call (probes, and the incumbent once it is not the default: its savings count as negative
+// extra), plus the expected extra of probes whose costs are still in flight. A probe is taken only
+//   (a) when the state can afford it: realized + in flight + the probe's expected extra stays
+//       within `regret_budget` x the time the state's calls would have cost on the default
+//       (calls x the default's cost), and
+//   (b) for an arm never measured, when it is worth it: the expected saving per call (if the arm
+//       turns out cheaper) times the calls the state has seen (its expected remaining life)
+//       exceeds the expected extra cost of probing it. Both expectations treat the arm's true
+//       cost ratio to the default as log-normal around the prior's ratio (kPriorSigma): an arm
+//       the prior prices far above the default waits until the state has proven long-lived.
+// So learning costs at most `regret_budget` of a state's time on the default, and pays for
+// itself out of what it wins (savings raise the budget).
 // Guards: a step-time regression beyond `step_regression` while running a non-default arm, or a
 // loss stall during exploration, freezes exploration and falls back to the best known arm.
 #pragma once
@@ -48,7 +69,27 @@ struct HeadConfig {
   int max_candidates = 16;       // at most this many arms (best by prior, default always kept)
   double cusum_threshold = 8.0;  // CUSUM alarm level, in units of the incumbent's cost std-dev
   double cusum_drift = 0.5;      // CUSUM slack, same unit
+  double regret_budget = 0.01;   // what learning may cost over the default, fraction of its time
+  int settle_calls = 256;        // exploit calls without an event before a state settles
 };
+
+// Every HeadConfig field by name, with its accepted range and meaning: the one description that
+// validation, DYNAMICCL_HEADS, the simulator's `learner` overrides and the docs read.
+struct HeadSetting {
+  const char* name;
+  double HeadConfig::*real = nullptr;  // one of the two is set
+  int HeadConfig::*integer = nullptr;
+  double min = 0, max = 0;
+  bool min_open = false;               // the range excludes `min`
+  const char* doc = "";
+  double get(const HeadConfig& h) const { return real ? h.*real : h.*integer; }
+  bool accepts(double v) const { return (min_open ? v > min : v >= min) && v <= max; }
+  std::string range() const;           // "0 < x <= 1", "integer >= 1", ...
+};
+const std::vector<HeadSetting>& head_settings();
+// Sets `key` of `head` to `value`; throws std::invalid_argument naming the key or the value and
+// what is accepted.
+void set_head_setting(HeadConfig& head, const std::string& key, double value);
 
 struct LearnerConfig {
   Mode mode = Mode::kLearn;
@@ -62,19 +103,24 @@ struct LearnerConfig {
 struct CallOutcome {
   uint32_t state_id = 0;
   uint16_t arm = kDefaultArm;
-  float cost_us = 0.f;  // > 0; calls whose cost is unknown are simply not reported
+  float cost_us = 0.f;  // > 0; NaN: no rank could time it (only probes need reporting then)
+  bool probe = false;   // the decision was a probe (its expected extra was committed)
 };
 
 struct RoundResult {
   std::vector<CallOutcome> calls;
   double step_time_us = NAN;  // rank-reduced mean step time since the last round; NaN = none
   double loss = NAN;          // rank-reduced mean loss since the last round; NaN = none
+  // What measuring one call costs the job, µs: the consensus machinery's cost per measured call
+  // (a round's control-plane all-reduce over its K calls). 0 = unknown (measuring is free).
+  double measure_cost_us = 0;
   // (state, arm) pairs some rank found unavailable (e.g. NCCL marked the slot unavailable):
   // the arm is dropped for that state, on every rank.
   std::vector<std::pair<uint32_t, uint16_t>> unavailable;
 };
 
 struct ArmStats {
+  uint16_t arm = kDefaultArm;  // index in the engine's arm list
   std::string name;
   uint64_t calls = 0;      // calls decided with this arm
   uint64_t samples = 0;    // costs received for it
@@ -84,18 +130,32 @@ struct ArmStats {
   bool eliminated = false;
 };
 
+// Something that changed a state's course, for people reading what the learner did.
+struct StateEvent {
+  uint64_t call = 0;        // the state's call count when it happened
+  std::string what;         // "converged", "switched", "reopened...", "settled", "rollback...", ...
+  uint16_t from_arm = kDefaultArm;  // the incumbent before and after
+  uint16_t to_arm = kDefaultArm;
+};
+
 struct StateStats {
   uint32_t state_id = 0;
   Role role = Role::kDefault;
   OpKind op = OpKind::kAllReduce;
   int size_bin = 0;
   uint16_t incumbent = kDefaultArm;
-  std::string phase;        // "warmup" | "probing" | "exploit" | "frozen"
+  std::string phase;        // "warmup" | "probing" | "exploit" | "settled" | "frozen"
   uint64_t calls = 0;
+  uint64_t measured_calls = 0;  // calls whose cost the state asked for
   uint64_t probes = 0;
   uint32_t alarms = 0;      // CUSUM re-openings
   bool frozen = false;      // a guard froze exploration
   uint64_t converged_at_call = 0;  // call count at which probing ended last (0 = not yet)
+  // Do-no-harm accounting, µs: what learning cost over the default (negative: it saved), and
+  // the budget it may not exceed (regret_budget x calls x the default's cost).
+  double extra_us = 0;
+  double budget_us = 0;
+  std::vector<StateEvent> events;  // the most recent, oldest first
   std::vector<ArmStats> arms;
 };
 

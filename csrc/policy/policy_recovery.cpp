@@ -18,6 +18,7 @@ namespace dynamiccl {
 // challenger confidently beats it, except after a large shift (below).
 void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower) {
   const int from = incumbent_;
+  unsettle();
   for (ArmSlot& a : slots_) {
     a.prev_center = !a.unavailable && a.view.n > 0 ? a.view.center : INFINITY;
   }
@@ -76,6 +77,10 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
   // Otherwise the costs that raised the alarm were selected for being high (or low): kept, they
   // would misstate the incumbent. It measures itself afresh.
   if (incumbent_ == from) slots_[from].clear_regime();
+  note(challenger >= 0 ? "reopened: a challenger looks cheaper"
+       : slower       ? "reopened: the incumbent got slower"
+                      : "reopened: the incumbent got cheaper",
+       from, incumbent_);
   focus_from_ = from;
   burst_ = true;
   phase_ = LearnPhase::kProbing;

@@ -25,10 +25,26 @@ double cusum_sigma(const ArmView& v, double switch_margin) {
   return std::max({v.spread, floor, 1e-9});
 }
 
+double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+
+// Value of a first probe (learner.h, gate (b)), for a cost ratio R to the default that is
+// log-normal around `prior_ratio`: the call count from which the expected saving per call,
+// E[(1 - R)+], times the calls seen exceeds the expected extra of one probe, E[(R - 1)+].
+uint64_t worth_from_call(double prior_ratio) {
+  const double mu = std::log(prior_ratio), s = kPriorSigma;
+  const double mean = std::exp(mu + 0.5 * s * s);
+  const double extra = mean * normal_cdf(mu / s + s) - normal_cdf(mu / s);
+  const double saving = normal_cdf(-mu / s) - mean * normal_cdf(-mu / s - s);
+  constexpr double kNever = 1e15;
+  if (!(saving > extra / kNever)) return static_cast<uint64_t>(kNever);
+  return static_cast<uint64_t>(std::ceil(extra / saving));
+}
+
 }  // namespace
 
 PolicyState::PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const HeadConfig& head,
-                         const ArmCatalog& catalog, uint64_t effective_bytes, int group_size)
+                         const ArmCatalog& catalog, uint64_t effective_bytes, int group_size,
+                         RegretBudget* group_budget)
     : id_(id),
       role_(role),
       op_(op),
@@ -38,7 +54,8 @@ PolicyState::PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const 
       probe_ppm_(to_ppm(head.probe_budget)),
       converged_ppm_(std::min(to_ppm(head.converged_budget), to_ppm(head.probe_budget))),
       need_(static_cast<uint32_t>(std::max(head.min_samples, 1))),
-      budget_ppm_(probe_ppm_) {
+      budget_ppm_(probe_ppm_),
+      group_(group_budget) {
   const std::vector<Arm>& arms = catalog.arms(op);
   if (arms.empty() || arms.size() > static_cast<size_t>(std::numeric_limits<int16_t>::max())) {
     throw std::logic_error(std::string("arm catalog returned ") + std::to_string(arms.size()) +
@@ -95,8 +112,17 @@ PolicyState::PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const 
     slots_.push_back(s);
   }
   incumbent_ = default_slot_;
+  // What the prior says of each arm relative to the default (1 where it says nothing).
+  const double def_prior = def.prior;
+  for (ArmSlot& a : slots_) {
+    const bool known = def_prior > 0 && std::isfinite(def_prior) && a.prior_us > 0 &&
+                       std::isfinite(a.prior_us);
+    const double ratio = known ? a.prior_us / def_prior : 1.0;
+    a.prior_extra_ratio = a.arm == kDefaultArm ? 0.0 : std::max(0.0, ratio - 1.0);
+    a.worth_from_call = a.arm == kDefaultArm ? 0 : worth_from_call(ratio);
+  }
   cusum_.configure(head.cusum_threshold, head.cusum_drift);
-  if (warmup_calls_ == 0) phase_ = LearnPhase::kProbing;
+  if (warmup_calls_ == 0) begin_probing();
 }
 
 // Every live candidate has its need_ calls. Probe the one whose confidence interval will
@@ -115,11 +141,30 @@ int PolicyState::widest_target() const {
   return best;
 }
 
-bool PolicyState::fold(uint16_t arm, float cost_us, bool learning) {
+void PolicyState::release_probe(uint16_t arm) {
+  const int i = slot_of(arm);
+  if (i < 0) return;
+  ArmSlot& a = slots_[i];
+  if (a.inflight_probes == 0) return;
+  const double committed = a.inflight_extra_us / a.inflight_probes;
+  a.inflight_extra_us -= committed;
+  --a.inflight_probes;
+  group_->inflight_us = std::max(0.0, group_->inflight_us - committed);
+}
+
+bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
   const int i = slot_of(arm);
   if (i < 0) return false;
+  if (probe) release_probe(arm);  // its expected extra becomes the realized one below
   ArmSlot& a = slots_[i];
   if (a.unavailable) return false;  // whatever ran in its place says nothing about the arm
+  // Extra over the default: the cost winsorized as the arm's centre sees it, against the default's
+  // centre (a slow outlier, which hits whatever arm runs, is not charged to the arm).
+  if (i != default_slot_ && ref_us_ > 0) {
+    const double extra = std::clamp<double>(cost_us, a.view.clip_lo, a.view.clip_hi) - ref_us_;
+    extra_us_ += extra;
+    group_->spent_us += extra;  // savings (negative) count as credit
+  }
   // The CUSUM residual is predictive: the cost against the incumbent's view as of the last round,
   // so a shift within this round's costs cannot pull its own reference along.
   const bool watch = learning && !frozen_ && phase_ == LearnPhase::kExploit &&
@@ -215,8 +260,14 @@ void PolicyState::refresh_views() {
   }
 }
 
-void PolicyState::evaluate() {
+void PolicyState::evaluate(double measure_cost_us) {
   refresh_views();  // also in warm-up and frozen: the views are what stats() reports
+  update_budget_view();
+  const double center = slots_[incumbent_].view.center;
+  watch_ppm_ = measure_cost_us > 0 && center > 0
+                   ? to_ppm(std::clamp(kWatchOverhead * center / measure_cost_us,
+                                       kMinWatchFraction, 1.0))
+                   : kPpmOne;
   if (frozen_ || phase_ == LearnPhase::kWarmup) return;
   update_tail();
   const double keep = 1.0 - head_.switch_margin;
@@ -258,9 +309,10 @@ void PolicyState::evaluate() {
       // for forever.
       if (awaiting(c) && ++c.waited > kMaxWaitRounds) c.gated = false;
       // Resolved: confidently worse, or confidently unable to beat the incumbent by the margin,
-      // or probed up to the cap without a verdict, or parked by a focused re-open.
+      // or probed up to the cap without a verdict, or parked by a focused re-open, or not worth a
+      // first probe yet (deferred: woken once the state has lived long enough).
       const double c_lower = c.view.center - c.view.half_width * (kResolveZ / kConfidenceZ);
-      c.resolved = c.eliminated || c.parked || c.issued >= cap ||
+      c.resolved = c.eliminated || c.parked || c.deferred || c.issued >= cap ||
                    (ready && c_lower >= inc_center * keep);
       all_resolved = all_resolved && c.resolved;
     }
@@ -293,13 +345,21 @@ void PolicyState::evaluate() {
         if (ucb < inc.view.center * keep) reopen_focused(runner_up_, 0, false);
       }
     }
+    if (phase_ == LearnPhase::kExploit) rollback_if_default_cheaper();
+    if (phase_ == LearnPhase::kExploit) wake_deferred();
+    if (phase_ == LearnPhase::kExploit && !settled_ &&
+        calls_ >= quiet_since_ + static_cast<uint64_t>(head_.settle_calls)) {
+      settle();
+    }
   }
   runner_up_ = phase_ == LearnPhase::kExploit ? pick_runner_up() : -1;
 }
 
 void PolicyState::converge() {
+  note("converged", focus_from_ >= 0 ? focus_from_ : incumbent_, incumbent_);
   phase_ = LearnPhase::kExploit;
   converged_at_call_ = calls_;
+  quiet_since_ = calls_;
   // By now the state has seen enough costs to know whether its noise has a tail: if it has,
   // an elimination on a single cost may have been an outlier, and gets one more probe.
   for (ArmSlot& a : slots_) {
@@ -309,6 +369,76 @@ void PolicyState::converge() {
   cusum_.reset();
   burst_ = false;
   focus_from_ = -1;
+}
+
+void PolicyState::update_budget_view() {
+  const ArmSlot& def = slots_[default_slot_];
+  if (def.view.n > 0) ref_us_ = def.view.center;  // else the last known one
+  for (ArmSlot& a : slots_) {
+    const double expected =
+        a.view.n > 0 ? a.view.center : (1.0 + a.prior_extra_ratio) * ref_us_;
+    a.expected_extra_us = a.arm == kDefaultArm ? 0.0 : std::max(0.0, expected - ref_us_);
+  }
+}
+
+// The incumbent is not the default, and the default's costs since convergence (watch windows
+// measure it again) say it is now confidently cheaper by the margin: back to the default.
+void PolicyState::rollback_if_default_cheaper() {
+  if (incumbent_ == default_slot_) return;
+  const ArmSlot& def = slots_[default_slot_];
+  const ArmSlot& inc = slots_[incumbent_];
+  const uint32_t need = std::min<uint32_t>(need_, static_cast<uint32_t>(SampleWindow::kCapacity));
+  if (def.fresh < need || inc.stats.count() < need_) return;
+  const int k = static_cast<int>(std::min<uint32_t>(def.fresh, SampleWindow::kCapacity));
+  const RobustSummary rs = def.window.summary_recent(k);
+  const double sd = std::max(kMadToSigma * rs.mad, inc.view.robust_sigma);
+  const double ucb = rs.median + kConfidenceZ * 1.2533 * sd / std::sqrt(k);
+  if (!(ucb < inc.view.center * (1.0 - head_.switch_margin))) {
+    // The incumbent holds: check less often (a fresh set of the default's costs next time).
+    slots_[default_slot_].fresh = 0;
+    check_ppm_ = std::max(kMinCheckPpm, check_ppm_ / 2);
+    return;
+  }
+  note("rollback: the default is now cheaper", incumbent_, default_slot_);
+  incumbent_ = default_slot_;
+  cusum_.reset();
+  for (ArmSlot& a : slots_) a.fresh = 0;
+  unsettle();
+}
+
+// An arm left out because a first probe was not worth it (gate (b)) becomes worth it once the
+// state has seen enough calls: probing re-opens for it, within the budget.
+void PolicyState::wake_deferred() {
+  bool woke = false;
+  for (ArmSlot& a : slots_) {
+    if (!a.deferred || a.unavailable || calls_ < a.worth_from_call) continue;
+    a.deferred = false;
+    a.resolved = false;
+    woke = true;
+  }
+  if (!woke) return;
+  note("probing arms now worth a first probe", incumbent_, incumbent_);
+  phase_ = LearnPhase::kProbing;
+  budget_ppm_ = probe_ppm_;
+  rr_cursor_ = 0;
+  unsettle();
+}
+
+void PolicyState::settle() {
+  settled_ = true;
+  watch_credit_ppm_ = 0;
+  check_ppm_ = converged_ppm_;
+  note("settled", incumbent_, incumbent_);
+}
+
+void PolicyState::unsettle() {
+  settled_ = false;
+  quiet_since_ = calls_;
+}
+
+void PolicyState::note(const char* what, int from_slot, int to_slot) {
+  if (events_.size() == kMaxEvents) events_.erase(events_.begin());
+  events_.push_back(StateEvent{calls_, what, slots_[from_slot].arm, slots_[to_slot].arm});
 }
 
 // An arm whose single-cost elimination awaits confirmation first; else the best available
@@ -356,10 +486,13 @@ void PolicyState::drop_arm(uint16_t arm) {
   a.parked = false;
   if (runner_up_ == i) runner_up_ = -1;
   if (focus_from_ == i) focus_from_ = -1;
+  release_all(a);
   if (incumbent_ != i) return;
   // The best arm known in the current regime takes over (the default when none is known: a
   // focused re-open may have left it unmeasured).
-  incumbent_ = best_known();
+  const int best = best_known();
+  note("incumbent unavailable on some rank", i, best);
+  incumbent_ = best;
   slots_[incumbent_].eliminated = false;
   cusum_.reset();
   // A converged state lost its choice: probe again, keeping the statistics, so an arm already
@@ -368,13 +501,22 @@ void PolicyState::drop_arm(uint16_t arm) {
     phase_ = LearnPhase::kProbing;
     budget_ppm_ = probe_ppm_;
     rr_cursor_ = 0;
+    unsettle();
   }
+}
+
+void PolicyState::release_all(ArmSlot& a) {
+  group_->inflight_us = std::max(0.0, group_->inflight_us - a.inflight_extra_us);
+  a.inflight_extra_us = 0;
+  a.inflight_probes = 0;
 }
 
 void PolicyState::freeze() {
   refresh_views();
   frozen_ = true;
-  incumbent_ = best_known();
+  const int best = best_known();
+  note("frozen by a guard", incumbent_, best);
+  incumbent_ = best;
   runner_up_ = -1;
   burst_ = false;
   focus_from_ = -1;
@@ -411,6 +553,7 @@ void PolicyState::restore(const StateSnapshot& snap, const std::vector<Arm>& arm
   // incumbent cost (a changed cluster then shows up as an alarm and re-opens probing).
   phase_ = LearnPhase::kExploit;
   converged_at_call_ = calls_;
+  unsettle();
   budget_ppm_ = converged_ppm_;
   rr_cursor_ = 0;
   burst_ = false;
@@ -431,8 +574,13 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
   st.phase = frozen_                       ? "frozen"
              : phase_ == LearnPhase::kWarmup  ? "warmup"
              : phase_ == LearnPhase::kProbing ? "probing"
-                                         : "exploit";
+             : settled_                       ? "settled"
+                                              : "exploit";
   st.calls = calls_;
+  st.measured_calls = measured_calls_;
+  st.extra_us = extra_us_;
+  st.budget_us = head_.regret_budget * ref_us_ * static_cast<double>(calls_);  // its share
+  st.events = events_;
   st.probes = probes_;
   st.alarms = alarms_;
   st.frozen = frozen_;
@@ -441,6 +589,7 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
     if (slot_of_arm_[arm] < 0) continue;
     const ArmSlot& a = slots_[slot_of_arm_[arm]];
     ArmStats as;
+    as.arm = static_cast<uint16_t>(arm);
     as.name = arms[arm].name;
     as.calls = a.calls;
     as.samples = a.samples;

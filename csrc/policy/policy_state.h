@@ -8,6 +8,7 @@
 // costs handed to fold(). Nothing reads a clock, a random source, or this rank's own timings.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -87,7 +88,33 @@ static_assert(kRecoveryArms >= 2, "the incumbent and a challenger are always re-
 // alarms, leave the incumbent in place until a challenger confidently beats it.
 constexpr double kProvisionalShift = 0.2;
 
+// --- Do no harm -------------------------------------------------------------------------------
+// The prior's ratio of an arm's cost to the default's is treated as the median of a log-normal
+// with this spread: an arm priced at 4x the default has ~8% chance of being cheaper.
+constexpr double kPriorSigma = 1.0;
+// A settled state measures a fraction of its calls such that measuring (the engine's timing and
+// the consensus rounds, RoundResult::measure_cost_us per measured call) costs at most
+// kWatchOverhead of the state's time, and at least kMinWatchFraction of them (so that the CUSUM
+// still sees a change). Of the measured calls of a non-default incumbent, the head's
+// converged_budget fraction run the default instead (the rollback check), a fraction that halves
+// every time the check confirms the incumbent.
+constexpr double kWatchOverhead = 0.005;
+constexpr double kMinWatchFraction = 1.0 / 1024;
+constexpr uint32_t kMinCheckPpm = 250;  // 1 in 4000 measured calls
+// Events kept per state for stats() (the most recent).
+constexpr size_t kMaxEvents = 12;
+
 enum class LearnPhase : uint8_t { kWarmup, kProbing, kExploit };
+
+// The do-no-harm budget of a group's learner, pooled over its states (learner.h): what learning
+// cost over the default (savings count as credit), what probes in flight are expected to cost,
+// and what it may cost: every call adds regret_budget x its state's default cost.
+struct RegretBudget {
+  double spent_us = 0;
+  double inflight_us = 0;
+  double budget_us = 0;
+  bool allows(double more_us) const { return spent_us + inflight_us + more_us <= budget_us; }
+};
 
 class PolicyState {
  public:
@@ -95,17 +122,24 @@ class PolicyState {
   // cost for this call's size and group, without those priced beyond kPriorCutoff x the best
   // prior (the kMinChallengers best always stay), all kept in probe order (prior, then arm index).
   PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const HeadConfig& head,
-              const ArmCatalog& catalog, uint64_t effective_bytes, int group_size);
+              const ArmCatalog& catalog, uint64_t effective_bytes, int group_size,
+              RegretBudget* group_budget);
 
-  // Hot path: picks the slot for the next call and counts it. No allocation.
-  int choose(Mode mode, bool* probe) {
+  // Hot path: picks the slot for the next call and counts it; `measure` tells whether its cost
+  // is wanted. No allocation.
+  int choose(Mode mode, bool* probe, bool* measure) {
     *probe = false;
+    *measure = false;
     ++calls_;
     if (mode == Mode::kOff) return default_slot_;
     if (mode == Mode::kFrozen || frozen_) return incumbent_;
+    group_->budget_us += head_.regret_budget * ref_us_;
+    if (settled_) return watch(probe, measure);
+    *measure = true;
+    ++measured_calls_;
     if (phase_ == LearnPhase::kWarmup) {
       if (calls_ <= warmup_calls_) return default_slot_;
-      phase_ = LearnPhase::kProbing;  // depends on the call count only: the same call on every rank
+      begin_probing();  // depends on the call count only: the same call on every rank
     }
     if (phase_ == LearnPhase::kExploit && budget_ppm_ > converged_ppm_) {
       // Geometric decay of the exploration budget after convergence (see kConvergedDecayShift).
@@ -117,10 +151,10 @@ class PolicyState {
     credit_ppm_ += burst_ ? kPpmOne : budget_ppm_;
     if (credit_ppm_ < kPpmOne) return incumbent_;
     const int target = phase_ == LearnPhase::kProbing ? probe_target() : runner_up_;
-    if (target < 0) {
-      // Nothing to probe now (costs in flight, or no challenger): the credit is not banked, so
-      // outside a re-open's burst the search runs at most once per 1/budget calls and probes
-      // never come back to back. This also ends a burst.
+    if (target < 0 || !affordable(slots_[target])) {
+      // Nothing to probe now (costs in flight, no challenger, or not affordable yet): the credit
+      // is not banked, so outside a re-open's burst the search runs at most once per 1/budget
+      // calls and probes never come back to back. This also ends a burst.
       credit_ppm_ = 0;
       burst_ = false;
       return incumbent_;
@@ -128,14 +162,23 @@ class PolicyState {
     credit_ppm_ -= kPpmOne;
     ++probes_;
     *probe = true;
+    ArmSlot& t = slots_[target];
+    t.inflight_extra_us += t.expected_extra_us;
+    ++t.inflight_probes;
+    group_->inflight_us += t.expected_extra_us;
     return target;
   }
 
-  // Folds one agreed cost. Returns true when it raised a CUSUM alarm (probing re-opened).
-  // `learning` is false in frozen/off mode: statistics still accumulate, nothing changes.
-  bool fold(uint16_t arm, float cost_us, bool learning);
-  // Once per round after the costs: switch, eliminate, resolve, converge, re-check.
-  void evaluate();
+  // A probe whose cost will never come (the engine could not time it): its committed extra is
+  // released.
+  void release_probe(uint16_t arm);
+  // Folds one agreed cost (`probe`: the decision was a probe). Returns true when it raised a
+  // CUSUM alarm (probing re-opened). `learning` is false in frozen/off mode: statistics still
+  // accumulate, nothing changes.
+  bool fold(uint16_t arm, float cost_us, bool probe, bool learning);
+  // Once per round after the costs: switch, eliminate, resolve, converge, re-check, settle.
+  // `measure_cost_us`: what measuring one call costs the job (0: unknown, taken as free).
+  void evaluate(double measure_cost_us);
   // The arm can never run for this state again; an incumbent falls back to the best arm known in
   // the current regime (the default when none is known).
   void drop_arm(uint16_t arm);
@@ -153,6 +196,7 @@ class PolicyState {
   int size_bin() const { return size_bin_; }
   LearnPhase phase() const { return phase_; }
   bool frozen() const { return frozen_; }
+  bool settled() const { return settled_; }
   bool converged() const { return phase_ == LearnPhase::kExploit; }
   int incumbent_slot() const { return incumbent_; }
   int default_slot() const { return default_slot_; }
@@ -175,7 +219,10 @@ class PolicyState {
       int i = rr_cursor_ + k;
       if (i >= n) i -= n;
       const ArmSlot& a = slots_[i];
-      if (i == incumbent_ || !a.probeable() || a.issued >= need_ || awaiting(a)) continue;
+      if (i == incumbent_ || !a.probeable() || a.issued >= need_ || awaiting(a) ||
+          !worth_probing(a)) {
+        continue;
+      }
       rr_cursor_ = i + 1 == n ? 0 : i + 1;
       return i;
     }
@@ -188,9 +235,46 @@ class PolicyState {
   bool awaiting(const ArmSlot& a) const {
     return a.gated && a.stats.count() == 0 && a.issued > 0;
   }
+  // Do-no-harm gate (a) of learner.h: the probe fits in the group's regret budget. Not before
+  // the state's default has a cost: there is nothing to measure the extra against yet.
+  bool affordable(const ArmSlot& a) const {
+    return ref_us_ > 0 && group_->allows(a.expected_extra_us);
+  }
+  // Gate (b): an arm never measured waits (deferred) until the state has seen the calls that
+  // make a first probe worth it (kPriorSigma); decided when a probing episode begins.
+  bool worth_probing(const ArmSlot& a) const { return !a.deferred; }
+  void begin_probing() {
+    phase_ = LearnPhase::kProbing;
+    for (ArmSlot& a : slots_) {
+      a.deferred = a.issued == 0 && a.stats.count() == 0 && calls_ < a.worth_from_call;
+    }
+  }
+  // A settled state's call: the incumbent, measured only for a fraction of calls (kWatchOverhead),
+  // some of which check the default again when the incumbent is not the default.
+  int watch(bool* probe, bool* measure) {
+    watch_credit_ppm_ += watch_ppm_;
+    if (watch_credit_ppm_ < kPpmOne) return incumbent_;
+    watch_credit_ppm_ -= kPpmOne;
+    *measure = true;
+    ++measured_calls_;
+    if (incumbent_ == default_slot_) return incumbent_;
+    check_credit_ppm_ += check_ppm_;
+    if (check_credit_ppm_ < kPpmOne) return incumbent_;
+    check_credit_ppm_ -= kPpmOne;
+    *probe = true;  // the default's cost is the baseline itself: no extra to commit
+    ++probes_;
+    return default_slot_;
+  }
   int widest_target() const;
   void refresh_views();  // views of arms whose costs arrived since the last refresh
   void converge();
+  void settle();
+  void unsettle();
+  void note(const char* what, int from_slot, int to_slot);
+  void update_budget_view();  // ref_us_ and every arm's expected extra
+  void wake_deferred();       // a deferred arm became worth probing: probe it
+  void rollback_if_default_cheaper();
+  void release_all(ArmSlot& a);  // drops the expected extra of its probes in flight
   void reopen_focused(int challenger, int keep_incumbent, bool slower);
   bool unpark_if_inconclusive();
   void update_tail();
@@ -223,10 +307,24 @@ class PolicyState {
   uint32_t budget_ppm_ = 0;            // current probing fraction
   uint32_t credit_ppm_ = 0;            // accumulated probe credit
   uint64_t calls_ = 0;
+  uint64_t measured_calls_ = 0;
   uint64_t probes_ = 0;
   uint32_t alarms_ = 0;
   uint64_t converged_at_call_ = 0;
   Cusum cusum_;
+  // Do no harm (learner.h): the default's cost (the baseline), what learning has cost over it,
+  // and the expected extra of probes in flight.
+  double ref_us_ = 0;
+  double extra_us_ = 0;           // this state's part of what the group spent over the default
+  RegretBudget* group_;
+  // Settling.
+  bool settled_ = false;
+  uint64_t quiet_since_ = 0;      // call count of the last event (convergence, switch, ...)
+  uint32_t watch_ppm_ = kPpmOne;  // fraction of a settled state's calls that are measured
+  uint32_t watch_credit_ppm_ = 0;
+  uint32_t check_ppm_ = 0;         // rate of the default's rollback checks (halves when they
+  uint32_t check_credit_ppm_ = 0;  // confirm the incumbent, down to kMinCheckPpm)
+  std::vector<StateEvent> events_;
 };
 
 }  // namespace dynamiccl

@@ -6,8 +6,9 @@
 #include <stdexcept>
 
 #include "policy/learner.h"
+#include "policy/round_scheduler.h"
 #include "sim/rng.h"
-#include "sim/sim_arm_catalog.h"
+#include "engines/nccl/arm_catalog.h"
 #include "sim/truth.h"
 #include "sim/workload.h"
 
@@ -21,37 +22,19 @@ constexpr int kRecoveryWindow = 8;           // ... averaged over this many call
 constexpr double kAffected = 0.05;           // an episode changed a call's costs by more
 constexpr int kMaxPollInterval = 64;         // rounds between convergence polls, at most
 
-void apply_override(HeadConfig& h, const HeadOverride& o) {
-  const double v = o.value;
-  if (o.key == "probe_budget") h.probe_budget = v;
-  else if (o.key == "converged_budget") h.converged_budget = v;
-  else if (o.key == "warmup_calls") h.warmup_calls = static_cast<int>(v);
-  else if (o.key == "min_samples") h.min_samples = static_cast<int>(v);
-  else if (o.key == "switch_margin") h.switch_margin = v;
-  else if (o.key == "max_candidates") h.max_candidates = static_cast<int>(v);
-  else if (o.key == "cusum_threshold") h.cusum_threshold = v;
-  else if (o.key == "cusum_drift") h.cusum_drift = v;
-  else
-    throw std::invalid_argument("learner: unknown head setting '" + o.key +
-                                "' (accepted: probe_budget, converged_budget, warmup_calls, "
-                                "min_samples, switch_margin, max_candidates, cusum_threshold, "
-                                "cusum_drift)");
-}
-
 LearnerConfig learner_config(const ScenarioSpec& spec) {
   LearnerConfig cfg;
   cfg.mode = Mode::kLearn;
   for (const HeadOverride& o : spec.heads) {
     if (o.role == "all") {
-      for (HeadConfig& h : cfg.heads) apply_override(h, o);
+      for (HeadConfig& h : cfg.heads) set_head_setting(h, o.key, o.value);
       continue;
     }
     Role r;
     if (!parse_role(o.role, &r))
-      throw std::invalid_argument(
-          "learner: unknown role '" + o.role +
-          "' (accepted: all, default, dp, fsdp_ag, fsdp_rs, tp, pp, cp, ep)");
-    apply_override(cfg.heads[static_cast<int>(r)], o);
+      throw std::invalid_argument("learner: unknown role '" + o.role +
+                                  "' (accepted: all, " + role_names().joined() + ")");
+    set_head_setting(cfg.heads[static_cast<int>(r)], o.key, o.value);
   }
   return cfg;
 }
@@ -94,16 +77,15 @@ struct Site {
 };
 
 struct Group {
+  explicit Group(int round_calls) : rounds(round_calls) {}
   GroupInfo info;
   std::shared_ptr<GroupWorld> world;
-  std::shared_ptr<SimArmCatalog> catalog;
+  std::shared_ptr<NcclArmCatalog> catalog;  // the product's, for this group
   std::unique_ptr<Learner> learner;
   int ranks_sampled = 1;
-  uint64_t calls = 0;
-  int in_round = 0;
+  RoundScheduler rounds;        // the product's: measured costs apply one round later
   RoundResult current, pending;
-  bool has_pending = false;
-  uint64_t apply_at = 0;
+  double prev_cost_us = 0;      // the group's previous call (overlapping calls queue behind it)
   std::vector<StateTrack> states;  // by state id
   int unconverged = 0;             // states seen, with something to learn, not yet converged
   int poll_interval = 1;
@@ -133,17 +115,18 @@ struct SimRunner::Impl {
     sigma = spec.noise_sigma;
     half_var = 0.5 * sigma * sigma;
     const LearnerConfig cfg = learner_config(spec);
-    groups.resize(workload.groups.size());
-    for (size_t i = 0; i < groups.size(); ++i) {
-      Group& g = groups[i];
+    groups.reserve(workload.groups.size());
+    for (size_t i = 0; i < workload.groups.size(); ++i) {
+      groups.emplace_back(spec.round_calls);
+      Group& g = groups.back();
       g.info = workload.groups[i];
       g.world = std::make_shared<GroupWorld>(topo, g.info.shape, truth, spec.channel_model);
-      g.catalog = std::make_shared<SimArmCatalog>(g.world, spec.channel_caps,
-                                                  spec.derive_channel_caps);
+      g.catalog = std::make_shared<NcclArmCatalog>(
+          nccl_catalog_for(topo, g.info.shape, spec.channel_caps, spec.derive_channel_caps));
       g.learner = std::make_unique<Learner>(cfg, g.catalog);
       g.ranks_sampled = std::min(spec.ranks_sampled, g.info.shape.ranks());
-      g.current.calls.reserve(spec.consensus_every);
-      g.pending.calls.reserve(spec.consensus_every);
+      g.current.calls.reserve(spec.round_calls);
+      g.pending.calls.reserve(spec.round_calls);
       res.groups.push_back(g.info.name + ": " + std::to_string(g.info.shape.nodes) + " x " +
                            std::to_string(g.info.shape.gpus_per_node) + ", " +
                            std::to_string(g.world->nominal().graph_channels(kAlgoRing)) +
@@ -280,6 +263,7 @@ struct SimRunner::Impl {
   }
 
   void apply(Group& g, RoundResult& round) {
+    round.measure_cost_us = spec.round_cost_us / spec.round_calls;
     g.learner->apply_round(round);
     round.calls.clear();
     poll_convergence(g);
@@ -288,10 +272,6 @@ struct SimRunner::Impl {
   void call(int site_index) {
     Site& s = sites[site_index];
     Group& g = groups[s.group];
-    if (g.has_pending && g.calls == g.apply_at) {
-      g.has_pending = false;
-      apply(g, g.pending);
-    }
     const Decision d = g.learner->decide(s.ctx);
     if (d.arm >= s.truth.size())
       throw std::logic_error("learner chose arm " + std::to_string(d.arm) + " of " +
@@ -310,17 +290,9 @@ struct SimRunner::Impl {
     s.state_id = d.state_id;
     s.state_known = true;
 
-    // One noise draw shared by every policy (common random numbers); the learner hears the
-    // minimum over a few ranks' views of the same call.
-    double paid = 1.0, reported = 1.0;
-    if (sigma > 0) {
-      const double z0 = rng.normal();
-      double zmin = z0;
-      for (int r = 1; r < g.ranks_sampled; ++r) zmin = std::min(zmin, rng.normal());
-      paid = std::exp(sigma * z0 - half_var);
-      reported = std::exp(sigma * zmin - half_var);
-    }
     const double chosen = s.truth[d.arm];
+    // The job pays one draw (common to every policy); the learner hears the product's measure.
+    const double paid = rank_noise();
     const double learned = chosen * paid, def = s.truth[0] * paid, oracle = s.oracle * paid;
     add(res.total, def, learned, oracle, d.probe);
     add(res.roles[static_cast<int>(s.ctx.role)], def, learned, oracle, d.probe);
@@ -334,20 +306,45 @@ struct SimRunner::Impl {
     res.step_oracle_us.back() += oracle;
     if (t.recovery >= 0) track_recovery(t, chosen / s.oracle);
 
-    g.current.calls.push_back(
-        CallOutcome{d.state_id, d.arm, static_cast<float>(chosen * reported)});
-    ++g.calls;
-    if (++g.in_round == spec.consensus_every) {
-      g.in_round = 0;
-      if (spec.consensus_lag == 0) {
-        apply(g, g.current);
-      } else {
-        std::swap(g.current, g.pending);
-        g.current.calls.clear();
-        g.has_pending = true;
-        g.apply_at = g.calls + spec.consensus_lag;
-      }
+    if (d.measure) {
+      g.current.calls.push_back(
+          CallOutcome{d.state_id, d.arm, static_cast<float>(measured_cost(g, chosen)), d.probe});
     }
+    g.prev_cost_us = chosen * paid;
+    g.rounds.add_call(d.measure);
+    const RoundScheduler::Boundary b = g.rounds.end_call();
+    if (b.apply) apply(g, g.pending);
+    if (b.start) {
+      std::swap(g.current, g.pending);  // in flight until the next boundary
+      g.current.calls.clear();
+    }
+  }
+
+  // One rank's multiplicative noise: log-normal, times the outlier factor now and then.
+  double rank_noise() {
+    double n = sigma > 0 ? std::exp(sigma * rng.normal() - half_var) : 1.0;
+    if (spec.outlier_rate > 0 && rng.uniform() < spec.outlier_rate) n *= spec.outlier_factor;
+    return n;
+  }
+
+  // What the backend would report for a call of true cost `cost_us`: each sampled rank's kernel
+  // time (waiting for the last rank to arrive, queued behind the group's previous call, with its
+  // own noise), reduced across ranks as the product reduces NCCL kernel times (the minimum).
+  double measured_cost(const Group& g, double cost_us) {
+    double arrival[64];
+    double last = 0;
+    for (int r = 0; r < g.ranks_sampled; ++r) {
+      arrival[r] = spec.arrival_skew_us > 0 ? spec.arrival_skew_us * rng.uniform() : 0.0;
+      last = std::max(last, arrival[r]);
+    }
+    const double queued = spec.overlap * g.prev_cost_us;
+    const bool by_max = reduces_by_max(CostReduce::kAuto, EngineKind::kNccl);
+    double reduced = by_max ? 0.0 : std::numeric_limits<double>::infinity();
+    for (int r = 0; r < g.ranks_sampled; ++r) {
+      const double d = (last - arrival[r]) + queued + cost_us * rank_noise();
+      reduced = by_max ? std::max(reduced, d) : std::min(reduced, d);
+    }
+    return reduced;
   }
 
   void run_steps(int n) {
@@ -389,7 +386,7 @@ struct SimRunner::Impl {
           r.oracle_arm = arms[s.oracle_arm].name;
           int a, p;
           r.default_arm = g.world->default_pick(t.op, s.ctx.effective_bytes, &a, &p)
-                              ? arm_name(a, p, 0)
+                              ? nccl_arm_name(a, p, 0)
                               : "default";
         }
         out.states.push_back(std::move(r));

@@ -15,12 +15,18 @@ void validate_spec(const ScenarioSpec& s) {
   if (s.steps < 1 || s.steps > 10000000) bad("steps must be in [1, 10000000]");
   if (s.microbatches < 1 || s.microbatches > 1024) bad("microbatches must be in [1, 1024]");
   if (!(s.noise_sigma >= 0 && s.noise_sigma <= 2)) bad("noise_sigma must be in [0, 2]");
-  if (s.consensus_every < 1 || s.consensus_every > 65536)
-    bad("consensus.every must be in [1, 65536]");
-  if (s.consensus_lag < 0 || s.consensus_lag >= s.consensus_every)
-    bad("consensus.lag must be in [0, consensus.every)");
+  if (!(s.outlier_rate >= 0 && s.outlier_rate <= 0.5)) bad("outlier_rate must be in [0, 0.5]");
+  if (!(s.outlier_factor >= 1 && s.outlier_factor <= 1000))
+    bad("outlier_factor must be in [1, 1000]");
+  if (!(s.arrival_skew_us >= 0 && s.arrival_skew_us <= 1e9))
+    bad("arrival_skew_us must be in [0, 1e9]");
+  if (!(s.overlap >= 0 && s.overlap <= 1)) bad("overlap must be in [0, 1]");
+  if (s.round_calls < 1 || s.round_calls > 65536)
+    bad("consensus.round_calls must be in [1, 65536]");
   if (s.ranks_sampled < 1 || s.ranks_sampled > 64)
     bad("consensus.ranks_sampled must be in [1, 64]");
+  if (!(s.round_cost_us >= 0 && s.round_cost_us <= 1e9))
+    bad("consensus.round_cost_us must be in [0, 1e9]");
   for (size_t i = 0; i < s.congestion.size(); ++i) {
     const CongestionSpec& c = s.congestion[i];
     const std::string at = "congestion[" + std::to_string(i) + "]: ";

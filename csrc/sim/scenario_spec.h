@@ -9,26 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "nccl_model/topology.h"
+
 namespace dynamiccl {
 namespace sim {
 
-struct LinkSpec {
-  std::string type;    // intra: "nvlink" | "pcie"; inter: "ib" | "roce" | "ethernet"
-  double bw_GBps = 0;  // intra: per-GPU bandwidth; inter: network bandwidth per GPU
-  double lat_us = 0;   // intra: added to each intra-node hop; inter: the network's latency
-};
-
-struct TopologySpec {
-  int nodes = 1;
-  int gpus_per_node = 8;
-  std::string gpu = "hopper";  // volta | ampere | hopper | blackwell (NCCL's compcap classes)
-  std::string cpu = "intel";   // intel | amd (NCCL's net overhead and LL bandwidth row)
-  LinkSpec intra{"nvlink", 450.0, 0.0};
-  LinkSpec inter{"ib", 50.0, 2.0};
-  bool nvswitch = true;  // NVLink through NVSwitch: NVLS / CollNetDirect possible
-  bool sharp = false;    // in-network reduction (CollNet) on the inter-node fabric
-  int channels = 0;      // communicator channel count; 0 = derived from the links
-};
+// The simulator is built on NCCL's cost model (nccl_model/): its names are the simulator's.
+using namespace nccl;
 
 // Truth multipliers for one algorithm/protocol pair; "*" matches every value.
 struct TruthEntry {
@@ -100,7 +87,17 @@ struct ScenarioSpec {
   int microbatches = 1;  // tp and pp traffic repeats per microbatch
   TopologySpec topology;
   std::vector<TruthEntry> truth;
-  double noise_sigma = 0.0;  // log-normal per-call noise (std-dev of the log)
+  // Noise, per rank and call: log-normal with std-dev `noise_sigma` of the log; with probability
+  // `outlier_rate` a rank's cost is `outlier_factor` times higher (a preempted rank, a noisy
+  // neighbour: a heavy tail that hits whatever arm runs).
+  double noise_sigma = 0.0;
+  double outlier_rate = 0.0;
+  double outlier_factor = 5.0;
+  // Ranks reach a call up to this far apart (uniform): an early rank's kernel waits for the last.
+  double arrival_skew_us = 0.0;
+  // Calls of a group overlap (asynchronous calls in flight together): a call's measured duration
+  // includes `overlap` x the previous call's cost, which it queued behind.
+  double overlap = 0.0;
   ChannelModelSpec channel_model;
   std::vector<CongestionSpec> congestion;
   std::vector<WorkloadSpec> workload;
@@ -108,11 +105,13 @@ struct ScenarioSpec {
   // derive_channel_caps = a quarter and a half of the group's channel count.
   std::vector<int> channel_caps;
   bool derive_channel_caps = true;
-  // Consensus: a round every `consensus_every` calls of a group, applied `consensus_lag`
-  // calls later; the cost each call reports is the minimum over `ranks_sampled` ranks.
-  int consensus_every = 64;
-  int consensus_lag = 0;
+  // Consensus as the product runs it (policy/round_scheduler.h): rounds of `round_calls` learned
+  // calls of a group, applied one round later; a call's cost is the product's reduction for NCCL
+  // (the minimum) over `ranks_sampled` ranks' measured durations; a round costs the job
+  // `round_cost_us` (its control-plane all-reduce), which settled states weigh against measuring.
+  int round_calls = 16;
   int ranks_sampled = 4;
+  double round_cost_us = 0.0;
   std::vector<HeadOverride> heads;
 };
 

@@ -63,8 +63,7 @@ GroupWorld::GroupWorld(const Topology& topo, const GroupShape& shape, const Trut
       channels_(channels),
       nominal_(derive_comm_inputs(topo, shape)),
       truth_(nominal_),
-      p2p_nominal_(p2p_for(LinkScale())),
-      p2p_truth_(p2p_nominal_) {
+      p2p_truth_(p2p_for(LinkScale())) {
   if (!(channels.saturation > 0 && channels.saturation <= 1))
     throw std::invalid_argument("channel_model.saturation must be in (0, 1]");
   if (!(channels.contention >= 0 && channels.contention < 1))
@@ -96,19 +95,6 @@ bool GroupWorld::default_pick(OpKind op, uint64_t bytes, int* algo, int* proto) 
   const int f = func_of(op);
   if (f < 0) return false;
   return nominal_.pick(f, bytes, algo, proto);
-}
-
-double GroupWorld::nominal_us(OpKind op, const Action& act, uint64_t bytes) const {
-  const int f = func_of(op);
-  if (f < 0) return p2p_nominal_.time_us(bytes);
-  int a = act.algo, p = act.proto;
-  if (act.is_default() && !nominal_.pick(f, bytes, &a, &p)) return -1.0;
-  if (a < 0 || a >= kNumAlgos || p < 0 || p >= kNumProtos) return -1.0;
-  ModelTerms t;
-  if (!nominal_.terms(f, a, p, bytes, &t)) return -1.0;
-  const int n = nominal_.graph_channels(a);
-  const int c = act.channels > 0 ? std::min<int>(act.channels, n) : n;
-  return t.lat_us + static_cast<double>(bytes) / (1000.0 * t.bw_GBps * c / n);
 }
 
 double GroupWorld::truth_us(OpKind op, const Action& act, uint64_t bytes) const {

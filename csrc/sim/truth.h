@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "core/types.h"
-#include "sim/nccl_model.h"
+#include "nccl_model/cost_model.h"
 #include "sim/scenario_spec.h"
-#include "sim/topology.h"
+#include "nccl_model/topology.h"
 
 namespace dynamiccl {
 namespace sim {
@@ -48,9 +48,6 @@ class GroupWorld {
   void set_link_scale(const LinkScale& scale);
   const LinkScale& link_scale() const { return scale_; }
 
-  // NCCL's belief for an explicit action (algo/proto >= 0, channels = cap or -1): the tuned
-  // time with bandwidth scaled linearly by the capped share of channels. -1 = unavailable.
-  double nominal_us(OpKind op, const Action& a, uint64_t bytes) const;
   // The real cost of an action (the default action = NCCL's own pick). +inf = unavailable.
   double truth_us(OpKind op, const Action& a, uint64_t bytes) const;
   // NCCL's pick for a tuner op; false for ops the tuner never sees.
@@ -64,7 +61,7 @@ class GroupWorld {
   LinkScale scale_;
   NcclCostModel nominal_;
   NcclCostModel truth_;
-  P2pModel p2p_nominal_, p2p_truth_;
+  P2pModel p2p_truth_;
   P2pModel p2p_for(const LinkScale& s) const;
 };
 

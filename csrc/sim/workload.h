@@ -9,7 +9,7 @@
 
 #include "core/types.h"
 #include "sim/scenario_spec.h"
-#include "sim/topology.h"
+#include "nccl_model/topology.h"
 
 namespace dynamiccl {
 namespace sim {

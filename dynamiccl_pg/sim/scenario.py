@@ -2,9 +2,9 @@
 
 A scenario is a JSON object (schema: benchmarks/scenarios/README.md). Every key is checked:
 an unknown key or a bad value raises ScenarioError naming the key path, the value, and what is
-accepted. All problems of a file are reported at once. Parsing needs nothing but the standard
-library; ``Scenario.to_spec()`` turns the result into the plain C++ struct of
-``dynamiccl_pg._C.sim`` for running.
+accepted. All problems of a file are reported at once. The names it accepts (roles, ops, NCCL
+algorithms and protocols, learner head settings) are the core's, read from ``dynamiccl_pg._C``;
+``Scenario.to_spec()`` turns the result into the plain C++ struct of ``dynamiccl_pg._C.sim``.
 """
 
 from __future__ import annotations
@@ -25,25 +25,22 @@ __all__ = [
     "parse_size",
 ]
 
-ALGOS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
-PROTOS = ("LL", "LL128", "Simple")
-ROLES = ("default", "dp", "fsdp_ag", "fsdp_rs", "tp", "pp", "cp", "ep")
-OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "send")
+from dynamiccl_pg import _C
+
+_VOCABULARY = _C.vocabulary()
+ALGOS = tuple(_VOCABULARY["nccl_algos"])
+PROTOS = tuple(_VOCABULARY["nccl_protos"])
+ROLES = tuple(_VOCABULARY["roles"])
+# The collectives a workload entry may name: those NCCL's tuner sees, and pipeline sends.
+OPS = tuple(op for op in _VOCABULARY["ops"]
+            if op in ("allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "send"))
 GPUS = ("volta", "ampere", "hopper", "blackwell")
 INTRA_TYPES = ("nvlink", "pcie")
 INTER_TYPES = ("ib", "roce", "ethernet")
 KINDS = ("call", "ddp", "fsdp", "tp", "pp")
 PHASES = ("fwd", "bwd", "post")
-HEAD_KEYS = {
-    "probe_budget": float,
-    "converged_budget": float,
-    "warmup_calls": int,
-    "min_samples": int,
-    "switch_margin": float,
-    "max_candidates": int,
-    "cusum_threshold": float,
-    "cusum_drift": float,
-}
+HEAD_SETTINGS = {h["name"]: h for h in _C.head_settings()}  # the learner's table
+HEAD_KEYS = {name: int if h["integer"] else float for name, h in HEAD_SETTINGS.items()}
 EXPECT = ("gain", "no_gain")
 
 # Default inter-node link of a single-node scenario (never used: one node has no network).
@@ -158,14 +155,18 @@ class Scenario:
     microbatches: int = 1
     truth: dict[str, dict[str, float]] = field(default_factory=dict)  # "algo/proto" -> factors
     noise_sigma: float = 0.0
+    outlier_rate: float = 0.0
+    outlier_factor: float = 5.0
+    arrival_skew_us: float = 0.0
+    overlap: float = 0.0
     congestion: list[Congestion] = field(default_factory=list)
     channel_saturation: float = 1.0
     channel_contention: float = 0.0
     lat_per_channel_us: float = 0.0
     channel_caps: list[int] | None = None  # None = derived from the group's channel count
-    consensus_every: int = 64
-    consensus_lag: int = 0
+    round_calls: int = 16
     ranks_sampled: int = 4
+    round_cost_us: float = 0.0
     heads: dict[str, dict[str, float]] = field(default_factory=dict)  # role -> key -> value
     expect: str | None = None  # "gain" / "no_gain"; None = judged from the oracle
     source: str = ""
@@ -199,6 +200,10 @@ class Scenario:
             truth.append(e)
         s.truth = truth
         s.noise_sigma = self.noise_sigma
+        s.outlier_rate = self.outlier_rate
+        s.outlier_factor = self.outlier_factor
+        s.arrival_skew_us = self.arrival_skew_us
+        s.overlap = self.overlap
         cm = _sim.ChannelModelSpec()
         cm.saturation = self.channel_saturation
         cm.contention = self.channel_contention
@@ -225,9 +230,9 @@ class Scenario:
         s.workload = work
         s.channel_caps = list(self.channel_caps or [])
         s.derive_channel_caps = self.channel_caps is None
-        s.consensus_every = self.consensus_every
-        s.consensus_lag = self.consensus_lag
+        s.round_calls = self.round_calls
         s.ranks_sampled = self.ranks_sampled
+        s.round_cost_us = self.round_cost_us
         heads = []
         for role, keys in self.heads.items():
             for key, value in keys.items():
@@ -555,17 +560,19 @@ def _parse_heads(c: _Checker, v: Any) -> dict[str, dict[str, float]]:
         for key, value in kd.items():
             if key not in HEAD_KEYS:
                 continue
-            if HEAD_KEYS[key] is int:
-                x = c.integer(_join(path, key), value, 0, 10**6)
+            h = HEAD_SETTINGS[key]
+            if h["integer"]:
+                x = c.integer(_join(path, key), value, int(h["min"]), int(min(h["max"], 2**31 - 1)))
             else:
-                x = c.number(_join(path, key), value, 0, 1e6)
+                x = c.number(_join(path, key), value, h["min"], h["max"], lo_open=h["min_open"])
             if x is not None:
                 out[role][key] = x
     return out
 
 
 _TOP_REQUIRED = ("name", "seed", "steps", "topology", "workload")
-_TOP_OPTIONAL = ("description", "microbatches", "truth", "noise_sigma", "congestion",
+_TOP_OPTIONAL = ("description", "microbatches", "truth", "noise_sigma", "outlier_rate",
+                 "outlier_factor", "arrival_skew_us", "overlap", "congestion",
                  "channel_model", "channel_caps", "consensus", "learner", "expect")
 
 
@@ -594,6 +601,12 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     if "truth" in d:
         sc.truth = _parse_truth(c, d["truth"])
     sc.noise_sigma = _get(c, d, "noise_sigma", "", lambda p, x: c.number(p, x, 0, 2), 0.0)
+    sc.outlier_rate = _get(c, d, "outlier_rate", "", lambda p, x: c.number(p, x, 0, 0.5), 0.0)
+    sc.outlier_factor = _get(c, d, "outlier_factor", "", lambda p, x: c.number(p, x, 1, 1000),
+                             5.0)
+    sc.arrival_skew_us = _get(c, d, "arrival_skew_us", "", lambda p, x: c.number(p, x, 0, 1e9),
+                              0.0)
+    sc.overlap = _get(c, d, "overlap", "", lambda p, x: c.number(p, x, 0, 1), 0.0)
     if "congestion" in d:
         sc.congestion = [x for x in c.listof(
             "congestion", d["congestion"], lambda p, x: _parse_congestion(c, p, x, steps))
@@ -613,17 +626,15 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
             "channel_caps", d["channel_caps"], lambda p, x: c.integer(p, x, 1, 64))
             if x is not None]
     if "consensus" in d:
-        cd = c.obj("consensus", d["consensus"], (), ("every", "lag", "ranks_sampled"))
+        cd = c.obj("consensus", d["consensus"], (), ("round_calls", "ranks_sampled",
+                                                     "round_cost_us"))
         if cd is not None:
-            sc.consensus_every = _get(c, cd, "every", "consensus",
-                                      lambda p, x: c.integer(p, x, 1, 65536), 64)
-            sc.consensus_lag = _get(c, cd, "lag", "consensus",
-                                    lambda p, x: c.integer(p, x, 0, 65535), 0)
+            sc.round_calls = _get(c, cd, "round_calls", "consensus",
+                                  lambda p, x: c.integer(p, x, 1, 65536), 16)
             sc.ranks_sampled = _get(c, cd, "ranks_sampled", "consensus",
                                     lambda p, x: c.integer(p, x, 1, 64), 4)
-            if sc.consensus_lag >= sc.consensus_every:
-                c.fail("consensus.lag", f"{sc.consensus_lag} must be below consensus.every "
-                                        f"({sc.consensus_every})")
+            sc.round_cost_us = _get(c, cd, "round_cost_us", "consensus",
+                                    lambda p, x: c.number(p, x, 0, 1e9), 0.0)
     if "learner" in d:
         sc.heads = _parse_heads(c, d["learner"])
     if "expect" in d:

@@ -2,6 +2,7 @@
 rank, each with its own default process group; collects every rank's return value or error.
 
     results = run_ranks(fn, world_size=4, backend="dynamiccl", env={"DYNAMICCL_MODE": "off"})
+    results = run_ranks(fn, 2, rank_env={1: {"DYNAMICCL_MODE": "off"}})  # one rank differs
 
 `fn(rank, world_size, *args)` must be a module-level function of an importable test module.
 A rank that raises fails the run with its traceback; a rank that hangs past `timeout` fails it too
@@ -26,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 
 def _child(rank, world_size, store_path, backend, env, pg_timeout_s, fn, args, queue):
     try:
-        os.environ.update(env)
+        os.environ.update(env.get(rank, env[None]))
         import torch
         import torch.distributed as dist
         torch.set_num_threads(1)
@@ -47,16 +48,20 @@ def _child(rank, world_size, store_path, backend, env, pg_timeout_s, fn, args, q
 
 def run_ranks(fn: Callable, world_size: int, *args, backend: str = "dynamiccl",
               env: Optional[Dict[str, str]] = None, timeout: float = 180,
-              pg_timeout_s: float = 60, expect_failure: bool = False) -> List[Any]:
-    """Returns the per-rank results (or, with expect_failure, the per-rank error texts/results)."""
+              pg_timeout_s: float = 60, expect_failure: bool = False,
+              rank_env: Optional[Dict[int, Dict[str, str]]] = None) -> List[Any]:
+    """Returns the per-rank results (or, with expect_failure, the per-rank error texts/results).
+    ``rank_env`` adds variables for single ranks on top of ``env``."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     child_env = {"PYTHONPATH": os.pathsep.join([ROOT, HERE, os.environ.get("PYTHONPATH", "")])}
     child_env.update(env or {})
     os.environ["PYTHONPATH"] = child_env["PYTHONPATH"]  # spawn children import by module name
+    envs = {None: child_env}
+    envs.update({r: {**child_env, **extra} for r, extra in (rank_env or {}).items()})
     with tempfile.TemporaryDirectory() as tmp:
         store_path = os.path.join(tmp, "store")
-        procs = [ctx.Process(target=_child, args=(r, world_size, store_path, backend, child_env,
+        procs = [ctx.Process(target=_child, args=(r, world_size, store_path, backend, envs,
                                                   pg_timeout_s, fn, args, queue), daemon=True)
                  for r in range(world_size)]
         for p in procs:

@@ -6,6 +6,13 @@ namespace dynamiccl {
 
 namespace {
 
+// A call's tag: its number in the group and its schedule, so that ranks which disagree on the
+// schedule never exchange messages (each waits for its own, and times out with an error).
+uint32_t call_tag(uint32_t number, const Action& action) {
+  return number * 2654435761u ^ (static_cast<uint32_t>(static_cast<uint8_t>(action.algo)) << 24 |
+                                 static_cast<uint32_t>(static_cast<uint16_t>(action.channels)));
+}
+
 c10::intrusive_ptr<c10::ivalue::Future> tensor_list_future() {
   return c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
 }
@@ -56,7 +63,7 @@ c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::run_schedule(const CpuCallArg
   auto task = [this, future, action, in, out, op = args.op, root = args.root,
                red = args.reduction, outputs = args.outputs.vec(),
                gather_into = args.gather_into.vec(), scatter_from = args.scatter_from.vec(),
-               tag = next_tag_++]() mutable {
+               tag = call_tag(next_tag_++, action)]() mutable {
     at::NoGradGuard no_grad;  // grad mode is per thread: this one only moves data
     try {
       for (size_t r = 0; r < scatter_from.size(); ++r) {

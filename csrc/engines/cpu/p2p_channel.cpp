@@ -5,18 +5,27 @@
 namespace dynamiccl {
 
 namespace {
+// The tag on the wire also carries the message's size: a receive that expects another size than
+// was sent (ranks that disagree on a call's size) never matches it, so it times out with an error
+// instead of leaving a partial result. (The call's tag carries the schedule: cpu_engine.cpp.)
 // The inner engine takes a non-negative int tag (ProcessGroupGloo rejects negative ones).
-int wire_tag(uint32_t tag) { return static_cast<int>(tag & 0x7fffffffu); }
+int wire_tag(uint32_t tag, const at::Tensor& t) {
+  uint64_t h = (static_cast<uint64_t>(tag) << 32) ^ static_cast<uint64_t>(t.nbytes());
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  h ^= h >> 33;
+  return static_cast<int>(h & 0x7fffffffu);
+}
 }  // namespace
 
 c10::intrusive_ptr<c10d::Work> P2PChannel::isend(at::Tensor& t, int dst, uint32_t tag) {
   std::vector<at::Tensor> v{t};
-  return pg_->send(v, dst, wire_tag(tag));
+  return pg_->send(v, dst, wire_tag(tag, t));
 }
 
 c10::intrusive_ptr<c10d::Work> P2PChannel::irecv(at::Tensor& t, int src, uint32_t tag) {
   std::vector<at::Tensor> v{t};
-  return pg_->recv(v, src, wire_tag(tag));
+  return pg_->recv(v, src, wire_tag(tag, t));
 }
 
 void P2PChannel::wait(const c10::intrusive_ptr<c10d::Work>& w) {

@@ -1,49 +1,47 @@
 #include "engines/nccl/arm_catalog.h"
 
-#include <cmath>
+#include <algorithm>
+#include <limits>
 #include <string>
-
-#include "nccl_plugin/dynamiccl_nccl.h"
-#include "sim/sim_arm_catalog.h"
 
 namespace dynamiccl {
 
-namespace {
+using namespace nccl;
 
-Arm make_arm(int algo, int proto, int channels) {
-  Arm a;
-  a.name = sim::arm_name(algo, proto, channels);
-  a.action.algo = static_cast<int8_t>(algo);
-  a.action.proto = static_cast<int8_t>(proto);
-  a.action.channels = static_cast<int16_t>(channels);
-  return a;
+std::string nccl_arm_name(int algo, int proto, int cap) {
+  std::string s = std::string(algo_name(algo)) + "/" + proto_name(proto);
+  if (cap > 0) s += "/c" + std::to_string(cap);
+  return s;
 }
 
-}  // namespace
-
-NcclArmCatalog::NcclArmCatalog() {
-  // Which (collective, algorithm, protocol) NCCL models (research: tuning.cc pairs): Broadcast and
-  // Reduce ring only; AllGather/ReduceScatter ring and PAT (Simple); AllReduce ring and tree with
-  // every protocol, NVLS (Simple). Arms NCCL marks unavailable on a communicator are dropped by the
-  // learner for that state, on every rank, the first time the plugin reports them.
-  const int R = DYNAMICCL_NCCL_ALGO_RING, T = DYNAMICCL_NCCL_ALGO_TREE;
-  const int LL = DYNAMICCL_NCCL_PROTO_LL, LL128 = DYNAMICCL_NCCL_PROTO_LL128,
-            S = DYNAMICCL_NCCL_PROTO_SIMPLE;
+NcclArmCatalog::NcclArmCatalog(NcclCostModel model, std::vector<int> caps, bool derive_caps)
+    : model_(std::move(model)) {
+  const int nch = model_.graph_channels(kAlgoRing);
+  if (caps.empty() && derive_caps) caps = {nch / 4, nch / 2};
+  std::sort(caps.begin(), caps.end());
+  caps.erase(std::unique(caps.begin(), caps.end()), caps.end());
+  for (int c : caps) {
+    if (c >= 1) caps_.push_back(c);
+  }
   for (int o = 0; o < kNumOps; ++o) {
-    auto& v = arms_[o];
-    v.push_back(Arm{"default", Action{}});
-    const auto op = static_cast<OpKind>(o);
-    if (sim::func_of(op) < 0) continue;
-    for (int p : {LL, LL128, S}) v.push_back(make_arm(R, p, -1));
-    if (op == OpKind::kAllReduce) {
-      for (int p : {LL, LL128, S}) v.push_back(make_arm(T, p, -1));
-      v.push_back(make_arm(DYNAMICCL_NCCL_ALGO_NVLS, S, -1));
+    std::vector<Arm>& list = arms_[o];
+    list.push_back(Arm{"default", Action{}});
+    const int f = func_of(static_cast<OpKind>(o));
+    if (f < 0) continue;  // not tunable through NCCL's tuner
+    for (int a = 0; a < kNumAlgos; ++a) {
+      for (int p = 0; p < kNumProtos; ++p) {
+        if (!model_.available(f, a, p)) continue;
+        list.push_back(Arm{nccl_arm_name(a, p, 0),
+                           Action{static_cast<int8_t>(a), static_cast<int8_t>(p), -1}});
+        for (int c : caps_) {
+          // LL moves a few bytes per flag: latency-bound, its channel count hardly matters.
+          if (p == kProtoLL || c >= model_.graph_channels(a)) continue;
+          list.push_back(Arm{nccl_arm_name(a, p, c), Action{static_cast<int8_t>(a),
+                                                            static_cast<int8_t>(p),
+                                                            static_cast<int16_t>(c)}});
+        }
+      }
     }
-    if (op == OpKind::kAllGather || op == OpKind::kReduceScatter) {
-      v.push_back(make_arm(DYNAMICCL_NCCL_ALGO_PAT, S, -1));
-    }
-    // Channel caps: fewer SMs for communication, which can win under compute overlap.
-    for (int ch : {4, 16}) v.push_back(make_arm(R, S, ch));
   }
 }
 
@@ -51,20 +49,19 @@ const std::vector<Arm>& NcclArmCatalog::arms(OpKind op) const {
   return arms_[static_cast<int>(op)];
 }
 
-double NcclArmCatalog::prior_cost_us(OpKind op, uint16_t arm, uint64_t bytes,
-                                     int group_size) const {
-  // A coarse latency/bandwidth model, only to order probing: LL has the lowest latency and a
-  // fraction of the bandwidth, Simple the reverse; tree's latency grows with log2(ranks), ring's
-  // with ranks. The default arm is never probed, so its prior does not matter.
-  const Action& a = arms_[static_cast<int>(op)][arm].action;
-  if (a.is_default()) return 0;
-  static const double kLatUs[] = {0.6, 1.1, 4.0};    // LL, LL128, Simple per step
-  static const double kBwFrac[] = {0.45, 0.92, 1.0};
-  const int p = a.proto < 0 ? 2 : a.proto;
-  const double n = std::max(2, group_size);
-  const double steps = a.algo == DYNAMICCL_NCCL_ALGO_TREE ? 2 * std::log2(n) : 2 * (n - 1);
-  const double bw_GBps = 100.0 * kBwFrac[p] * (a.channels > 0 ? std::min(1.0, a.channels / 16.0) : 1);
-  return steps * kLatUs[p] + static_cast<double>(bytes) / (bw_GBps * 1e3);
+double NcclArmCatalog::prior_cost_us(OpKind op, uint16_t arm, uint64_t effective_bytes,
+                                     int /*group_size: the model's communicator*/) const {
+  const std::vector<Arm>& list = arms(op);
+  if (arm >= list.size()) return std::numeric_limits<double>::max();
+  if (func_of(op) < 0) return 0.0;  // one arm: nothing to order
+  const double t = model_.predict_us(op, list[arm].action, effective_bytes);
+  return t < 0 ? std::numeric_limits<double>::max() : t;
+}
+
+NcclArmCatalog nccl_catalog_for(const Topology& topology, const GroupShape& shape,
+                                std::vector<int> caps, bool derive_caps) {
+  return NcclArmCatalog(NcclCostModel(derive_comm_inputs(topology, shape)), std::move(caps),
+                        derive_caps);
 }
 
 }  // namespace dynamiccl

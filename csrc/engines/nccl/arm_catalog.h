@@ -1,24 +1,46 @@
-// The NCCL engine's arms: which configurations the learner may pick for NCCL (algorithm x
-// protocol x channel cap), named "<algo>/<proto>[/c<N>]" with NCCL's own algorithm and protocol
-// names. Torch-free.
+// The NCCL engine's arms for one communicator, from NCCL's own cost model of it (nccl_model/):
+// "default" (let NCCL choose), every algorithm/protocol pair the model makes available for each
+// collective NCCL's tuner sees, and for Simple and LL128 the same with the channel count capped
+// ("ring/LL128/c8"). The prior of an arm is the model's time for it, so probing starts with what
+// NCCL believes. The backend builds it for the topology a group describes, the simulator for the
+// scenario's: one catalog, so the simulator's figures are the product's. Torch-free.
 #pragma once
 
 #include <array>
 #include <vector>
 
+#include "nccl_model/cost_model.h"
+#include "nccl_model/topology.h"
 #include "policy/arm_catalog.h"
 
 namespace dynamiccl {
 
 class NcclArmCatalog : public ArmCatalog {
  public:
-  NcclArmCatalog();
+  // `caps`: channel caps to offer with Simple and LL128 (values >= the graph's channel count are
+  // skipped); no caps and `derive_caps`: a quarter and a half of the channel count.
+  explicit NcclArmCatalog(nccl::NcclCostModel model, std::vector<int> caps = {},
+                          bool derive_caps = true);
+
   const std::vector<Arm>& arms(OpKind op) const override;
   double prior_cost_us(OpKind op, uint16_t arm, uint64_t effective_bytes,
                        int group_size) const override;
 
+  const nccl::NcclCostModel& model() const { return model_; }
+  const std::vector<int>& caps() const { return caps_; }
+
  private:
+  nccl::NcclCostModel model_;
+  std::vector<int> caps_;
   std::array<std::vector<Arm>, kNumOps> arms_;
 };
+
+// "ring/LL128", or "ring/LL128/c8" with a channel cap.
+std::string nccl_arm_name(int algo, int proto, int cap);
+
+// The catalog of a communicator of `shape` on `topology` (what the backend and the simulator
+// both build).
+NcclArmCatalog nccl_catalog_for(const nccl::Topology& topology, const nccl::GroupShape& shape,
+                                std::vector<int> caps = {}, bool derive_caps = true);
 
 }  // namespace dynamiccl

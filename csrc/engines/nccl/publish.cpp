@@ -1,7 +1,7 @@
 #include "engines/nccl/publish.h"
 
 #include "nccl_plugin/dynamiccl_nccl.h"
-#include "sim/nccl_model.h"
+#include "nccl_model/cost_model.h"
 
 namespace dynamiccl {
 
@@ -10,8 +10,8 @@ void nccl_publish(OpKind op, uint64_t effective_bytes, const Action& action) {
     dynamiccl_nccl_clear();
     return;
   }
-  // The tuner sees NCCL's ncclFunc_t values, which sim::func_of gives.
-  dynamiccl_nccl_publish(sim::func_of(op), static_cast<size_t>(effective_bytes), action.algo,
+  // The tuner sees NCCL's ncclFunc_t values.
+  dynamiccl_nccl_publish(nccl::func_of(op), static_cast<size_t>(effective_bytes), action.algo,
                          action.proto, action.channels);
 }
 

@@ -37,6 +37,7 @@ class NullEngine : public c10d::Backend {
                                            const c10d::AllreduceOptions&) override {
     ++allreduces;
     if (fail) fail();
+    if (reduce) reduce(t);
     if (reuse_work) {
       if (!done_) done_ = c10::make_intrusive<DoneWork>(t);
       return done_;  // the baseline costs no allocation
@@ -47,6 +48,7 @@ class NullEngine : public c10d::Backend {
   int allreduces = 0;
   bool reuse_work = false;
   std::function<void()> fail;  // throws the error the engine should raise
+  std::function<void(std::vector<at::Tensor>&)> reduce;  // what the other ranks would add
 
  private:
   c10::intrusive_ptr<c10d::Work> done_;

@@ -109,6 +109,47 @@ TEST(Dispatch, UnknownForcedArmIsAValueErrorListingTheArms) {
   EXPECT_THROW(Group{cfg}, c10::ValueError);
 }
 
+// A settled state stops asking for costs: once every state of the group has settled, rounds
+// carry nothing and are skipped, so the control plane goes quiet (what `frozen` costs).
+TEST(Dispatch, SettledStatesMakeRoundsStop) {
+  BackendConfig cfg = config(Mode::kLearn, 4);
+  for (HeadConfig& h : cfg.learner.heads) {
+    h.settle_calls = 16;
+    h.max_candidates = 1;  // only the default: nothing to probe, converges at once
+  }
+  Group g(cfg);
+  for (int i = 0; i < 400; ++i) g.allreduce(256);
+  const int rounds = g.control->allreduces;
+  const StateStats st = g.pg->learner(EngineKind::kCpu)->stats().at(0);
+  ASSERT_EQ(st.phase, "settled");
+  for (int i = 0; i < 400; ++i) g.allreduce(256);
+  // A settled state measures a fraction of its calls (the null engine's rounds cost ~nothing,
+  // so that fraction is high): far fewer rounds than one per K calls.
+  EXPECT_LT(g.control->allreduces - rounds, 400 / 4);
+  EXPECT_LT(g.pg->learner(EngineKind::kCpu)->stats().at(0).measured_calls, st.calls + 400);
+}
+
+// Another rank decided differently (its decision hash differs): the group fails with a
+// DistBackendError, and every later call on it fails the same way.
+TEST(Dispatch, RanksThatDecideDifferentlyFailTheGroup) {
+  Group g(config(Mode::kLearn, 4));
+  g.control->reduce = [](std::vector<at::Tensor>& t) {
+    double* p = t[0].data_ptr<double>();
+    p[t[0].numel() - 4] -= 1;  // the hash's negated maximum: some rank's hash was larger
+  };
+  bool failed = false;
+  for (int i = 0; i < 12 && !failed; ++i) {
+    try {
+      g.allreduce(256);
+    } catch (const c10::DistBackendError& e) {
+      failed = true;
+      EXPECT_NE(std::string(e.what()).find("decided differently"), std::string::npos) << e.what();
+    }
+  }
+  ASSERT_TRUE(failed);
+  EXPECT_THROW(g.allreduce(256), c10::DistBackendError);
+}
+
 // A completion that arrives after its slot was reused by a later call is ignored: it never
 // passes for the later call's cost.
 TEST(Consensus, LateCompletionOfAReusedSlotIsIgnored) {
@@ -117,8 +158,9 @@ TEST(Consensus, LateCompletionOfAReusedSlotIsIgnored) {
   SummaryCell cell;
   CallRecord call;
   call.start_ns = 1000;
+  call.learned = call.measured = true;
   for (int i = 0; i < 5; ++i) {
-    consensus.begin_call(call, &cell);
+    consensus.slot(consensus.add_call(call)).cell.store(&cell);
     consensus.end_call({nullptr, nullptr});
   }
   // Call 0's slot now belongs to call 4.

@@ -81,7 +81,8 @@ struct Driver {
     log.push_back(d);
     double c = cost(calls, ctx, d.arm) * (1.0 + noise * gauss(rng));
     if (outlier_rate > 0 && uniform(rng) < outlier_rate) c *= 3.0 + 7.0 * uniform(rng);
-    window.push_back({d.state_id, d.arm, static_cast<float>(std::max(c, 0.01))});
+    // Like the backend: only the calls the learner asked to measure are reported.
+    if (d.measure) window.push_back({d.state_id, d.arm, static_cast<float>(std::max(c, 0.01)), d.probe});
     window_decisions.push_back(d);
     ++calls;
     if (calls % kRound == 0) {
@@ -111,6 +112,9 @@ LearnerConfig bulk_config() {
 
 StateStats state_stats(const Learner& l, uint32_t id) { return l.stats().at(id); }
 
+// Done probing: exploiting its incumbent, or settled on it.
+bool converged(const StateStats& st) { return st.phase == "exploit" || st.phase == "settled"; }
+
 std::shared_ptr<FakeCatalog> catalog_of(int arms) {
   return std::make_shared<FakeCatalog>(std::vector<double>(arms, 10.0));
 }
@@ -129,7 +133,7 @@ TEST(Learner, FindsTheCheapestArmDespiteAMisleadingPrior) {
   d.run(ctx, 3000);
   const StateStats st = state_stats(l, 0);
   EXPECT_EQ(st.incumbent, 3);
-  EXPECT_EQ(st.phase, "exploit");
+  EXPECT_TRUE(converged(st));
   int best = 0;
   for (size_t i = d.log.size() - 500; i < d.log.size(); ++i) best += d.log[i].arm == 3;
   EXPECT_GE(best, 490);
@@ -155,8 +159,10 @@ TEST(Learner, ConvergesWithinABoundedNumberOfCalls) {
 }
 
 TEST(Learner, ProbeFractionStaysWithinTheHeadBudget) {
+  // (The regret budget is lifted here: this is about the heads' probe fractions alone.)
   auto cat = catalog_of(10);
   LearnerConfig cfg;  // default heads: dp explores 50%, tp 20%
+  for (HeadConfig& h : cfg.heads) h.regret_budget = 1.0;
   Learner l(cfg, cat);
   Driver d{l, [](uint64_t, const CollectiveContext& c, uint16_t arm) {
              return 50.0 + 7.0 * ((arm * 3 + static_cast<int>(c.role)) % 10);
@@ -169,7 +175,7 @@ TEST(Learner, ProbeFractionStaysWithinTheHeadBudget) {
     const Decision dec = d.step(ctx);
     ++calls.at(dec.state_id);
     probes.at(dec.state_id) += dec.probe;
-    if (calls[dec.state_id] <= 48) early_probes[dec.state_id] += dec.probe;
+    if (calls[dec.state_id] <= 96) early_probes[dec.state_id] += dec.probe;
     const double budget = cfg.heads[static_cast<int>(ctx.role)].probe_budget;
     ASSERT_LE(static_cast<double>(probes[dec.state_id]),
               budget * static_cast<double>(calls[dec.state_id]))
@@ -182,11 +188,12 @@ TEST(Learner, ProbeFractionStaysWithinTheHeadBudget) {
     EXPECT_EQ(st[s].calls, calls[s]);
     EXPECT_GT(st[s].probes, 0u);  // it did explore
   }
-  // Each head spends its own budget: in their first 48 calls (8 of warm-up, then probing with
-  // 5 or 7 challengers x min_samples waiting, minus those eliminated early) tp (state 0, seen
-  // first) probes at most 20% of the calls after warm-up, dp clearly more.
+  // Each head spends its own budget: in their first 96 calls (8 of warm-up, the default's first
+  // costs awaited, then probing with 5 or 7 challengers x min_samples waiting, minus those
+  // eliminated early) tp (state 0, seen first) probes at most 20% of the calls after warm-up,
+  // dp clearly more.
   const HeadConfig& tp_head = cfg.heads[static_cast<int>(Role::kTensorParallel)];
-  EXPECT_LE(early_probes[0], static_cast<uint64_t>(tp_head.probe_budget * 40));
+  EXPECT_LE(early_probes[0], static_cast<uint64_t>(tp_head.probe_budget * 88));
   EXPECT_GE(early_probes[1], early_probes[0] + 4);
 }
 
@@ -224,20 +231,23 @@ TEST(Learner, ReadaptsAfterAPlantedShift) {
   d.run(ctx, static_cast<int>(shift_at));
   StateStats st = state_stats(l, 0);
   ASSERT_EQ(st.incumbent, 2);
-  ASSERT_EQ(st.phase, "exploit");
+  ASSERT_TRUE(converged(st));
   const uint32_t alarms = st.alarms;
   d.run(ctx, 6000);
   st = state_stats(l, 0);
   EXPECT_GT(st.alarms, alarms);
   EXPECT_EQ(st.incumbent, 1);
-  EXPECT_EQ(st.phase, "exploit");
+  EXPECT_TRUE(converged(st));
   EXPECT_GT(st.converged_at_call, shift_at);
 }
 
 TEST(Learner, RunnerUpRecheckFindsAnArmThatBecameCheaper) {
   // The incumbent's cost never changes (CUSUM stays quiet); the runner-up becomes much cheaper.
+  // Re-checks run until the state settles (a settled state no longer probes): kept unsettled.
   auto cat = catalog_of(4);
-  Learner l(bulk_config(), cat);
+  LearnerConfig cfg = bulk_config();
+  for (HeadConfig& h : cfg.heads) h.settle_calls = 1 << 30;
+  Learner l(cfg, cat);
   const uint64_t change_at = 3000;
   Driver d{l, [&](uint64_t call, const CollectiveContext&, uint16_t arm) {
              const double before[] = {100, 80, 60, 90};
@@ -247,7 +257,7 @@ TEST(Learner, RunnerUpRecheckFindsAnArmThatBecameCheaper) {
   const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
   d.run(ctx, static_cast<int>(change_at));
   ASSERT_EQ(state_stats(l, 0).incumbent, 2);
-  ASSERT_EQ(state_stats(l, 0).phase, "exploit");
+  ASSERT_TRUE(converged(state_stats(l, 0)));
   const uint32_t alarms = state_stats(l, 0).alarms;
   d.run(ctx, 3000);
   const StateStats st = state_stats(l, 0);
@@ -378,15 +388,17 @@ TEST(Learner, PriorCutOffLeavesOutArmsPricedFarBeyondTheBest) {
   EXPECT_EQ(state_stats(l, 0).arms.size(), 3u);
   EXPECT_EQ(state_stats(l, 0).incumbent, 1);
 
-  // The two best challengers by prior are kept even beyond the cut: the prior is a model, and a
-  // state must have something to learn.
+  // The two best challengers by prior are kept as candidates even beyond the cut (the prior is a
+  // model, and a state must have something to learn), but priced 50x the default a first probe
+  // is not worth its expected cost for a long while: none is taken in 2000 calls.
   auto far = std::make_shared<FakeCatalog>(std::vector<double>{10, 500, 600, 700});
   Learner m(bulk_config(), far);
   Driver e{m, fixed({100, 60, 300, 1e6})};
   e.run(ctx, 2000);
   EXPECT_EQ(count_arm(e.log, 3), 0);
   EXPECT_EQ(state_stats(m, 0).arms.size(), 3u);
-  EXPECT_EQ(state_stats(m, 0).incumbent, 1);
+  EXPECT_EQ(count_arm(e.log, 1) + count_arm(e.log, 2), 0);
+  EXPECT_EQ(state_stats(m, 0).incumbent, 0);
 }
 
 TEST(Learner, HopelessArmsAreDroppedAfterTheirFirstCost) {
@@ -450,13 +462,13 @@ TEST(Learner, RecoversFastAfterAShiftByReprobingOnlyTheBestArms) {
   d.run(ctx, static_cast<int>(shift_at));
   StateStats st = state_stats(l, 0);
   ASSERT_EQ(st.incumbent, 1);
-  ASSERT_EQ(st.phase, "exploit");
+  ASSERT_TRUE(converged(st));
   ASSERT_EQ(st.alarms, 0u);
   d.run(ctx, 2000);
   st = state_stats(l, 0);
   EXPECT_EQ(st.alarms, 1u);
   EXPECT_EQ(st.incumbent, 2);
-  EXPECT_EQ(st.phase, "exploit");
+  EXPECT_TRUE(converged(st));
   // Detection at the first round after the shift, arm2 provisionally at once, a burst on the
   // other re-probed arm: back within 5% of the best in at most 50 calls (the target;
   // re-learning every arm from scratch took hundreds).
@@ -485,7 +497,7 @@ TEST(Learner, InconclusiveReprobeUnparksTheOtherArms) {
   ASSERT_EQ(state_stats(l, 0).incumbent, 1);
   d.run(ctx, 3000);
   EXPECT_EQ(state_stats(l, 0).incumbent, 5);
-  EXPECT_EQ(state_stats(l, 0).phase, "exploit");
+  EXPECT_TRUE(converged(state_stats(l, 0)));
 }
 
 TEST(Learner, NoFalseAlarmsUnderHeavyTailedNoiseYetAShiftIsCaught) {
@@ -523,7 +535,7 @@ TEST(Learner, RobustCentrePicksTheCheaperArmUnderHeavyTails) {
     d.run(ctx, 4000);
     const StateStats st = state_stats(l, 0);
     EXPECT_EQ(st.incumbent, 1) << "seed " << seed;
-    EXPECT_EQ(st.phase, "exploit") << "seed " << seed;
+    EXPECT_TRUE(converged(st)) << "seed " << seed;
     EXPECT_GE(count_arm(d.log, 1, 2000), 1900) << "seed " << seed;
   }
 }
@@ -594,7 +606,7 @@ TEST(Learner, UnavailableIncumbentFallsBackToTheDefault) {
   d.run(ctx, 8000);
   for (size_t i = from; i < d.log.size(); ++i) ASSERT_NE(d.log[i].arm, 2);
   EXPECT_EQ(state_stats(l, 0).incumbent, kDefaultArm);
-  EXPECT_EQ(state_stats(l, 0).phase, "exploit");
+  EXPECT_TRUE(converged(state_stats(l, 0)));
 }
 
 TEST(Learner, UnavailableBeforeItWasProbedIsNeverProbed) {
@@ -759,8 +771,13 @@ TEST(Learner, WarmupRunsTheDefault) {
     EXPECT_FALSE(dec.probe);
   }
   EXPECT_EQ(state_stats(l, 0).phase, "warmup");
-  for (int i = 0; i < 8; ++i) l.decide(ctx);
+  // Probing starts once the default's costs (the baseline probes are charged against) are in.
+  for (int i = 0; i < 8; ++i) EXPECT_FALSE(l.decide(ctx).probe);
   EXPECT_EQ(state_stats(l, 0).phase, "probing");
+  RoundResult r;
+  for (int i = 0; i < 16; ++i) r.calls.push_back({0, kDefaultArm, 100.f, false});
+  l.apply_round(r);
+  for (int i = 0; i < 8; ++i) l.decide(ctx);
   EXPECT_GT(state_stats(l, 0).probes, 0u);
 }
 
@@ -821,7 +838,7 @@ TEST(Learner, SnapshotRestoreRoundTripStartsWarm) {
   EXPECT_EQ(b.decide(big).arm, 2);
   const std::vector<StateStats> st = b.stats();
   EXPECT_EQ(st[0].role, Role::kTensorParallel);
-  EXPECT_EQ(st[0].phase, "exploit");
+  EXPECT_TRUE(converged(st[0]));
   EXPECT_TRUE(same_snapshot(b.snapshot(), snap));
 }
 

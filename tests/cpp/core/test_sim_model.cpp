@@ -7,9 +7,9 @@
 #include <set>
 #include <string>
 
-#include "sim/nccl_model.h"
-#include "sim/sim_arm_catalog.h"
-#include "sim/topology.h"
+#include "engines/nccl/arm_catalog.h"
+#include "nccl_model/cost_model.h"
+#include "nccl_model/topology.h"
 #include "sim/truth.h"
 #include "sim/workload.h"
 
@@ -36,7 +36,7 @@ NcclCostModel model(const TopologySpec& spec, GroupShape g = {0, 0}) {
 std::string pick_name(const NcclCostModel& m, int func, uint64_t bytes) {
   int a = -1, p = -1;
   if (!m.pick(func, bytes, &a, &p)) return "none";
-  return arm_name(a, p, 0);
+  return nccl_arm_name(a, p, 0);
 }
 
 // Byte counts from 1 B to 8 GiB: every power of two and three points inside each bin.
@@ -72,11 +72,11 @@ TEST(SimModel, TimeIsMonotonicInBytes) {
           int prev_bin = -1;
           for (uint64_t b : byte_grid()) {
             const double t = m.time_us(f, a, p, b);
-            ASSERT_GT(t, 0) << arm_name(a, p, 0) << " f=" << f << " b=" << b;
+            ASSERT_GT(t, 0) << nccl_arm_name(a, p, 0) << " f=" << f << " b=" << b;
             ASSERT_TRUE(std::isfinite(t));
             const int bin = size_bin(b >> 6);
             if (prev >= 0 && (!per_bin || bin == prev_bin))
-              EXPECT_GE(t, prev) << arm_name(a, p, 0) << " f=" << f << " bytes=" << b
+              EXPECT_GE(t, prev) << nccl_arm_name(a, p, 0) << " f=" << f << " bytes=" << b
                                  << " ranks=" << shape.ranks();
             prev = t;
             prev_bin = bin;
@@ -180,13 +180,13 @@ TEST(SimTruth, WithoutPerturbationTruthEqualsNominal) {
     for (int a = 0; a < kNumAlgos; ++a) {
       for (int p = 0; p < kNumProtos; ++p) {
         const Action act{static_cast<int8_t>(a), static_cast<int8_t>(p), -1};
-        const double nom = w.nominal_us(OpKind::kAllReduce, act, b);
+        const double nom = w.nominal().predict_us(OpKind::kAllReduce, act, b);
         if (nom < 0) continue;
-        EXPECT_DOUBLE_EQ(w.truth_us(OpKind::kAllReduce, act, b), nom) << arm_name(a, p, 0);
+        EXPECT_DOUBLE_EQ(w.truth_us(OpKind::kAllReduce, act, b), nom) << nccl_arm_name(a, p, 0);
       }
     }
     EXPECT_DOUBLE_EQ(w.truth_us(OpKind::kAllReduce, Action{}, b),
-                     w.nominal_us(OpKind::kAllReduce, Action{}, b));
+                     w.nominal().predict_us(OpKind::kAllReduce, Action{}, b));
   }
 }
 
@@ -204,7 +204,7 @@ TEST(SimTruth, AlgoProtoFactorsScaleLatencyAndBandwidth) {
               2.0 * t.lat_us + b / (1000.0 * t.bw_GBps * 0.5 * 0.8), 1e-6);
   const Action ring_simple{kAlgoRing, kProtoSimple, -1};
   EXPECT_DOUBLE_EQ(w.truth_us(OpKind::kAllReduce, ring_simple, b),
-                   w.nominal_us(OpKind::kAllReduce, ring_simple, b));
+                   w.nominal().predict_us(OpKind::kAllReduce, ring_simple, b));
   EXPECT_THROW(TruthFactors::from_entries({{"trees", "*", 1, 1}}), std::invalid_argument);
   EXPECT_THROW(TruthFactors::from_entries({{"ring", "LL256", 1, 1}}), std::invalid_argument);
   EXPECT_THROW(TruthFactors::from_entries({{"ring", "LL", 0, 1}}), std::invalid_argument);
@@ -225,9 +225,9 @@ TEST(SimTruth, CongestionCutsOnlyItsLinkClass) {
   EXPECT_NEAR(multi.truth_us(OpKind::kAllReduce, ring, b) / multi_before, 2.0, 0.02);
   EXPECT_DOUBLE_EQ(intra.truth_us(OpKind::kAllReduce, ring, b), intra_before);
   // NCCL's belief does not move with congestion: the default keeps its pick.
-  EXPECT_DOUBLE_EQ(multi.nominal_us(OpKind::kAllReduce, ring, b),
+  EXPECT_DOUBLE_EQ(multi.nominal().predict_us(OpKind::kAllReduce, ring, b),
                    GroupWorld(topo, {4, 8}, TruthFactors(), ChannelModelSpec())
-                       .nominal_us(OpKind::kAllReduce, ring, b));
+                       .nominal().predict_us(OpKind::kAllReduce, ring, b));
 }
 
 TEST(SimTruth, ChannelModelRewardsCapsOnlyWhenTheLinkSaturates) {
@@ -252,11 +252,9 @@ TEST(SimTruth, ChannelModelRewardsCapsOnlyWhenTheLinkSaturates) {
   EXPECT_NEAR(t1, linear.truth_us(OpKind::kAllReduce, full, b), 1e-6);
 }
 
-TEST(SimCatalog, ArmsDefaultFirstUniqueAndPriorsFromTheModel) {
+TEST(NcclCatalog, ArmsDefaultFirstUniqueAndPriorsFromTheModel) {
   const Topology topo = resolve_topology(h100(4));
-  auto world = std::make_shared<GroupWorld>(topo, GroupShape{4, 8}, TruthFactors(),
-                                            ChannelModelSpec());
-  const SimArmCatalog cat(world, {});
+  const NcclArmCatalog cat = nccl_catalog_for(topo, GroupShape{4, 8});
   const std::vector<Arm>& arms = cat.arms(OpKind::kAllReduce);
   ASSERT_GT(arms.size(), 5u);
   EXPECT_EQ(arms[0].name, "default");
@@ -282,7 +280,7 @@ TEST(SimCatalog, ArmsDefaultFirstUniqueAndPriorsFromTheModel) {
   }
   EXPECT_EQ(cat.arms(OpKind::kSend).size(), 1u);
   EXPECT_EQ(cat.arms(OpKind::kBroadcast).size(), 1u + 3u + 2u * 2u);  // ring x 3 protos + caps
-  const SimArmCatalog no_caps(world, {}, false);
+  const NcclArmCatalog no_caps = nccl_catalog_for(topo, GroupShape{4, 8}, {}, false);
   for (const Arm& a : no_caps.arms(OpKind::kAllReduce)) EXPECT_LT(a.action.channels, 1);
 }
 

@@ -99,7 +99,8 @@ TEST(SimRunner, OracleIsALowerBoundAndPerStepSeriesAddUp) {
 TEST(SimRunner, SameSeedSameRun) {
   ScenarioSpec s = four_node_ddp(300);
   s.truth = {{"ring", "*", 0.25, 1.0}};
-  s.consensus_lag = 16;
+  s.outlier_rate = 0.05;
+  s.arrival_skew_us = 20;
   const SimResult a = run_scenario(s);
   const SimResult b = run_scenario(s);
   EXPECT_EQ(a.total.learned_us, b.total.learned_us);
@@ -138,12 +139,12 @@ TEST(SimRunner, CongestionEpisodeStartsRecoveryTracking) {
 
 TEST(SimRunner, BadSpecsNameTheField) {
   ScenarioSpec s = four_node_ddp(10);
-  s.consensus_lag = 64;
+  s.round_calls = 0;
   try {
     SimRunner r(s);
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("consensus.lag"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("consensus.round_calls"), std::string::npos) << e.what();
   }
   s = four_node_ddp(10);
   s.congestion = {{5, 5, "inter", 0.5, 1.0}};

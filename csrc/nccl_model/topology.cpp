@@ -1,11 +1,11 @@
-#include "sim/topology.h"
+#include "nccl_model/topology.h"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 namespace dynamiccl {
-namespace sim {
+namespace nccl {
 
 namespace {
 
@@ -53,8 +53,6 @@ Topology resolve_topology(const TopologySpec& s) {
   Topology t;
   if (s.nodes < 1 || s.nodes > 100000) bad("nodes must be in [1, 100000]");
   if (s.gpus_per_node < 1 || s.gpus_per_node > 72) bad("gpus_per_node must be in [1, 72]");
-  if (static_cast<long long>(s.nodes) * s.gpus_per_node < 2)
-    bad("at least 2 ranks are needed (nodes x gpus_per_node)");
   if (static_cast<long long>(s.nodes) * s.gpus_per_node > 1000000) bad("too many ranks");
   t.nodes = s.nodes;
   t.gpus_per_node = s.gpus_per_node;
@@ -142,5 +140,5 @@ CommInputs derive_comm_inputs(const Topology& topo, const GroupShape& g, const L
   return in;
 }
 
-}  // namespace sim
+}  // namespace nccl
 }  // namespace dynamiccl

@@ -1,16 +1,35 @@
 // From a cluster description (nodes x GPUs per node, intra- and inter-node link classes) to
 // the inputs NCCL's tuning model reads for one communicator. NCCL gets these from its topology
-// search; the simulator derives them with a simple, documented rule (topology.cpp) so that
-// the same cluster yields the same channel counts and per-channel bandwidths every time.
+// search; here they are derived with a simple, documented rule (topology.cpp) so that the same
+// cluster yields the same channel counts and per-channel bandwidths every time. The product
+// describes the cluster it runs on (DYNAMICCL_TOPOLOGY or what the ranks agree on at group
+// creation) and the simulator reads it from a scenario: the same TopologySpec.
 #pragma once
 
 #include <string>
 
-#include "sim/nccl_model.h"
-#include "sim/scenario_spec.h"
+#include "nccl_model/cost_model.h"
 
 namespace dynamiccl {
-namespace sim {
+namespace nccl {
+
+struct LinkSpec {
+  std::string type;    // intra: "nvlink" | "pcie"; inter: "ib" | "roce" | "ethernet"
+  double bw_GBps = 0;  // intra: per-GPU bandwidth; inter: network bandwidth per GPU
+  double lat_us = 0;   // intra: added to each intra-node hop; inter: the network's latency
+};
+
+struct TopologySpec {
+  int nodes = 1;
+  int gpus_per_node = 8;
+  std::string gpu = "hopper";  // volta | ampere | hopper | blackwell (NCCL's compcap classes)
+  std::string cpu = "intel";   // intel | amd (NCCL's net overhead and LL bandwidth row)
+  LinkSpec intra{"nvlink", 450.0, 0.0};
+  LinkSpec inter{"ib", 50.0, 2.0};
+  bool nvswitch = true;  // NVLink through NVSwitch: NVLS / CollNetDirect possible
+  bool sharp = false;    // in-network reduction (CollNet) on the inter-node fabric
+  int channels = 0;      // communicator channel count; 0 = derived from the links
+};
 
 enum class LinkType : int { kNvlink = 0, kPcie, kIb, kRoce, kEthernet };
 const char* link_type_name(LinkType t);
@@ -61,5 +80,5 @@ int derive_channels(const Topology& topo, const GroupShape& group);
 CommInputs derive_comm_inputs(const Topology& topo, const GroupShape& group,
                               const LinkScale& scale = LinkScale());
 
-}  // namespace sim
+}  // namespace nccl
 }  // namespace dynamiccl

@@ -1,4 +1,4 @@
-#include "sim/nccl_model.h"
+#include "nccl_model/cost_model.h"
 
 #include <algorithm>
 #include <cctype>
@@ -6,7 +6,7 @@
 #include <limits>
 
 namespace dynamiccl {
-namespace sim {
+namespace nccl {
 
 namespace {
 
@@ -334,5 +334,18 @@ int NcclCostModel::channels_used(int algo, int proto, uint64_t bytes, int cap) c
   return nc;
 }
 
-}  // namespace sim
+double NcclCostModel::predict_us(OpKind op, const Action& act, uint64_t bytes) const {
+  const int f = func_of(op);
+  if (f < 0) return -1.0;
+  int a = act.algo, p = act.proto;
+  if (act.is_default() && !pick(f, bytes, &a, &p)) return -1.0;
+  if (a < 0 || a >= kNumAlgos || p < 0 || p >= kNumProtos) return -1.0;
+  ModelTerms t;
+  if (!terms(f, a, p, bytes, &t)) return -1.0;
+  const int n = graph_channels(a);
+  const int c = act.channels > 0 ? std::min<int>(act.channels, n) : n;
+  return t.lat_us + static_cast<double>(bytes) / (1000.0 * t.bw_GBps * c / n);
+}
+
+}  // namespace nccl
 }  // namespace dynamiccl

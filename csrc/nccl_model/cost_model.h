@@ -2,8 +2,10 @@
 // its published description: per (function, algorithm, protocol) a latency and an algorithm
 // bandwidth computed once per communicator from the topology search's outputs, and per call
 // time = latency + bytes / bandwidth with NCCL's tree correction and ring plateau factors.
-// The simulator uses it twice: as NCCL's belief (which picks "NCCL default") and, fed with
-// congested inputs and perturbed by the scenario, as the truth.
+// A library of its own (torch-free): the product's NCCL prior and arm catalog are this model on
+// the topology a group describes (engines/nccl/arm_catalog.h), and the simulator uses it as
+// NCCL's belief (which picks "NCCL default") and, fed with congested inputs and perturbed by the
+// scenario, as the truth. The names of NCCL's algorithms and protocols are defined here, once.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +14,7 @@
 #include "core/types.h"
 
 namespace dynamiccl {
-namespace sim {
+namespace nccl {
 
 // NCCL's enum values (nccl_tuner.h, 2.28): Action::algo / Action::proto carry these.
 enum NcclAlgo : int {
@@ -99,6 +101,10 @@ class NcclCostModel {
   // Channels NCCL actually uses for a call (its per-call shrink for small messages),
   // starting from `cap` (<= the graph's channel count).
   int channels_used(int algo, int proto, uint64_t bytes, int cap) const;
+  // The model's time in us for an explicit choice of a tuner op (algo/proto >= 0, channels a cap
+  // or -1; the default action = NCCL's own pick), bandwidth scaled by the capped share of
+  // channels. -1 when unavailable or not a collective NCCL's tuner sees.
+  double predict_us(OpKind op, const Action& action, uint64_t bytes) const;
   int graph_channels(int algo) const { return in_.graphs[algo].n_channels; }
 
  private:
@@ -110,5 +116,5 @@ class NcclCostModel {
   int thread_threshold_[kNumAlgos][kNumProtos] = {};
 };
 
-}  // namespace sim
+}  // namespace nccl
 }  // namespace dynamiccl

@@ -1,0 +1,54 @@
+// When a group's learned calls have their costs agreed on (DESIGN.md §2.6). The backend's
+// consensus controller and the simulator both follow it, so the simulator's figures are the
+// product's.
+//
+// Learned calls are numbered 0, 1, ... in the group's call order. Every K of them close a round.
+// A round that holds at least one measured call (the learner asked for its cost) is reduced
+// across ranks and applied at the boundary of the next round, K calls later, at the same call
+// index on every rank; a round that measured nothing is skipped (nothing to agree on), and its
+// boundary still applies the round before it. Measured calls keep their record in slot
+// index % 2K until their round is applied: the round being measured and the one in flight.
+// Torch-free, deterministic: it reads nothing but the calls it is told about.
+#pragma once
+
+#include <cstdint>
+
+namespace dynamiccl {
+
+class RoundScheduler {
+ public:
+  explicit RoundScheduler(int round_calls);
+
+  int round_calls() const { return k_; }
+  int slots() const { return 2 * k_; }
+  static int slot_of(uint64_t index, int round_calls) {
+    return static_cast<int>(index % (2 * static_cast<uint64_t>(round_calls)));
+  }
+  uint64_t calls() const { return next_; }            // the index the next call gets
+  uint64_t rounds_started() const { return started_; }
+  uint64_t rounds_applied() const { return applied_; }
+
+  // Counts the next learned call; returns its index.
+  uint64_t add_call(bool measured) {
+    measured_in_round_ += measured ? 1 : 0;
+    return next_++;
+  }
+
+  // What the boundary after the call just added asks for (nothing between boundaries).
+  struct Boundary {
+    bool apply = false;   // apply the round in flight
+    bool start = false;   // reduce the round that just closed: calls [first, first + K)
+    uint64_t first = 0;
+  };
+  Boundary end_call();
+
+ private:
+  int k_;
+  uint64_t next_ = 0;
+  uint32_t measured_in_round_ = 0;
+  bool in_flight_ = false;
+  uint64_t started_ = 0;
+  uint64_t applied_ = 0;
+};
+
+}  // namespace dynamiccl

@@ -1,0 +1,145 @@
+"""The cluster a group runs on, as NCCL's cost model needs it: nodes and GPUs per node, the GPU
+generation, the link between local GPUs and the network (DESIGN.md §5, the NCCL prior).
+
+Local facts (host, GPU, NVLink or PCIe) are agreed through the group's store, so every rank
+builds the same prior; ``DYNAMICCL_TOPOLOGY`` overrides what a user knows better, e.g.
+``nodes=4,gpus=8,intra=nvlink:450,inter=ib:50,gpu=hopper``.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Dict, List
+
+import torch
+
+from .agreement import agree
+from .config import ConfigError
+
+GPUS = ("volta", "ampere", "hopper", "blackwell")  # NCCL's compute-capability classes
+INTRA = ("nvlink", "pcie")
+INTER = ("ib", "roce", "ethernet")
+# Per-GPU link bandwidths (GB/s, one direction) assumed when nothing better is known: NVLink as
+# NCCL's topology search counts it (links x its per-link speed: V100 6 x 20, A100 12 x 20,
+# H100 18 x 20.6, B200 18 x 40.1; benchmarks/sim/calibration.md compares this with published
+# measurements) and one NIC per GPU (100/200/400/400 Gb/s).
+_NVLINK_GBPS = {"volta": 120.0, "ampere": 240.0, "hopper": 370.0, "blackwell": 720.0}
+_NIC_GBPS = {"volta": 12.5, "ampere": 25.0, "hopper": 50.0, "blackwell": 50.0}
+_PCIE_GBPS = 24.0
+_KEYS = ("nodes", "gpus", "gpu", "cpu", "intra", "inter", "nvswitch", "sharp", "channels")
+
+
+def _gpu_class(major: int) -> str:
+    return "volta" if major < 8 else "ampere" if major == 8 else "hopper" if major == 9 else \
+        "blackwell"
+
+
+def _link(name: str, value: str, accepted) -> Dict:
+    kind, _, bw = value.partition(":")
+    if kind not in accepted:
+        raise ConfigError(f"DYNAMICCL_TOPOLOGY: {name}={value!r}: link {kind!r} is not accepted; "
+                          f"accepted: {', '.join(accepted)} (optionally :<GB/s>)")
+    link = {"type": kind}
+    if bw:
+        try:
+            link["bw_GBps"] = float(bw)
+        except ValueError:
+            link["bw_GBps"] = -1.0
+        if not link["bw_GBps"] > 0:
+            raise ConfigError(f"DYNAMICCL_TOPOLOGY: {name}={value!r}: bandwidth {bw!r} is not a "
+                              "positive number of GB/s")
+    return link
+
+
+def parse_override(value: str) -> Dict:
+    """``"nodes=4,gpus=8,intra=nvlink:450,inter=ib:50,gpu=hopper"`` -> the keys given."""
+    out: Dict = {}
+    for item in filter(None, (p.strip() for p in value.split(","))):
+        key, eq, val = item.partition("=")
+        key, val = key.strip(), val.strip()
+        if not eq or key not in _KEYS:
+            raise ConfigError(f"DYNAMICCL_TOPOLOGY: {item!r} is not key=value with a key among "
+                              f"{', '.join(_KEYS)}")
+        if key in ("nodes", "gpus", "channels"):
+            if not val.isdigit() or (key != "channels" and int(val) < 1) or int(val) > 100000:
+                raise ConfigError(f"DYNAMICCL_TOPOLOGY: {key}={val!r}; accepted: an integer "
+                                  f"{'0-64' if key == 'channels' else '>= 1'}")
+            out[key] = int(val)
+        elif key == "gpu":
+            if val not in GPUS:
+                raise ConfigError(f"DYNAMICCL_TOPOLOGY: gpu={val!r}; accepted: {', '.join(GPUS)}")
+            out[key] = val
+        elif key == "cpu":
+            if val not in ("intel", "amd"):
+                raise ConfigError(f"DYNAMICCL_TOPOLOGY: cpu={val!r}; accepted: intel, amd")
+            out[key] = val
+        elif key in ("intra", "inter"):
+            out[key] = _link(key, val, INTRA if key == "intra" else INTER)
+        else:  # nvswitch, sharp
+            if val not in ("0", "1"):
+                raise ConfigError(f"DYNAMICCL_TOPOLOGY: {key}={val!r}; accepted: 0, 1")
+            out[key] = val == "1"
+    return out
+
+
+def local_facts(device_index: int = None) -> Dict:
+    """What this rank can see of its own place: its host and, with CUDA, its GPU."""
+    facts = {"host": socket.gethostname(), "gpu": None, "pcie": False}
+    if torch.cuda.is_available():
+        index = torch.cuda.current_device() if device_index is None else device_index
+        facts["gpu"] = _gpu_class(torch.cuda.get_device_capability(index)[0])
+        facts["pcie"] = "PCIe" in torch.cuda.get_device_name(index)
+    return facts
+
+
+def _combine():
+    def combine(facts: List[Dict]) -> Dict:
+        hosts: Dict[str, int] = {}
+        for f in facts:
+            hosts[f["host"]] = hosts.get(f["host"], 0) + 1
+        gpus = [f["gpu"] for f in facts if f["gpu"]]
+        # The oldest generation present, and PCIe if any rank sits on PCIe: a model that errs on
+        # the slow side only orders probing more cautiously.
+        gpu = min(gpus, key=GPUS.index) if gpus else "hopper"
+        pcie = any(f["pcie"] for f in facts)
+        spec = {
+            "nodes": len(hosts), "gpus_per_node": max(hosts.values()), "gpu": gpu, "cpu": "intel",
+            "intra": {"type": "pcie" if pcie else "nvlink",
+                      "bw_GBps": _PCIE_GBPS if pcie else _NVLINK_GBPS[gpu], "lat_us": 0.0},
+            "inter": {"type": "ib", "bw_GBps": _NIC_GBPS[gpu], "lat_us": 2.0},
+            "nvswitch": not pcie, "sharp": False, "channels": 0,
+        }
+        return spec
+    return combine
+
+
+def apply_override(spec: Dict, override: Dict) -> Dict:
+    spec = dict(spec)
+    for key, value in override.items():
+        if key == "gpus":
+            spec["gpus_per_node"] = value
+        elif key in ("intra", "inter"):
+            link = dict(spec[key])
+            link.update(value)
+            if "bw_GBps" not in value:  # a new link type without a figure: its usual one
+                gpu = spec["gpu"]
+                link["bw_GBps"] = (_PCIE_GBPS if value["type"] == "pcie" else _NVLINK_GBPS[gpu]) \
+                    if key == "intra" else _NIC_GBPS[gpu]
+            spec[key] = link
+        else:
+            spec[key] = value
+    if spec["intra"]["type"] == "pcie":
+        spec["nvswitch"] = False
+    return spec
+
+
+def describe(store, rank: int, size: int, override: Dict) -> Dict:
+    """The topology every rank of the group agrees on (a TopologySpec as a dict): the ranks'
+    facts, combined by rank 0, then `override` (the same on every rank: it is among the settings
+    checked at group creation). Its nodes and GPUs per node apply only when they match the
+    group's size; otherwise the group's own hosts give its shape."""
+    detected = agree(store, rank, size, "topology", local_facts(), _combine())
+    spec = apply_override(detected, override)
+    if spec["nodes"] * spec["gpus_per_node"] != size:
+        spec["nodes"], spec["gpus_per_node"] = detected["nodes"], detected["gpus_per_node"]
+    return spec
