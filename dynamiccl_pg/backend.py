@@ -94,11 +94,11 @@ def _create(dist_opts, backend_options):
     # (The default group is created without its global ranks: there they are the group's.)
     global_ranks = list(dist_opts.global_ranks_in_group)
     pg.global_rank = global_ranks[rank] if global_ranks else rank
-    _created.append(pg)
     policy_path = os.environ.get("DYNAMICCL_POLICY")
     if policy_path and cfg["mode"] != "off":
         from . import policy_io
         policy_io.load_into(pg, policy_path)
+    _created.append(pg)
     return pg
 
 
