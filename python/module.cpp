@@ -383,7 +383,9 @@ PYBIND11_MODULE(_C, m) {
         TORCH_CHECK_VALUE(catalog, "dynamiccl: the ", engine_name(engine),
                           " engine is not available in this group");
         pg.mutable_learner(engine)->restore(snapshot_from_py(snap, *catalog));
-      });
+      })
+      .def_property_readonly("shut_down", &PG::is_shut_down,
+                             "True once the group was destroyed (shutdown() or abort()).");
 
   m.def("set_hint", [](int role, int bucket, int is_last, int stage, int direction, int priority) {
     set_current_hint(Hint{role, bucket, is_last, stage, direction, priority});
