@@ -114,7 +114,7 @@ def _float(name: str, value, minimum: float) -> float:
     return v
 
 
-def _trace_prefix(prefix: str) -> str:
+def _writable_trace_prefix(prefix: str) -> str:
     """The trace is written at exit: a folder that is missing or unwritable fails now instead."""
     if not prefix:
         return prefix
@@ -186,7 +186,7 @@ def resolve(options: Optional[Options] = None) -> dict:
                                   _env("DYNAMICCL_STEP_REGRESSION"), 0.0),
         "loss_stall_rounds": _int("DYNAMICCL_LOSS_STALL_ROUNDS",
                                   _env("DYNAMICCL_LOSS_STALL_ROUNDS"), LOSS_STALL_ROUNDS_RANGE),
-        "trace": bool(_trace_prefix(_env("DYNAMICCL_TRACE"))),
+        "trace": bool(_writable_trace_prefix(_env("DYNAMICCL_TRACE"))),
         "nccl_plugin": _choice("DYNAMICCL_NCCL_PLUGIN", _env("DYNAMICCL_NCCL_PLUGIN"),
                                ("0", "1")) == "1",
     }

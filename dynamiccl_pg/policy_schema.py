@@ -47,8 +47,7 @@ class _Checker:
 
     def refuse(self, path: str, value, accepted: str):
         where = f"{path}=" if path else "top level "
-        raise PolicyError(f"dynamiccl: policy file {self.file!r}: {where}{_short(value)} is not "
-                          f"accepted; accepted: {accepted}")
+        self.fail(None, f"{where}{_short(value)} is not accepted; accepted: {accepted}")
 
     def obj(self, value, path: str, keys=None) -> Dict[str, Any]:
         if not isinstance(value, dict):
@@ -67,9 +66,10 @@ class _Checker:
             self.refuse(path, value, "a list")
         return value
 
-    def string(self, value, path: str, accepted=None) -> str:
+    def string(self, value, path: str, accepted=None, what: str = "") -> str:
         if not isinstance(value, str) or (accepted is not None and value not in accepted):
-            self.refuse(path, value, ", ".join(accepted) if accepted is not None else "a string")
+            self.refuse(path, value, what + ", ".join(accepted) if accepted is not None
+                        else "a string")
         return value
 
     def integer(self, value, path: str, lo: int, hi: int) -> int:
@@ -94,10 +94,6 @@ def _short(value) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _arm_names(engine: str, op: str):
-    return _C.arm_names(ENGINES[engine], op)
-
-
 def _check_states(c: _Checker, snap, path: str, engine: str) -> None:
     states = c.lst(c.obj(snap, path, ("states",))["states"], _child(path, "states"))
     seen = {}
@@ -112,19 +108,14 @@ def _check_states(c: _Checker, snap, path: str, engine: str) -> None:
             c.fail(at, f"state (role {role}, op {op}, size_bin {size_bin}) is already listed "
                        f"at states[{seen[key]}]; accepted: each state once")
         seen[key] = i
-        arms = _arm_names(engine, op)
-        accepted_arms = f"the {engine} arms of {op}: {', '.join(arms)}"
-        incumbent = state["incumbent"]
-        if not isinstance(incumbent, str) or incumbent not in arms:
-            c.refuse(_child(at, "incumbent"), incumbent, accepted_arms)
+        arms, arms_of = _C.arm_names(ENGINES[engine], op), f"the {engine} arms of {op}: "
+        c.string(state["incumbent"], _child(at, "incumbent"), arms, arms_of)
         c.boolean(state["converged"], _child(at, "converged"))
         names = set()
         for j, arm in enumerate(c.lst(state["arms"], _child(at, "arms"))):
             arm_at = _child(_child(at, "arms"), j)
             c.obj(arm, arm_at, _ARM_KEYS)
-            name = arm["name"]
-            if not isinstance(name, str) or name not in arms:
-                c.refuse(_child(arm_at, "name"), name, accepted_arms)
+            name = c.string(arm["name"], _child(arm_at, "name"), arms, arms_of)
             if name in names:
                 c.fail(_child(arm_at, "name"), f"arm {name!r} is listed twice in this state")
             names.add(name)

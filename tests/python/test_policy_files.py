@@ -20,21 +20,21 @@ NCCL = _C.arm_names(_C.Engine.nccl, "allreduce")
 STATES = 'groups["0"].engines.cpu.states'
 
 
-def _state(arms, size_bin, incumbent, role="dp"):
-    return {"role": role, "op": "allreduce", "size_bin": size_bin, "incumbent": incumbent,
+def _state(arms, size_bin, incumbent):
+    return {"role": "dp", "op": "allreduce", "size_bin": size_bin, "incumbent": incumbent,
             "converged": True,
             "arms": [{"name": a, "samples": 12, "mean_us": 100.0 + i, "m2": 40.0,
                       "eliminated": False} for i, a in enumerate(arms)]}
 
 
-def valid_policy(world_size=2):
+def valid_policy():
+    """A policy of two ranks' world group, as save_policy writes it."""
     from dynamiccl_pg.policy_io import fingerprint
-    fp = dict(fingerprint(), world_size=world_size)
-    return {"format": policy_schema.FORMAT, "fingerprint": fp, "groups": {"0": {
-        "group_size": world_size, "group_desc": "default_pg", "engines": {
-            "cpu": {"states": [_state(CPU, 10, "ring"), _state(CPU, 11, "default"),
-                               _state(CPU, 12, "tree"), _state(CPU, 13, "rd")]},
-            "nccl": {"states": [_state(NCCL, 20, "tree/LL")]}}}}}
+    engines = {"cpu": {"states": [_state(CPU, 10, "ring"), _state(CPU, 11, "default"),
+                                  _state(CPU, 12, "tree"), _state(CPU, 13, "rd")]},
+               "nccl": {"states": [_state(NCCL, 20, "tree/LL")]}}
+    return {"format": policy_schema.FORMAT, "fingerprint": dict(fingerprint(), world_size=2),
+            "groups": {"0": {"group_size": 2, "group_desc": "default_pg", "engines": engines}}}
 
 
 def _set(path, value):
