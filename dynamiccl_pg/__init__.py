@@ -13,12 +13,13 @@ from .config import ConfigError, Options
 from .ddp import register_ddp_hook
 from .hints import hint
 from .policy_io import load_policy, save_policy
+from .policy_schema import PolicyError
 from .telemetry import (decision_hash, decision_log, format_summary, report_loss, stats, step,
                         write_trace)
 
 __all__ = [
-    "ConfigError", "Options", "decision_hash", "decision_log", "format_summary", "hint",
-    "load_policy", "register_ddp_hook", "report_loss", "save_policy", "stats", "step",
+    "ConfigError", "Options", "PolicyError", "decision_hash", "decision_log", "format_summary",
+    "hint", "load_policy", "register_ddp_hook", "report_loss", "save_policy", "stats", "step",
     "write_trace",
 ]
 

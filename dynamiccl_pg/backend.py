@@ -19,10 +19,13 @@ from . import _C, agreement, config, topology
 
 BACKEND_NAME = "dynamiccl"
 
-# Every backend this process created, for stats()/save_policy() without a group argument and for
-# the exit-time summary/trace. Holding them is cheap: shutdown() releases their engines (and
-# threads) and keeps only what was learned and measured.
+# The live backends of this process, for stats()/save_policy() without a group argument and for
+# the exit-time summary/trace. A destroyed group's backend (shut down by destroy_process_group) is
+# dropped at the next look (a group's creation, backends()) so that it is freed; on_destroyed
+# hooks (telemetry's) first keep what the exit-time outputs need of it.
 _created: list = []
+on_destroyed: list = []  # callables(pg), each run once per destroyed backend
+_process_rank = None  # this process's global rank, still known once every group is gone
 _warned = set()
 
 
@@ -100,11 +103,14 @@ def _create(dist_opts, backend_options):
     # (The default group is created without its global ranks: there they are the group's.)
     global_ranks = list(dist_opts.global_ranks_in_group)
     pg.global_rank = global_ranks[rank] if global_ranks else rank
-    _created.append(pg)
+    global _process_rank
+    _process_rank = pg.global_rank
     policy_path = os.environ.get("DYNAMICCL_POLICY")
     if policy_path and cfg["mode"] != "off":
         from . import policy_io
         policy_io.load_into(pg, policy_path)
+    _drop_destroyed()
+    _created.append(pg)
     return pg
 
 
@@ -118,9 +124,28 @@ def register() -> None:
                                   devices=["cpu", "cuda"])
 
 
+def _drop_destroyed() -> None:
+    live = []
+    for pg in _created:
+        if pg.shut_down:
+            for hook in on_destroyed:
+                hook(pg)
+        else:
+            live.append(pg)
+    _created[:] = live
+
+
 def backends():
     """The live dynamiccl backends of this process, oldest first."""
+    _drop_destroyed()
     return list(_created)
+
+
+def process_rank() -> int:
+    """This process's global rank (0 before any dynamiccl group was created)."""
+    if dist.is_initialized():
+        return dist.get_rank()
+    return _process_rank if _process_rank is not None else 0
 
 
 def backend_of(group=None):
@@ -134,4 +159,7 @@ def backend_of(group=None):
     if not isinstance(b, _C.ProcessGroupDynamicCCL):
         raise ValueError(f"dynamiccl: group {pg.group_name!r} does not use the dynamiccl backend "
                          f"(its CPU backend is {type(b).__name__})")
+    if b.shut_down:
+        raise ValueError(f"dynamiccl: group {pg.group_name!r} was destroyed; its policy and "
+                         "statistics went with it")
     return b

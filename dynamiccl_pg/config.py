@@ -8,7 +8,10 @@ only values a launcher sets uniformly belong here.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import re
+import tempfile
 from typing import Dict, Optional
 
 from . import _C
@@ -45,26 +48,38 @@ class Options:
     nccl_options: object = None
 
 
+# Bounds of the integer variables: beyond them a value only costs memory (ROUND_CALLS sizes the
+# consensus buffers, about 125 bytes per call; DECISION_LOG reserves 48 bytes per entry when a
+# group is created) or means "never" (LOSS_STALL_ROUNDS).
+ROUND_CALLS_RANGE = (1, 65536)
+DECISION_LOG_RANGE = (0, 1 << 20)
+LOSS_STALL_ROUNDS_RANGE = (1, 1000000)
+
 # name: (default, description) — the README's configuration table mirrors this.
 ENV_VARS = {
     "DYNAMICCL_MODE": ("learn", "learn | frozen | off"),
-    "DYNAMICCL_ROUND_CALLS": ("16", "learned calls between consensus rounds (K), >= 1"),
+    "DYNAMICCL_ROUND_CALLS": ("16", "learned calls between consensus rounds (K), "
+                              "%d..%d" % ROUND_CALLS_RANGE),
     "DYNAMICCL_COST_REDUCE": ("auto", "per-rank durations -> cost: auto (max on CPU, min on NCCL) "
                               "| min | max"),
     "DYNAMICCL_FORCE": ("", "pin ops to arms on every rank, e.g. allreduce:ring;allgather:rd"),
     "DYNAMICCL_ROLE_MAP": ("", "map group descriptions to roles, e.g. my_tp_group=tp;emb=dp"),
-    "DYNAMICCL_POLICY": ("", "policy JSON to load at group creation (warm start)"),
-    "DYNAMICCL_TRACE": ("", "path prefix: write <prefix>.rank<N>.jsonl and .trace.json at exit"),
+    "DYNAMICCL_POLICY": ("", "policy JSON to load at group creation (warm start); must exist"),
+    "DYNAMICCL_TRACE": ("", "path prefix in an existing, writable folder: write "
+                        "<prefix>.rank<N>.jsonl and .trace.json at exit"),
     "DYNAMICCL_CHECK": ("0", "1: before each collective, check that every rank issues the same "
                         "one (op, dtype, sizes, root); also on with TORCH_DISTRIBUTED_DEBUG=DETAIL"),
     "DYNAMICCL_SUMMARY": ("0", "1: print the learned-policy summary on rank 0 at exit"),
-    "DYNAMICCL_DECISION_LOG": ("65536", "decisions kept for decision_log(), >= 0"),
+    "DYNAMICCL_DECISION_LOG": ("65536", "decisions kept per group for decision_log(), "
+                               "%d..%d" % DECISION_LOG_RANGE),
     "DYNAMICCL_REGRET_BUDGET": ("0.01", "do no harm: what learning may cost over the engine "
                                 "default, fraction of a state's time, 0 < x <= 1 (every head)"),
     "DYNAMICCL_HEADS": ("", "per-head learner settings, e.g. tp.regret_budget=0.005;"
                         "all.settle_calls=512 (python -m dynamiccl_pg config lists the keys)"),
-    "DYNAMICCL_STEP_REGRESSION": ("0.10", "guard: step-time regression that freezes exploration"),
-    "DYNAMICCL_LOSS_STALL_ROUNDS": ("20", "guard: rounds without loss progress while exploring"),
+    "DYNAMICCL_STEP_REGRESSION": ("0.10", "guard: step-time regression that freezes exploration, "
+                                  "a finite number > 0"),
+    "DYNAMICCL_LOSS_STALL_ROUNDS": ("20", "guard: rounds without loss progress while exploring, "
+                                    "%d..%d" % LOSS_STALL_ROUNDS_RANGE),
     "DYNAMICCL_NCCL_PLUGIN": ("1", "1: point NCCL at the tuner plugin (CUDA); 0: do not"),
     "DYNAMICCL_TOPOLOGY": ("", "what NCCL's cost model assumes of the cluster, overriding what the "
                            "ranks detect: nodes=4,gpus=8,intra=nvlink:450,inter=ib:50,gpu=hopper"),
@@ -84,24 +99,56 @@ def _choice(name: str, value: str, accepted) -> str:
     return value
 
 
-def _int(name: str, value, minimum: int) -> int:
-    try:
-        v = int(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name}={value!r} is not an integer; accepted: integers >= {minimum}")
-    if v < minimum:
-        raise ConfigError(f"{name}={v} is too small; accepted: integers >= {minimum}")
+def _int(name: str, value, bounds) -> int:
+    lo, hi = bounds
+    accepted = f"accepted: integers {lo}..{hi}"
+    text = value.strip() if isinstance(value, str) else value
+    # Strict: no bool, no float (3.7 is not 3), no "1_000" or "1e3".
+    if isinstance(text, str) and re.fullmatch(r"[+-]?[0-9]+", text):
+        v = int(text)
+    elif isinstance(text, int) and not isinstance(text, bool):
+        v = text
+    else:
+        raise ConfigError(f"{name}={value!r} is not an integer; {accepted}")
+    if not lo <= v <= hi:
+        raise ConfigError(f"{name}={v} is out of range; {accepted}")
     return v
 
 
 def _float(name: str, value, minimum: float) -> float:
+    accepted = f"accepted: finite numbers > {minimum}"
     try:
         v = float(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{name}={value!r} is not a number; accepted: numbers > {minimum}")
-    if not v > minimum:
-        raise ConfigError(f"{name}={v} is out of range; accepted: numbers > {minimum}")
+        raise ConfigError(f"{name}={value!r} is not a number; {accepted}")
+    if not (math.isfinite(v) and v > minimum):
+        raise ConfigError(f"{name}={v} is out of range; {accepted}")
     return v
+
+
+def _writable_trace_prefix(prefix: str) -> str:
+    """The trace is written at exit: a folder that is missing or unwritable fails now instead."""
+    if not prefix:
+        return prefix
+    folder = os.path.dirname(os.path.abspath(prefix))
+    accepted = "accepted: a path prefix in an existing, writable folder"
+    if not os.path.isdir(folder):
+        raise ConfigError(f"DYNAMICCL_TRACE={prefix!r}: folder {folder!r} does not exist; "
+                          f"{accepted}")
+    try:  # permission bits do not tell (root, read-only mounts): try a file
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        raise ConfigError(f"DYNAMICCL_TRACE={prefix!r}: cannot write in folder {folder!r} "
+                          f"({e.strerror}); {accepted}") from None
+    return prefix
+
+
+def _policy_file(path: str) -> str:
+    if path and not os.path.isfile(path):
+        raise ConfigError(f"DYNAMICCL_POLICY={path!r}: no such file; accepted: a policy file "
+                          "written by dynamiccl_pg.save_policy")
+    return path
 
 
 def _pairs(name: str, value: str, sep: str) -> Dict[str, str]:
@@ -165,15 +212,17 @@ def resolve(options: Optional[Options] = None) -> dict:
     mode = _choice("DYNAMICCL_MODE", o.mode or _env("DYNAMICCL_MODE"), MODES)
     cfg = {
         "mode": mode,
-        "round_calls": _int("DYNAMICCL_ROUND_CALLS",
-                            o.round_calls if o.round_calls is not None
-                            else _env("DYNAMICCL_ROUND_CALLS"), 1),
+        "round_calls": (_int("Options.round_calls", o.round_calls, ROUND_CALLS_RANGE)
+                        if o.round_calls is not None else
+                        _int("DYNAMICCL_ROUND_CALLS", _env("DYNAMICCL_ROUND_CALLS"),
+                             ROUND_CALLS_RANGE)),
         "cost_reduce": _choice("DYNAMICCL_COST_REDUCE",
                                o.cost_reduce or _env("DYNAMICCL_COST_REDUCE"), COST_REDUCTIONS),
         "force": parse_force(o.force if o.force is not None else _env("DYNAMICCL_FORCE")),
         "role_map": parse_role_map(o.role_map if o.role_map is not None
                                    else _env("DYNAMICCL_ROLE_MAP")),
-        "decision_log": _int("DYNAMICCL_DECISION_LOG", _env("DYNAMICCL_DECISION_LOG"), 0),
+        "decision_log": _int("DYNAMICCL_DECISION_LOG", _env("DYNAMICCL_DECISION_LOG"),
+                             DECISION_LOG_RANGE),
         "heads": [("all", "regret_budget", _head_value(
             "DYNAMICCL_REGRET_BUDGET", "regret_budget",
             o.regret_budget if o.regret_budget is not None else _env("DYNAMICCL_REGRET_BUDGET")))]
@@ -181,8 +230,8 @@ def resolve(options: Optional[Options] = None) -> dict:
         "step_regression": _float("DYNAMICCL_STEP_REGRESSION",
                                   _env("DYNAMICCL_STEP_REGRESSION"), 0.0),
         "loss_stall_rounds": _int("DYNAMICCL_LOSS_STALL_ROUNDS",
-                                  _env("DYNAMICCL_LOSS_STALL_ROUNDS"), 1),
-        "trace": bool(_env("DYNAMICCL_TRACE")),
+                                  _env("DYNAMICCL_LOSS_STALL_ROUNDS"), LOSS_STALL_ROUNDS_RANGE),
+        "trace": bool(_writable_trace_prefix(_env("DYNAMICCL_TRACE"))),
         "check_calls": (_choice("DYNAMICCL_CHECK", _env("DYNAMICCL_CHECK"), ("0", "1")) == "1"
                         or os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"),
         "nccl_plugin": _choice("DYNAMICCL_NCCL_PLUGIN", _env("DYNAMICCL_NCCL_PLUGIN"),
@@ -190,6 +239,7 @@ def resolve(options: Optional[Options] = None) -> dict:
         "topology_override": _topology_override(),
     }
     _choice("DYNAMICCL_SUMMARY", _env("DYNAMICCL_SUMMARY"), ("0", "1"))
+    _policy_file(_env("DYNAMICCL_POLICY"))
     return cfg
 
 

@@ -16,11 +16,9 @@ import warnings
 import torch
 import torch.distributed as dist
 
-from . import _C
 from . import backend as _backend
-
-FORMAT = "dynamiccl-policy/1"
-ENGINES = _C.Engine.__members__  # name -> engine
+from .policy_schema import ENGINES, FORMAT
+from .policy_schema import read as read_policy
 
 
 def fingerprint(pg=None) -> dict:
@@ -36,6 +34,16 @@ def fingerprint(pg=None) -> dict:
     }
 
 
+def _targets(group, what: str) -> list:
+    if group is not None:
+        return [_backend.backend_of(group)]
+    pgs = _backend.backends()
+    if not pgs:
+        raise RuntimeError(f"dynamiccl: {what}: this process has no dynamiccl process group; "
+                           "call torch.distributed.init_process_group(backend='dynamiccl') first")
+    return pgs
+
+
 def _group_entry(pg) -> dict:
     return {
         "group_size": pg.size(),
@@ -46,11 +54,11 @@ def _group_entry(pg) -> dict:
 
 
 def save_policy(path: str, group=None) -> None:
-    """Writes the policy of ``group`` (default: every dynamiccl group of this process).
+    """Writes the policy of ``group`` (default: every live dynamiccl group of this process).
 
     Every rank holds the same policy (consensus); every rank may call this, the write is atomic.
     """
-    pgs = [_backend.backend_of(group)] if group is not None else _backend.backends()
+    pgs = _targets(group, "save_policy")
     data = {"format": FORMAT, "fingerprint": fingerprint(),
             "groups": {pg.group_name_at_creation: _group_entry(pg) for pg in pgs}}
     directory = os.path.dirname(os.path.abspath(path))
@@ -60,43 +68,40 @@ def save_policy(path: str, group=None) -> None:
     os.replace(tmp, path)
 
 
-def _read(path: str) -> dict:
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ValueError(f"dynamiccl: cannot read policy file {path!r}: {e}") from e
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"dynamiccl: {path!r} is not a policy file (format must be {FORMAT!r})")
-    return data
+def _restore(pgs, path: str) -> bool:
+    """Restores ``pgs`` from ``path``, all or nothing: the whole file is checked before any
+    learner changes. False (nothing restored for a group) on a fingerprint mismatch or when the
+    file has nothing for a group."""
+    data = read_policy(path)
+    theirs = data["fingerprint"]
+    for pg in pgs:
+        diff = {k: (theirs.get(k), v) for k, v in fingerprint(pg).items() if theirs.get(k) != v}
+        if diff:
+            warnings.warn(f"dynamiccl: policy {path!r} was learned elsewhere ({diff}); "
+                          "starting cold")
+            return False
+    restores, complete = [], True
+    for pg in pgs:
+        entry = data["groups"].get(pg.group_name_at_creation)
+        if entry is None or entry["group_size"] != pg.size():
+            complete = False  # nothing learned for this group
+            continue
+        restores += [(pg, ENGINES[name], snap) for name, snap in entry["engines"].items()
+                     if pg.has_engine(ENGINES[name])]  # e.g. no NCCL engine in this group
+    for pg, engine, snap in restores:
+        pg.restore(engine, snap)
+    return complete
 
 
 def load_into(pg, path: str) -> bool:
-    """Restores ``pg``'s learners from ``path``. Returns False (with a warning) on a mismatch."""
-    data = _read(path)
-    mine = fingerprint(pg)
-    theirs = data.get("fingerprint", {})
-    diff = {k: (theirs.get(k), v) for k, v in mine.items() if theirs.get(k) != v}
-    if diff:
-        warnings.warn(f"dynamiccl: policy {path!r} was learned elsewhere ({diff}); starting cold")
-        return False
-    entry = data.get("groups", {}).get(pg.group_name_at_creation)
-    if entry is None or entry.get("group_size") != pg.size():
-        return False  # nothing learned for this group
-    for name, snap in entry.get("engines", {}).items():
-        if name not in ENGINES:
-            raise ValueError(f"dynamiccl: policy file engine {name!r} unknown; accepted: "
-                             f"{', '.join(ENGINES)}")
-        if not pg.has_engine(ENGINES[name]):
-            continue  # e.g. no NCCL engine in this group
-        pg.restore(ENGINES[name], snap)
-    return True
+    """Restores ``pg``'s learners from ``path`` (DYNAMICCL_POLICY, at group creation)."""
+    return _restore([pg], path)
 
 
 def load_policy(path: str, group=None) -> bool:
-    """Warm start: restore every dynamiccl group (or ``group``) from ``path``.
+    """Warm start: restore every dynamiccl group (or ``group``) from ``path``. Returns whether
+    every group found its policy; raises PolicyError, naming the key, on a malformed file.
 
     Call it at the same point on every rank, before the group's learned traffic starts.
     """
-    pgs = [_backend.backend_of(group)] if group is not None else _backend.backends()
-    return all([load_into(pg, path) for pg in pgs])
+    return _restore(_targets(group, "load_policy"), path)

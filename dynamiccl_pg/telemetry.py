@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import sys
 import threading
 import time
 from typing import List, Optional
@@ -126,25 +127,51 @@ def format_summary(group=None) -> str:
     return "\n".join(lines)
 
 
+# What the exit-time outputs need of destroyed groups, whose backends are freed: their trace
+# records while DYNAMICCL_TRACE is set, their summary on rank 0 while DYNAMICCL_SUMMARY=1; else
+# nothing.
+_destroyed_traces: list = []  # (group name, trace records)
+_destroyed_summaries: List[str] = []
+
+
+def _trace_prefix() -> str:
+    return os.environ.get("DYNAMICCL_TRACE", ENV_VARS["DYNAMICCL_TRACE"][0])
+
+
+def _summary_wanted() -> bool:
+    return os.environ.get("DYNAMICCL_SUMMARY") == "1" and _backend.process_rank() == 0
+
+
+def _keep_for_exit(pg) -> None:
+    if _trace_prefix():
+        records = pg.trace_records()
+        if records:
+            _destroyed_traces.append((pg.group_name_at_creation, records))
+    if _summary_wanted():
+        _destroyed_summaries.append(format_summary(pg))
+
+
+_backend.on_destroyed.append(_keep_for_exit)
+
+
 def write_trace(prefix: str, rank: Optional[int] = None) -> List[str]:
-    """Writes every dynamiccl group's per-call records (needs DYNAMICCL_TRACE set at group
-    creation) as JSON lines and as a Chrome/Perfetto trace. Returns the files written."""
-    import torch.distributed as dist
+    """Writes the per-call records of every dynamiccl group, live or destroyed (needs
+    DYNAMICCL_TRACE set at group creation) as JSON lines and as a Chrome/Perfetto trace. Returns
+    the files written."""
     if rank is None:
-        created = _backend.backends()
-        rank = (dist.get_rank() if dist.is_initialized()
-                else created[0].global_rank if created else 0)
+        rank = _backend.process_rank()
+    live = [(pg.group_name_at_creation, pg.trace_records()) for pg in _backend.backends()]
     records, events = [], []
-    for pg in _backend.backends():
-        for (seq, op, nbytes, engine, role, arm, probe, epoch, start, end) in pg.trace_records():
-            rec = {"group": pg.group_name_at_creation, "seq": seq, "op": op, "bytes": nbytes,
+    for group, group_records in _destroyed_traces + live:
+        for (seq, op, nbytes, engine, role, arm, probe, epoch, start, end) in group_records:
+            rec = {"group": group, "seq": seq, "op": op, "bytes": nbytes,
                    "engine": engine, "role": role, "arm": arm, "probe": probe,
                    "epoch": epoch, "start_us": start / 1e3,
                    "dur_us": (end - start) / 1e3 if end else None}
             records.append(rec)
             events.append({"name": f"{op} arm{arm}", "cat": engine, "ph": "X",
                            "ts": start / 1e3, "dur": rec["dur_us"] or 0, "pid": rank,
-                           "tid": f"group {pg.group_name_at_creation}", "args": rec})
+                           "tid": f"group {group}", "args": rec})
     jsonl, chrome = f"{prefix}.rank{rank}.jsonl", f"{prefix}.rank{rank}.trace.json"
     with open(jsonl, "w") as f:
         for rec in records:
@@ -156,11 +183,14 @@ def write_trace(prefix: str, rank: Optional[int] = None) -> List[str]:
 
 @atexit.register
 def _at_exit() -> None:
-    prefix = os.environ.get("DYNAMICCL_TRACE", ENV_VARS["DYNAMICCL_TRACE"][0])
-    if prefix and _backend.backends():
-        write_trace(prefix)
-    if os.environ.get("DYNAMICCL_SUMMARY") == "1" and _backend.backends():
-        import torch.distributed as dist
-        if not dist.is_initialized() or dist.get_rank() == 0:
-            for pg in _backend.backends():
-                print(format_summary(pg), flush=True)
+    live = _backend.backends()  # hands groups destroyed since the last look to _keep_for_exit
+    prefix = _trace_prefix()
+    if prefix and (live or _destroyed_traces):
+        try:
+            write_trace(prefix)
+        except OSError as e:  # the folder was checked at start; it may have gone since
+            print(f"dynamiccl: DYNAMICCL_TRACE={prefix!r}: the trace could not be written: {e}",
+                  file=sys.stderr, flush=True)
+    if _summary_wanted():
+        for text in _destroyed_summaries + [format_summary(pg) for pg in live]:
+            print(text, flush=True)

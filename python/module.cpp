@@ -3,7 +3,12 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/utils/pybind.h>
 
+#include <c10/util/StringUtil.h>
 #include <dlfcn.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 
@@ -218,26 +223,92 @@ py::dict snapshot_to_py(const PolicySnapshot& snap) {
   return out;
 }
 
-PolicySnapshot snapshot_from_py(const py::dict& d) {
+// Reading a snapshot (one engine's part of a policy file) for restore(). Policy files are checked
+// whole, naming the file, by dynamiccl_pg/policy_schema.py before anything is restored; these
+// checks guard restore() itself: a bad value is refused with its key path and what is accepted.
+[[noreturn]] void refuse(const std::string& path, const py::handle& value,
+                         const std::string& accepted) {
+  TORCH_CHECK_VALUE(false, "dynamiccl: policy snapshot ", path, "=",
+                    py::repr(value).cast<std::string>(), " is not accepted; accepted: ", accepted);
+}
+
+py::object field(const py::handle& d, const char* key, const std::string& path) {
+  if (!py::isinstance<py::dict>(d)) refuse(path, d, "an object");
+  auto dict = py::reinterpret_borrow<py::dict>(d);
+  TORCH_CHECK_VALUE(dict.contains(key), "dynamiccl: policy snapshot ", path, " has no key '", key,
+                    "'");
+  return dict[key];
+}
+
+template <typename T>
+T typed(const py::object& v, const std::string& path, const std::string& accepted) {
+  const bool is_int = PyLong_Check(v.ptr()) && !PyBool_Check(v.ptr());
+  bool ok = false;
+  if constexpr (std::is_same_v<T, bool>) ok = PyBool_Check(v.ptr());
+  if constexpr (std::is_same_v<T, std::string>) ok = py::isinstance<py::str>(v);
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) ok = is_int;
+  if constexpr (std::is_floating_point_v<T>) ok = is_int || PyFloat_Check(v.ptr());
+  if (!ok) refuse(path, v, accepted);
+  try {
+    return v.cast<T>();
+  } catch (const py::cast_error&) {
+    refuse(path, v, accepted);  // out of T's range
+  }
+}
+
+template <typename E>
+E named(const py::object& v, const std::string& path, NameList names) {
+  E out;
+  if (!parse_name(names, typed<std::string>(v, path, names.joined()), &out)) {
+    refuse(path, v, names.joined());
+  }
+  return out;
+}
+
+double cost(const py::object& v, const std::string& path) {
+  const double x = typed<double>(v, path, "a finite number >= 0");
+  if (!(std::isfinite(x) && x >= 0)) refuse(path, v, "a finite number >= 0");
+  return x;
+}
+
+std::string arm_name(const py::object& v, const std::string& path, const ArmCatalog& catalog,
+                     OpKind op) {
+  std::vector<std::string> names;
+  for (const Arm& a : catalog.arms(op)) names.push_back(a.name);
+  const std::string accepted = std::string("an arm of ") + op_name(op) + ": " +
+                               c10::Join(", ", names);
+  const auto name = typed<std::string>(v, path, accepted);
+  if (std::find(names.begin(), names.end(), name) == names.end()) refuse(path, v, accepted);
+  return name;
+}
+
+PolicySnapshot snapshot_from_py(const py::dict& d, const ArmCatalog& catalog) {
   PolicySnapshot snap;
-  for (const auto& item : d["states"].cast<py::list>()) {
-    auto s = item.cast<py::dict>();
+  const py::object states = field(d, "states", "snapshot");
+  if (!py::isinstance<py::list>(states)) refuse("states", states, "a list");
+  int i = 0;
+  for (const auto& s : states) {
+    const std::string at = "states[" + std::to_string(i++) + "]";
     StateSnapshot st;
-    const auto role = s["role"].cast<std::string>();
-    const auto op = s["op"].cast<std::string>();
-    TORCH_CHECK(parse_role(role, &st.role), "dynamiccl: policy file names unknown role '", role,
-                "'");
-    TORCH_CHECK(parse_op(op, &st.op), "dynamiccl: policy file names unknown op '", op, "'");
-    st.size_bin = s["size_bin"].cast<int>();
-    TORCH_CHECK(st.size_bin >= 0 && st.size_bin < kNumSizeBins, "dynamiccl: policy file size_bin ",
-                st.size_bin, " is out of range 0..", kNumSizeBins - 1);
-    st.incumbent = s["incumbent"].cast<std::string>();
-    st.converged = s["converged"].cast<bool>();
-    for (const auto& a : s["arms"].cast<py::list>()) {
-      auto ad = a.cast<py::dict>();
-      st.arms.push_back(ArmSnapshot{ad["name"].cast<std::string>(), ad["samples"].cast<uint64_t>(),
-                                    ad["mean_us"].cast<double>(), ad["m2"].cast<double>(),
-                                    ad["eliminated"].cast<bool>()});
+    st.role = named<Role>(field(s, "role", at), at + ".role", role_names());
+    st.op = named<OpKind>(field(s, "op", at), at + ".op", op_names());
+    const auto bin = field(s, "size_bin", at);
+    st.size_bin = typed<int>(bin, at + ".size_bin", "an integer");
+    if (st.size_bin < 0 || st.size_bin >= kNumSizeBins) {
+      refuse(at + ".size_bin", bin, "0.." + std::to_string(kNumSizeBins - 1));
+    }
+    st.incumbent = arm_name(field(s, "incumbent", at), at + ".incumbent", catalog, st.op);
+    st.converged = typed<bool>(field(s, "converged", at), at + ".converged", "true, false");
+    const py::object arms = field(s, "arms", at);
+    if (!py::isinstance<py::list>(arms)) refuse(at + ".arms", arms, "a list");
+    int j = 0;
+    for (const auto& a : arms) {
+      const std::string arm = at + ".arms[" + std::to_string(j++) + "]";
+      st.arms.push_back(ArmSnapshot{
+          arm_name(field(a, "name", arm), arm + ".name", catalog, st.op),
+          typed<uint64_t>(field(a, "samples", arm), arm + ".samples", "an integer >= 0"),
+          cost(field(a, "mean_us", arm), arm + ".mean_us"), cost(field(a, "m2", arm), arm + ".m2"),
+          typed<bool>(field(a, "eliminated", arm), arm + ".eliminated", "true, false")});
     }
     snap.states.push_back(std::move(st));
   }
@@ -369,8 +440,13 @@ PYBIND11_MODULE(_C, m) {
              return l ? py::object(snapshot_to_py(l->snapshot())) : py::object(py::none());
            })
       .def("restore", [](PG& pg, EngineKind engine, const py::dict& snap) {
-        pg.mutable_learner(engine)->restore(snapshot_from_py(snap));
-      });
+        const ArmCatalog* catalog = pg.catalog(engine);
+        TORCH_CHECK_VALUE(catalog, "dynamiccl: the ", engine_name(engine),
+                          " engine is not available in this group");
+        pg.mutable_learner(engine)->restore(snapshot_from_py(snap, *catalog));
+      })
+      .def_property_readonly("shut_down", &PG::is_shut_down,
+                             "True once the group was destroyed (shutdown() or abort()).");
 
   m.def("set_hint", [](int role, int bucket, int is_last, int stage, int direction, int priority) {
     set_current_hint(Hint{role, bucket, is_last, stage, direction, priority});

@@ -99,6 +99,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
 
   // --- Introspection and control (bound to Python) ---
   Mode mode() const { return config_.mode; }
+  bool is_shut_down() const { return shut_down_; }  // destroyed: telemetry only, no engines
   const BackendConfig& config() const { return config_; }
   Role group_role();  // resolved from the group description at first use
   // The learner of an engine; null until that engine carried a learned call.

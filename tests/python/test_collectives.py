@@ -268,3 +268,68 @@ def test_other_collectives(mode):
         assert out["coalesced_all_gather"] == [
             [float(r) for r in range(world) for _ in range(k)] for k in (2, 3)]
         assert out["seq"] > 10
+
+
+# The name torch gives each dtype in its messages ("... the desired output type Int").
+_DTYPE_NAMES = {torch.int32: "Int", torch.int64: "Long", torch.uint8: "Byte"}
+
+
+def integer_avg(rank, world):
+    """AVG of integer tensors on every reducing collective, sync and async: where it fails (the
+    call or wait()), the exception's class and message. A result instead of an error is kept."""
+    n = 64
+    calls = {
+        "all_reduce": lambda x, a: dist.all_reduce(x, op=R.AVG, async_op=a),
+        "reduce": lambda x, a: dist.reduce(x, 0, op=R.AVG, async_op=a),
+        "reduce_scatter_tensor": lambda x, a: dist.reduce_scatter_tensor(
+            x[:n // world], x, op=R.AVG, async_op=a),
+        "reduce_scatter": lambda x, a: dist.reduce_scatter(
+            x[:n // world], list(x.chunk(world)), op=R.AVG, async_op=a),
+    }
+    outcomes = {}
+    for dtype in _DTYPE_NAMES:
+        for name, call in calls.items():
+            for async_op in (False, True):
+                x = torch.full((n,), rank + 2, dtype=dtype)
+                where = "call"
+                try:
+                    work = call(x, async_op)
+                    where = "wait"
+                    if async_op:
+                        work.wait()
+                    outcome = ("no error", x.tolist())
+                except Exception as e:  # noqa: BLE001  the class is what is compared
+                    outcome = (where, type(e).__name__, str(e).splitlines()[0])
+                outcomes[(str(dtype), name, async_op)] = outcome
+    t = torch.ones(3)
+    dist.all_reduce(t)  # the group is still usable, in step on every rank
+    outcomes["after"] = t.tolist()
+    return outcomes
+
+
+@pytest.fixture(scope="module")
+def gloo_integer_avg():
+    return run_ranks(integer_avg, 2, backend="gloo")
+
+
+@pytest.mark.parametrize("mode,force", [
+    ("off", ""),
+    ("learn", ""),
+    ("learn", "allreduce:ring;reduce:tree;reduce_scatter:ring"),
+    ("learn", "allreduce:rd;reduce:ring_s8;reduce_scatter:rd"),
+])
+def test_integer_avg_fails_as_on_gloo(gloo_integer_avg, mode, force):
+    """Gloo refuses AVG of an integer tensor (the mean is not an integer): dynamiccl passes the
+    same error through, on the native path and on our schedules, and an async call raises it
+    from wait(), never handing back a truncated mean."""
+    ours = run_ranks(integer_avg, 2, env={"DYNAMICCL_MODE": mode, "DYNAMICCL_FORCE": force})
+    for rank, (got, want) in enumerate(zip(ours, gloo_integer_avg)):
+        assert got.keys() == want.keys()
+        assert got["after"] == want["after"] == [2.0, 2.0, 2.0]
+        for key, expected in want.items():
+            if key == "after":
+                continue
+            dtype, _, async_op = key
+            assert expected[0] == ("wait" if async_op else "call"), (key, expected)
+            assert got[key][:2] == expected[:2], (rank, key, got[key], expected)
+            assert _DTYPE_NAMES[getattr(torch, dtype.split(".")[1])] in got[key][2], got[key]

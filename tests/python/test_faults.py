@@ -2,6 +2,7 @@
 and nothing keeps running after destroy_process_group."""
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -120,11 +121,46 @@ def _run_script(env, code):
     ("DYNAMICCL_FORCE", "allredux:ring", "allredux"),
     ("DYNAMICCL_ROLE_MAP", "x=bogus", "bogus"),
     ("DYNAMICCL_MODEE", "learn", "unknown variable DYNAMICCL_MODEE"),
+    # Bounds: beyond them a value only exhausts memory (or overflows the C++ integer).
+    ("DYNAMICCL_ROUND_CALLS", "100000", "DYNAMICCL_ROUND_CALLS=100000 is out of range; "
+                                        "accepted: integers 1..65536"),
+    ("DYNAMICCL_ROUND_CALLS", "1" + "0" * 23, "accepted: integers 1..65536"),
+    ("DYNAMICCL_ROUND_CALLS", "3.5", "DYNAMICCL_ROUND_CALLS='3.5' is not an integer"),
+    ("DYNAMICCL_DECISION_LOG", "1000000000", "accepted: integers 0..1048576"),
+    ("DYNAMICCL_DECISION_LOG", "-1", "DYNAMICCL_DECISION_LOG=-1"),
+    ("DYNAMICCL_LOSS_STALL_ROUNDS", "1" + "0" * 23, "accepted: integers 1..1000000"),
+    ("DYNAMICCL_STEP_REGRESSION", "inf", "accepted: finite numbers > 0"),
+    ("DYNAMICCL_STEP_REGRESSION", "nan", "DYNAMICCL_STEP_REGRESSION=nan"),
+    # Files: the trace is written at exit, so its folder is checked up front.
+    ("DYNAMICCL_TRACE", "/no-such-folder/trace", "folder '/no-such-folder' does not exist"),
+    ("DYNAMICCL_TRACE", "/proc/trace", "cannot write in folder '/proc'"),
+    ("DYNAMICCL_POLICY", "/no-such-folder/policy.json", "no such file"),
 ])
 def test_bad_environment_fails_fast_naming_the_value(var, value, expect):
     r = _run_script({var: value}, "import dynamiccl_pg")
     assert r.returncode != 0
     assert expect in r.stderr, r.stderr[-2000:]
+
+
+def test_bad_environment_fails_at_group_creation():
+    """Set after import, a bad value fails when the group is created, still named."""
+    r = _run_script({}, "import os, torch.distributed as dist, dynamiccl_pg\n"
+                        "os.environ['DYNAMICCL_TRACE'] = '/no-such-folder/trace'\n"
+                        "dist.init_process_group('dynamiccl', store=dist.HashStore(), rank=0, "
+                        "world_size=1)")
+    assert r.returncode != 0
+    assert "DYNAMICCL_TRACE='/no-such-folder/trace'" in r.stderr, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("value,expect", [
+    (10 ** 23, "Options.round_calls=100000000000000000000000 is out of range"),
+    (True, "Options.round_calls=True is not an integer"),
+    (2.5, "Options.round_calls=2.5 is not an integer"),
+])
+def test_bad_options_are_named(value, expect):
+    import dynamiccl_pg
+    with pytest.raises(dynamiccl_pg.ConfigError, match=re.escape(expect)):
+        dynamiccl_pg.config.resolve(dynamiccl_pg.Options(round_calls=value))
 
 
 def test_the_scripts_variables_are_not_taken_for_typos():

@@ -23,7 +23,13 @@ CpuEngine::CpuEngine(c10::intrusive_ptr<c10d::Backend> p2p, std::chrono::millise
     : channel_(std::move(p2p), timeout) {}
 
 std::function<void()> CpuEngine::rescaler(const CpuCallArgs& args) const {
-  if (args.rescaled.empty() || !args.reduction.rescales()) return nullptr;
+  if (!args.reduction.rescales()) return nullptr;
+  if (args.op == OpKind::kReduce && args.rescaled.empty()) {  // a non-root rank
+    return [red = args.reduction, dtype = args.outputs[0].scalar_type()] {
+      check_scaling(red, dtype);
+    };
+  }
+  if (args.rescaled.empty()) return nullptr;
   return [red = args.reduction, rescaled = args.rescaled.vec(), n = channel_.size()] {
     for (const at::Tensor& t : rescaled) apply_scaling(red, t, n);
   };
@@ -76,7 +82,11 @@ c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::run_schedule(const CpuCallArg
       }
       const bool reduced_here = op != OpKind::kAllGather && op != OpKind::kBroadcast &&
                                 (op != OpKind::kReduce || channel_.rank() == root);
-      if (reduced_here) apply_scaling(red, out, channel_.size());
+      if (reduced_here) {
+        apply_scaling(red, out, channel_.size());
+      } else if (op == OpKind::kReduce) {
+        check_scaling(red, out.scalar_type());
+      }
     } catch (...) {
       future->setError(std::current_exception());
       return;

@@ -59,4 +59,8 @@ void apply_scaling(const Reduction& plan, const at::Tensor& tensor, int group_si
   }
 }
 
+void check_scaling(const Reduction& plan, c10::ScalarType dtype) {
+  if (plan.rescales()) apply_scaling(plan, at::empty({0}, at::TensorOptions().dtype(dtype)), 1);
+}
+
 }  // namespace dynamiccl

@@ -25,4 +25,8 @@ Reduction plan_reduction(const c10d::ReduceOp& op, const at::Tensor& t, bool cpu
 // The scaling step of `plan` on `tensor` (a result of the group of `group_size` ranks).
 void apply_scaling(const Reduction& plan, const at::Tensor& tensor, int group_size);
 
+// apply_scaling's dtype check alone, touching no data: a reduce's non-root ranks hold no result,
+// yet Gloo raises there too when the scaling cannot apply (AVG of an integer tensor).
+void check_scaling(const Reduction& plan, c10::ScalarType dtype);
+
 }  // namespace dynamiccl
