@@ -307,16 +307,8 @@ PYBIND11_MODULE(_C, m) {
     const Hint& h = current_hint();
     return py::make_tuple(h.role, h.bucket, h.is_last, h.stage, h.direction, h.priority);
   });
-  m.def("op_names", [] {
-    std::vector<std::string> v;
-    for (int i = 0; i < kNumOps; ++i) v.push_back(op_name(static_cast<OpKind>(i)));
-    return v;
-  });
-  m.def("role_names", [] {
-    std::vector<std::string> v;
-    for (int i = 0; i < kNumRoles; ++i) v.push_back(role_name(static_cast<Role>(i)));
-    return v;
-  });
+  m.def("op_names", &op_names);
+  m.def("role_names", &role_names);
   m.def("cpu_arm_names", [](const std::string& op, int group_size) {
     return arm_names(CpuArmCatalog(group_size), op);
   });

@@ -110,14 +110,6 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
-std::string op_names() {
-  std::string out;
-  for (int i = 0; i < kNumOps; ++i) {
-    out += std::string(i ? ", " : "") + op_name(static_cast<OpKind>(i));
-  }
-  return out;
-}
-
 }  // namespace
 
 CpuArmCatalog::CpuArmCatalog(int group_size) : group_size_(group_size) {
@@ -208,7 +200,7 @@ bool CpuArmCatalog::lookup(const std::string& entry, ForcedArm* out, std::string
   const std::string arm_str = trim(entry.substr(colon + 1));
   OpKind op;
   if (!parse_op(op_str, &op)) {
-    *error = "DYNAMICCL_FORCE: unknown op '" + op_str + "' (valid: " + op_names() + ")";
+    *error = "DYNAMICCL_FORCE: unknown op '" + op_str + "' (valid: " + join_names(op_names()) + ")";
     return false;
   }
   const int arm = find(op, arm_str);

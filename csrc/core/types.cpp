@@ -40,4 +40,18 @@ bool parse_role(const std::string& name, Role* out) {
   return false;
 }
 
+std::vector<std::string> op_names() {
+  return names_of(kNumOps, [](int i) { return op_name(static_cast<OpKind>(i)); });
+}
+
+std::vector<std::string> role_names() {
+  return names_of(kNumRoles, [](int i) { return role_name(static_cast<Role>(i)); });
+}
+
+std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 }  // namespace dynamiccl

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dynamiccl {
 
@@ -43,6 +44,21 @@ enum class Role : uint8_t {
 constexpr int kNumRoles = static_cast<int>(Role::kCount);
 const char* role_name(Role role);  // "default", "dp", "fsdp_ag", "fsdp_rs", "tp", "pp", "cp", "ep"
 bool parse_role(const std::string& name, Role* out);
+
+// The names of a vocabulary's values 0..n-1: name_of(i), or nullptr to leave value i out.
+template <typename NameOf>
+std::vector<std::string> names_of(int n, NameOf name_of) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) {
+    const char* name = name_of(i);
+    if (name != nullptr) out.push_back(name);
+  }
+  return out;
+}
+// "a, b, c": the accepted values in an error message.
+std::string join_names(const std::vector<std::string>& names);
+std::vector<std::string> op_names();    // every OpKind's name, in enum order
+std::vector<std::string> role_names();  // every Role's name, in enum order
 
 // log2 bucket of the effective byte count: bin b holds [2^b, 2^(b+1)); 0 bytes -> bin 0.
 constexpr int kNumSizeBins = 48;

@@ -1,4 +1,4 @@
-// Per-role head budgets and the learner's mode names.
+// Per-role head budgets, their names, and the learner's mode names.
 #include <string>
 
 #include "policy/learner.h"
@@ -23,6 +23,40 @@ bool parse_mode(const std::string& name, Mode* out) {
     }
   }
   return false;
+}
+
+const std::vector<HeadField>& head_fields() {
+  static const std::vector<HeadField> fields = {
+      {"probe_budget", "max fraction of a state's calls spent probing while exploring", false,
+       [](HeadConfig& h, double v) { h.probe_budget = v; }},
+      {"converged_budget", "probing fraction once converged (the budget decays to it)", false,
+       [](HeadConfig& h, double v) { h.converged_budget = v; }},
+      {"warmup_calls", "default-arm calls before probing starts", true,
+       [](HeadConfig& h, double v) { h.warmup_calls = static_cast<int>(v); }},
+      {"min_samples", "samples per arm before it can be compared or eliminated", true,
+       [](HeadConfig& h, double v) { h.min_samples = static_cast<int>(v); }},
+      {"switch_margin", "how much cheaper (relative) a challenger must be to take over", false,
+       [](HeadConfig& h, double v) { h.switch_margin = v; }},
+      {"max_candidates", "at most this many arms (best by prior; the default is always kept)", true,
+       [](HeadConfig& h, double v) { h.max_candidates = static_cast<int>(v); }},
+      {"cusum_threshold", "CUSUM alarm level, in units of the incumbent's cost std-dev", false,
+       [](HeadConfig& h, double v) { h.cusum_threshold = v; }},
+      {"cusum_drift", "CUSUM slack, in the same unit", false,
+       [](HeadConfig& h, double v) { h.cusum_drift = v; }},
+  };
+  return fields;
+}
+
+const HeadField* find_head_field(const std::string& name) {
+  for (const HeadField& f : head_fields())
+    if (name == f.name) return &f;
+  return nullptr;
+}
+
+std::vector<std::string> head_field_names() {
+  std::vector<std::string> out;
+  for (const HeadField& f : head_fields()) out.push_back(f.name);
+  return out;
 }
 
 // Why these budgets (DESIGN.md §4):

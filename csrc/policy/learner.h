@@ -42,17 +42,28 @@ enum class Mode : uint8_t { kLearn = 0, kFrozen = 1, kOff = 2 };
 const char* mode_name(Mode m);
 bool parse_mode(const std::string& name, Mode* out);
 
-// Budgets of one role's head.
+// Budgets of one role's head. What each field means: head_fields().
 struct HeadConfig {
-  double probe_budget = 0.25;    // max fraction of a state's calls spent probing while exploring
-  double converged_budget = 0.01;// probing fraction once the state has converged (budget decays to it)
-  int warmup_calls = 8;          // default-arm calls before probing starts
-  int min_samples = 6;           // samples per arm before it can be compared / eliminated
-  double switch_margin = 0.03;   // a challenger must be this much cheaper (relative) to take over
-  int max_candidates = 16;       // at most this many arms (best by prior, default always kept)
-  double cusum_threshold = 8.0;  // CUSUM alarm level, in units of the incumbent's cost std-dev
-  double cusum_drift = 0.5;      // CUSUM slack, same unit
+  double probe_budget = 0.25;
+  double converged_budget = 0.01;
+  int warmup_calls = 8;
+  int min_samples = 6;
+  double switch_margin = 0.03;
+  int max_candidates = 16;
+  double cusum_threshold = 8.0;
+  double cusum_drift = 0.5;
 };
+
+// HeadConfig's fields by name, for files that set them (the simulator's `learner` key).
+struct HeadField {
+  const char* name;
+  const char* doc;
+  bool integer;  // an int field (else a double)
+  void (*set)(HeadConfig& head, double value);
+};
+const std::vector<HeadField>& head_fields();
+const HeadField* find_head_field(const std::string& name);  // nullptr: no such field
+std::vector<std::string> head_field_names();
 
 struct LearnerConfig {
   Mode mode = Mode::kLearn;

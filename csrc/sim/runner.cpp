@@ -22,20 +22,11 @@ constexpr double kAffected = 0.05;           // an episode changed a call's cost
 constexpr int kMaxPollInterval = 64;         // rounds between convergence polls, at most
 
 void apply_override(HeadConfig& h, const HeadOverride& o) {
-  const double v = o.value;
-  if (o.key == "probe_budget") h.probe_budget = v;
-  else if (o.key == "converged_budget") h.converged_budget = v;
-  else if (o.key == "warmup_calls") h.warmup_calls = static_cast<int>(v);
-  else if (o.key == "min_samples") h.min_samples = static_cast<int>(v);
-  else if (o.key == "switch_margin") h.switch_margin = v;
-  else if (o.key == "max_candidates") h.max_candidates = static_cast<int>(v);
-  else if (o.key == "cusum_threshold") h.cusum_threshold = v;
-  else if (o.key == "cusum_drift") h.cusum_drift = v;
-  else
-    throw std::invalid_argument("learner: unknown head setting '" + o.key +
-                                "' (accepted: probe_budget, converged_budget, warmup_calls, "
-                                "min_samples, switch_margin, max_candidates, cusum_threshold, "
-                                "cusum_drift)");
+  const HeadField* f = find_head_field(o.key);
+  if (f == nullptr)
+    throw std::invalid_argument("learner: unknown head setting '" + o.key + "' (accepted: " +
+                                join_names(head_field_names()) + ")");
+  f->set(h, o.value);
 }
 
 LearnerConfig learner_config(const ScenarioSpec& spec) {
@@ -49,9 +40,8 @@ LearnerConfig learner_config(const ScenarioSpec& spec) {
     }
     Role r;
     if (!parse_role(o.role, &r))
-      throw std::invalid_argument(
-          "learner: unknown role '" + o.role +
-          "' (accepted: all, default, dp, fsdp_ag, fsdp_rs, tp, pp, cp, ep)");
+      throw std::invalid_argument("learner: unknown role '" + o.role + "' (accepted: all, " +
+                                  join_names(role_names()) + ")");
     apply_override(cfg.heads[static_cast<int>(r)], o);
   }
   return cfg;
@@ -165,7 +155,7 @@ struct SimRunner::Impl {
     LinkScale out;
     for (const CongestionSpec& c : spec.congestion) {
       if (s < c.from_step || s >= c.to_step) continue;
-      if (c.link == "intra") {
+      if (c.link == kIntraLinks) {
         out.intra_bw *= c.bw_factor;
         out.intra_lat *= c.lat_factor;
       } else {

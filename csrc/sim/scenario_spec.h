@@ -21,8 +21,8 @@ struct LinkSpec {
 struct TopologySpec {
   int nodes = 1;
   int gpus_per_node = 8;
-  std::string gpu = "hopper";  // volta | ampere | hopper | blackwell (NCCL's compcap classes)
-  std::string cpu = "intel";   // intel | amd (NCCL's net overhead and LL bandwidth row)
+  std::string gpu = "hopper";  // compcap_name() (topology.h)
+  std::string cpu = "intel";   // cpu_name() (topology.h)
   LinkSpec intra{"nvlink", 450.0, 0.0};
   LinkSpec inter{"ib", 50.0, 2.0};
   bool nvswitch = true;  // NVLink through NVSwitch: NVLS / CollNetDirect possible
@@ -30,10 +30,11 @@ struct TopologySpec {
   int channels = 0;      // communicator channel count; 0 = derived from the links
 };
 
-// Truth multipliers for one algorithm/protocol pair; "*" matches every value.
+// Truth multipliers for one algorithm/protocol pair.
+constexpr const char kTruthWildcard[] = "*";  // as algo or proto: every value
 struct TruthEntry {
-  std::string algo = "*";
-  std::string proto = "*";
+  std::string algo = kTruthWildcard;
+  std::string proto = kTruthWildcard;
   double bw = 1.0;   // multiplies the modelled bandwidth
   double lat = 1.0;  // multiplies the modelled latency
 };
@@ -50,7 +51,7 @@ struct ChannelModelSpec {
 struct CongestionSpec {
   int from_step = 0;
   int to_step = 0;
-  std::string link;  // "intra" | "inter"
+  std::string link;  // kIntraLinks | kInterLinks (topology.h)
   double bw_factor = 1.0;
   double lat_factor = 1.0;
 };
@@ -68,10 +69,10 @@ struct GroupSpec {
 struct WorkloadSpec {
   std::string kind = "call";
   std::string role;   // call: required; generators: fixed by the kind
-  std::string op;     // call: allreduce | allgather | reduce_scatter | broadcast | reduce | send
+  std::string op;     // call: simulated_op_names() (workload.h)
   uint64_t bytes = 0; // call: the size NCCL sees (full buffer for allgather / reduce_scatter)
   int per_step = 1;   // call: consecutive copies per step
-  std::string phase = "post";  // call: fwd | bwd | post (position within the step)
+  std::string phase = "post";  // call: phase_name() (workload.h): position within the step
   GroupSpec group;
   // ddp: parameter sizes in bytes, in model order; buckets are filled in reverse order.
   std::vector<uint64_t> param_bytes;

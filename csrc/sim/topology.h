@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "sim/nccl_model.h"
 #include "sim/scenario_spec.h"
@@ -13,9 +14,20 @@ namespace dynamiccl {
 namespace sim {
 
 enum class LinkType : int { kNvlink = 0, kPcie, kIb, kRoce, kEthernet };
+constexpr int kNumLinkTypes = 5;
 const char* link_type_name(LinkType t);
 bool parse_link_type(const std::string& name, LinkType* out);
-bool parse_compcap(const std::string& name, int* out);  // volta | ampere | hopper | blackwell
+bool is_intra_node(LinkType t);  // NVLink and PCIe join a node's GPUs; the others join nodes
+std::vector<std::string> link_type_names(bool intra_node);  // the types inside or between nodes
+// The two link classes a congestion episode can hit.
+constexpr const char kIntraLinks[] = "intra";
+constexpr const char kInterLinks[] = "inter";
+const char* compcap_name(int compcap);  // "volta", "ampere", "hopper", "blackwell" (CompCap)
+std::vector<std::string> compcap_names();
+bool parse_compcap(const std::string& name, int* out);
+const char* cpu_name(bool amd);  // "intel" or "amd": NCCL's net overhead and LL bandwidth row
+std::vector<std::string> cpu_names();
+bool parse_cpu(const std::string& name, bool* amd);
 
 // The ranks one communicator spans: `nodes` nodes with `gpus_per_node` GPUs each.
 struct GroupShape {

@@ -10,7 +10,7 @@ namespace sim {
 
 namespace {
 
-enum Phase : int { kFwd = 0, kBwd = 1, kPost = 2 };
+constexpr const char* kPhaseNames[kNumPhases] = {"fwd", "bwd", "post"};
 
 // Where a call sits in the step: microbatch, phase, position within the phase (0..1, layer
 // order as executed), then the workload entry and the call's index within it.
@@ -25,12 +25,6 @@ struct Placed {
 
 [[noreturn]] void bad(int entry, const std::string& what) {
   throw std::invalid_argument("workload[" + std::to_string(entry) + "]: " + what);
-}
-
-bool tunable_or_send(OpKind op) {
-  return op == OpKind::kAllReduce || op == OpKind::kAllGather ||
-         op == OpKind::kReduceScatter || op == OpKind::kBroadcast || op == OpKind::kReduce ||
-         op == OpKind::kSend;
 }
 
 class Builder {
@@ -127,18 +121,15 @@ class Builder {
     if (w.kind == "call") {
       Role role;
       OpKind op;
+      int phase;
       if (!parse_role(w.role, &role))
-        bad(i, "role '" + w.role + "' (accepted: default, dp, fsdp_ag, fsdp_rs, tp, pp, cp, ep)");
-      if (!parse_op(w.op, &op) || !tunable_or_send(op))
-        bad(i, "op '" + w.op +
-                   "' (accepted: allreduce, allgather, reduce_scatter, broadcast, reduce, send)");
+        bad(i, "role '" + w.role + "' (accepted: " + join_names(role_names()) + ")");
+      if (!parse_op(w.op, &op) || !simulated_op(op))
+        bad(i, "op '" + w.op + "' (accepted: " + join_names(simulated_op_names()) + ")");
+      if (!parse_phase(w.phase, &phase))
+        bad(i, "phase '" + w.phase + "' (accepted: " + join_names(phase_names()) + ")");
       if (w.bytes < 1) bad(i, "bytes must be >= 1");
       if (w.per_step < 1) bad(i, "per_step must be >= 1");
-      int phase;
-      if (w.phase == "fwd") phase = kFwd;
-      else if (w.phase == "bwd") phase = kBwd;
-      else if (w.phase == "post") phase = kPost;
-      else bad(i, "phase '" + w.phase + "' (accepted: fwd, bwd, post)");
       const int g = group_for(i, w.group, role);
       if (op == OpKind::kSend && groups_[g].shape.ranks() != 2)
         bad(i, "a send needs a group of exactly 2 ranks");
@@ -226,6 +217,31 @@ class Builder {
 };
 
 }  // namespace
+
+const char* phase_name(int phase) {
+  return phase >= 0 && phase < kNumPhases ? kPhaseNames[phase] : "unknown";
+}
+
+std::vector<std::string> phase_names() { return names_of(kNumPhases, phase_name); }
+
+bool parse_phase(const std::string& name, int* out) {
+  for (int i = 0; i < kNumPhases; ++i) {
+    if (name == kPhaseNames[i]) {
+      *out = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool simulated_op(OpKind op) { return func_of(op) >= 0 || op == OpKind::kSend; }
+
+std::vector<std::string> simulated_op_names() {
+  return names_of(kNumOps, [](int i) {
+    const OpKind op = static_cast<OpKind>(i);
+    return simulated_op(op) ? op_name(op) : nullptr;
+  });
+}
 
 std::vector<uint64_t> ddp_buckets(const std::vector<uint64_t>& param_bytes, uint64_t cap,
                                   uint64_t first_cap) {

@@ -14,6 +14,16 @@
 namespace dynamiccl {
 namespace sim {
 
+// Where in a step an explicit call sits: forward, backward, or after both.
+enum Phase : int { kFwd = 0, kBwd = 1, kPost = 2, kNumPhases = 3 };
+const char* phase_name(int phase);  // "fwd", "bwd", "post"
+std::vector<std::string> phase_names();
+bool parse_phase(const std::string& name, int* out);
+
+// The ops a workload entry can issue: the collectives NCCL's tuner sees, and send.
+bool simulated_op(OpKind op);
+std::vector<std::string> simulated_op_names();
+
 struct GroupInfo {
   std::string name;
   GroupShape shape;
