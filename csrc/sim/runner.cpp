@@ -121,7 +121,7 @@ struct SimRunner::Impl {
     validate_spec(spec);
     topo = resolve_topology(spec.topology);
     truth = TruthFactors::from_entries(spec.truth);
-    workload = build_workload(spec, topo);
+    workload = build_workload(spec);
     sigma = spec.noise_sigma;
     half_var = 0.5 * sigma * sigma;
     const LearnerConfig cfg = learner_config(spec);

@@ -1,7 +1,7 @@
 // The plain description of one simulated scenario. Python (dynamiccl_pg/sim/scenario.py) parses
 // and strictly validates the JSON file and fills these structs through pybind; C++ tests and
-// benchmarks fill them directly. C++ re-checks what it relies on (validate_spec) so a bad
-// struct fails with a message instead of producing nonsense.
+// benchmarks fill them directly. validate_spec checks the rules that relate several fields,
+// for both.
 // Field meanings and units are documented for users in benchmarks/scenarios/README.md.
 #pragma once
 
@@ -13,7 +13,7 @@ namespace dynamiccl {
 namespace sim {
 
 struct LinkSpec {
-  std::string type;    // intra: "nvlink" | "pcie"; inter: "ib" | "roce" | "ethernet"
+  std::string type;    // a LinkType name (topology.h); for inter, "" = no network (one node)
   double bw_GBps = 0;  // intra: per-GPU bandwidth; inter: network bandwidth per GPU
   double lat_us = 0;   // intra: added to each intra-node hop; inter: the network's latency
 };
@@ -24,7 +24,7 @@ struct TopologySpec {
   std::string gpu = "hopper";  // compcap_name() (topology.h)
   std::string cpu = "intel";   // cpu_name() (topology.h)
   LinkSpec intra{"nvlink", 450.0, 0.0};
-  LinkSpec inter{"ib", 50.0, 2.0};
+  LinkSpec inter;
   bool nvswitch = true;  // NVLink through NVSwitch: NVLS / CollNetDirect possible
   bool sharp = false;    // in-network reduction (CollNet) on the inter-node fabric
   int channels = 0;      // communicator channel count; 0 = derived from the links
@@ -117,7 +117,17 @@ struct ScenarioSpec {
   std::vector<HeadOverride> heads;
 };
 
-// Throws std::invalid_argument naming the first field that is out of range.
+// A broken rule: the key path ("workload[2].group.nodes") and what is wrong.
+struct SpecProblem {
+  std::string path;
+  std::string message;
+};
+
+// The rules that relate several fields (each field's own type and range are the schema's):
+// every problem found.
+std::vector<SpecProblem> spec_problems(const ScenarioSpec& spec);
+
+// Throws std::invalid_argument listing spec_problems(), if there are any.
 void validate_spec(const ScenarioSpec& spec);
 
 }  // namespace sim

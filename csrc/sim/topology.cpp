@@ -17,6 +17,8 @@ constexpr const char* kCpuNames[2] = {"intel", "amd"};
 constexpr double kNvlinkRef[kNumCompCaps] = {20.0, 20.0, 20.6, 40.1};
 constexpr double kNetRef = 12.0;
 constexpr double kUnbounded = 1e12;  // "no such link in this group"
+// What a single node (no network) gets for its inter-node link: no group ever crosses it.
+const LinkSpec kNoNetwork{"ib", 50.0, 2.0};
 
 int pow2_floor(double v) {
   int p = 1;
@@ -79,33 +81,32 @@ bool parse_cpu(const std::string& name, bool* amd) {
   return false;
 }
 
+// Guards C++ callers that fill TopologySpec themselves; a file's keys were checked against the
+// schema (scenario_schema.h) and validate_spec before.
 Topology resolve_topology(const TopologySpec& s) {
   Topology t;
   if (s.nodes < 1 || s.nodes > 100000) bad("nodes must be in [1, 100000]");
   if (s.gpus_per_node < 1 || s.gpus_per_node > 72) bad("gpus_per_node must be in [1, 72]");
-  if (static_cast<long long>(s.nodes) * s.gpus_per_node < 2)
-    bad("at least 2 ranks are needed (nodes x gpus_per_node)");
-  if (static_cast<long long>(s.nodes) * s.gpus_per_node > 1000000) bad("too many ranks");
   t.nodes = s.nodes;
   t.gpus_per_node = s.gpus_per_node;
   if (!parse_compcap(s.gpu, &t.compcap))
     bad("gpu '" + s.gpu + "' (accepted: " + join_names(compcap_names()) + ")");
   if (!parse_cpu(s.cpu, &t.cpu_amd))
     bad("cpu '" + s.cpu + "' (accepted: " + join_names(cpu_names()) + ")");
+  const LinkSpec& inter = s.inter.type.empty() && s.nodes == 1 ? kNoNetwork : s.inter;
   if (!parse_link_type(s.intra.type, &t.intra) || !is_intra_node(t.intra))
     bad("intra.type '" + s.intra.type + "' (accepted: " + join_names(link_type_names(true)) + ")");
-  if (!parse_link_type(s.inter.type, &t.inter) || is_intra_node(t.inter))
-    bad("inter.type '" + s.inter.type + "' (accepted: " + join_names(link_type_names(false)) + ")");
+  if (!parse_link_type(inter.type, &t.inter) || is_intra_node(t.inter))
+    bad("inter.type '" + inter.type + "' (accepted: " + join_names(link_type_names(false)) + ")");
   if (!(s.intra.bw_GBps > 0) || !std::isfinite(s.intra.bw_GBps)) bad("intra.bw_GBps must be > 0");
-  if (!(s.inter.bw_GBps > 0) || !std::isfinite(s.inter.bw_GBps)) bad("inter.bw_GBps must be > 0");
+  if (!(inter.bw_GBps > 0) || !std::isfinite(inter.bw_GBps)) bad("inter.bw_GBps must be > 0");
   if (!(s.intra.lat_us >= 0) || !std::isfinite(s.intra.lat_us)) bad("intra.lat_us must be >= 0");
-  if (!(s.inter.lat_us >= 0) || !std::isfinite(s.inter.lat_us)) bad("inter.lat_us must be >= 0");
+  if (!(inter.lat_us >= 0) || !std::isfinite(inter.lat_us)) bad("inter.lat_us must be >= 0");
   t.intra_bw = s.intra.bw_GBps;
-  t.inter_bw = s.inter.bw_GBps;
+  t.inter_bw = inter.bw_GBps;
   t.intra_lat = s.intra.lat_us;
-  t.inter_lat = s.inter.lat_us;
+  t.inter_lat = inter.lat_us;
   t.nvswitch = s.nvswitch && t.intra == LinkType::kNvlink;
-  if (s.sharp && t.inter != LinkType::kIb) bad("sharp needs inter.type 'ib'");
   t.sharp = s.sharp;
   if (s.channels < 0 || s.channels > 64) bad("channels must be in [0, 64] (0 = derive)");
   t.channels = s.channels;

@@ -61,7 +61,8 @@ TEST(SimRunner, LearnerBeatsTheDefaultWhereTheTruthSaysItMust) {
 // NCCL's model is the truth on 2 nodes x 8 H100 (benchmarks/scenarios/defaults_right.json).
 TEST(SimRunner, WhereDefaultsAreRightTheLearnerCostsAtMostOnePercent) {
   ScenarioSpec s = four_node_ddp(3000);
-  s.topology = TopologySpec();  // H100 nodes of 8 GPUs, NVLink + InfiniBand
+  s.topology = TopologySpec();  // H100 nodes of 8 GPUs, NVLink ...
+  s.topology.inter = {"ib", 50.0, 2.0};  // ... and InfiniBand
   s.topology.nodes = 2;
   s.seed = 11;
   s.noise_sigma = 0.03;
@@ -111,7 +112,8 @@ TEST(SimRunner, SameSeedSameRun) {
 
 TEST(SimRunner, CongestionEpisodeStartsRecoveryTracking) {
   ScenarioSpec s = four_node_ddp(1200);
-  s.topology = TopologySpec();  // H100 nodes of 8 GPUs, NVLink + InfiniBand
+  s.topology = TopologySpec();  // H100 nodes of 8 GPUs, NVLink ...
+  s.topology.inter = {"ib", 50.0, 2.0};  // ... and InfiniBand
   s.topology.nodes = 4;
   s.workload[0].layers = 32;
   s.workload[0].layer_bytes = 8ull << 20;
