@@ -21,28 +21,31 @@ constexpr int kRecoveryWindow = 8;           // ... averaged over this many call
 constexpr double kAffected = 0.05;           // an episode changed a call's costs by more
 constexpr int kMaxPollInterval = 64;         // rounds between convergence polls, at most
 
-void apply_override(HeadConfig& h, const HeadOverride& o) {
-  const HeadField* f = find_head_field(o.key);
-  if (f == nullptr)
-    throw std::invalid_argument("learner: unknown head setting '" + o.key + "' (accepted: " +
-                                join_names(head_field_names()) + ")");
-  f->set(h, o.value);
+void apply_overrides(HeadConfig& h, const std::map<std::string, double>& values) {
+  for (const auto& [key, value] : values) {
+    const HeadField* f = find_head_field(key);
+    if (f == nullptr)
+      throw std::invalid_argument("learner: unknown head setting '" + key + "' (accepted: " +
+                                  join_names(head_field_names()) + ")");
+    f->set(h, value);
+  }
 }
 
 LearnerConfig learner_config(const ScenarioSpec& spec) {
   LearnerConfig cfg;
   cfg.mode = Mode::kLearn;
   cfg.seed = spec.seed;
-  for (const HeadOverride& o : spec.heads) {
-    if (o.role == "all") {
-      for (HeadConfig& h : cfg.heads) apply_override(h, o);
+  for (const HeadOverrides& o : spec.heads) {
+    if (o.role == kEveryRole) {
+      for (HeadConfig& h : cfg.heads) apply_overrides(h, o.values);
       continue;
     }
     Role r;
     if (!parse_role(o.role, &r))
-      throw std::invalid_argument("learner: unknown role '" + o.role + "' (accepted: all, " +
+      throw std::invalid_argument("learner: unknown role '" + o.role +
+                                  "' (accepted: " + kEveryRole + ", " +
                                   join_names(role_names()) + ")");
-    apply_override(cfg.heads[static_cast<int>(r)], o);
+    apply_overrides(cfg.heads[static_cast<int>(r)], o.values);
   }
   return cfg;
 }

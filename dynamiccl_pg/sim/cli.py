@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from . import report
-from .scenario import HEAD_KEYS, ROLES, Scenario, ScenarioError, load_scenario, scenario_files
+from .scenario import Scenario, ScenarioError, check_key, load_scenario, scenario_files
 
 __all__ = ["main"]
 
@@ -44,22 +44,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _parse_head(text: str) -> tuple[str, str, float]:
+def _parse_head(text: str) -> tuple[str, str, Any]:
     try:
         lhs, value = text.split("=", 1)
         role, key = lhs.split(".", 1)
-        v = float(value)
+        v = json.loads(value)
     except ValueError:
         raise ValueError(f"--head {text!r}: expected ROLE.KEY=VALUE, e.g. tp.probe_budget=0.1")
-    if role not in ("all",) + ROLES:
-        raise ValueError(f"--head {text!r}: unknown role {role!r} "
-                         f"(accepted: all, {', '.join(ROLES)})")
-    if key not in HEAD_KEYS:
-        raise ValueError(f"--head {text!r}: unknown key {key!r} "
-                         f"(accepted: {', '.join(HEAD_KEYS)})")
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"--head {text!r}: value must be a finite number >= 0")
+    _check_override(f"--head {text!r}", "learner", {role: {key: v}})
     return role, key, v
+
+
+def _check_override(option: str, key: str, value: Any) -> None:
+    """Raises ValueError when a command-line value breaks the scenario key's rule."""
+    problems = check_key(key, value)
+    if problems:
+        raise ValueError(f"{option}: " + "; ".join(problems))
 
 
 def _clean(obj: Any) -> Any:
@@ -98,11 +98,10 @@ def main(argv: list[str]) -> int:
     try:
         files = scenario_files(args.scenario)
         heads = [_parse_head(h) for h in args.head]
+        if args.steps is not None:
+            _check_override(f"--steps {args.steps}", "steps", args.steps)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.steps is not None and args.steps < 1:
-        print("error: --steps must be >= 1", file=sys.stderr)
         return 2
     scenarios, failed = [], False
     for path in files:
@@ -119,11 +118,12 @@ def main(argv: list[str]) -> int:
         failed = True
     if failed:
         return 2
-    for sc in scenarios:
-        if args.steps is not None:
-            sc.steps = args.steps
-        for role, key, v in heads:
-            sc.heads.setdefault(role, {})[key] = v
+    if args.steps is not None or heads:
+        try:
+            scenarios = [sc.with_overrides(args.steps, heads) for sc in scenarios]
+        except ScenarioError as e:  # e.g. a congestion episode past a shortened run
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     if args.out:
         os.makedirs(args.out, exist_ok=True)
 

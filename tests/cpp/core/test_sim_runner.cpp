@@ -151,7 +151,7 @@ TEST(SimRunner, BadSpecsNameTheField) {
   s.congestion = {{5, 5, "inter", 0.5, 1.0}};
   EXPECT_THROW(SimRunner{s}, std::invalid_argument);
   s = four_node_ddp(10);
-  s.heads = {{"tp", "probe_budgett", 0.1}};
+  s.heads = {{"tp", {{"probe_budgett", 0.1}}}};
   try {
     SimRunner r(s);
     FAIL() << "expected an error";
