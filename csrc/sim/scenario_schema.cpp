@@ -226,7 +226,7 @@ Key link(const char* key, bool intra, const char* doc, const char* bw_doc, const
 Key topology() {
   using S = TopologySpec;
   return object("topology", &ScenarioSpec::topology, "the cluster", {
-      integer("nodes", &S::nodes, 1, 100000, "nodes").required(),
+      integer("nodes", &S::nodes, 1, 100000, "number of nodes").required(),
       integer("gpus_per_node", &S::gpus_per_node, 1, 72, "GPUs per node").required(),
       link("intra", true, "the links inside a node", "per-GPU bandwidth, GB/s",
            "added to NCCL's per-hop latency, us").required(),
@@ -250,9 +250,11 @@ Key workload_entry() {
       text("name", &GroupSpec::name, "the group's name")
           .absent("from the role: `tp`, `pp`, `dp` (dp and FSDP) or `world`"),
       integer("nodes", &GroupSpec::nodes, 1, 100000, "nodes it spans")
-          .absent("an earlier entry's of this name, else the role's: tp 1, pp 2, others all"),
+          .absent("an earlier entry's of this name, else the role's: tp 1, pp 2 (1 on a "
+                  "single node), others all"),
       integer("gpus_per_node", &GroupSpec::gpus_per_node, 1, 72, "GPUs per node it spans")
-          .absent("an earlier entry's of this name, else the role's: pp 1, others all"),
+          .absent("an earlier entry's of this name, else the role's: pp 1 (2 on a single "
+                  "node), others all"),
   }).absent("the role's usual group");
   const SchemaNode layers = integer("layers", &S::layers, 1, kMaxCount, "equal layers").required();
   const SchemaNode activation_bytes =
@@ -270,10 +272,11 @@ Key workload_entry() {
                  "where in the step: forward, backward, or after both"),
           group,
       }),
-      inline_object("ddp", "DDP gradient buckets, all-reduced during backward as they fill "
-                           "(role dp)", {
+      inline_object("ddp", "DDP gradient buckets (parameters in reverse order; a bucket closes "
+                           "once it reaches its cap), all-reduced during backward as they fill "
+                           "(role dp, hints bucket and is_last)", {
           list("param_bytes", &S::param_bytes, scalar_entry(T::kSize, int64_t{1}, kMaxBytes),
-               "parameter sizes in model order; buckets fill in reverse order")
+               "parameter sizes, in model order")
               .nonempty().absent("give layers and layer_bytes instead"),
           integer("layers", &S::layers, 1, kMaxCount, "equal layers")
               .absent("with layer_bytes, instead of param_bytes"),

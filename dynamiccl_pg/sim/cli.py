@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 from . import report
+from .schema_doc import schema_markdown
 from .scenario import Scenario, ScenarioError, check_key, load_scenario, scenario_files
 
 __all__ = ["main"]
@@ -29,8 +30,10 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m dynamiccl_pg sim",
         description="Simulate NCCL collectives with the real learner against NCCL's default "
                     "choice and the oracle.")
-    p.add_argument("--scenario", "-s", nargs="+", action="extend", required=True,
+    p.add_argument("--scenario", "-s", nargs="+", action="extend", default=[],
                    metavar="PATH", help="scenario JSON file(s) or directories of them")
+    p.add_argument("--schema", action="store_true",
+                   help="print the scenario keys as a Markdown table (the README's) and exit")
     p.add_argument("--out", "-o", metavar="DIR",
                    help="write <name>.json, <name>.png, results.json and summary.md here")
     p.add_argument("--steps", type=int, metavar="N", help="override every scenario's steps")
@@ -94,7 +97,13 @@ def main(argv: list[str]) -> int:
     argv = list(argv)
     if argv and argv[0] == "sim":
         argv = argv[1:]
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.schema:
+        print(schema_markdown())
+        return 0
+    if not args.scenario:
+        parser.error("--scenario is required")
     try:
         files = scenario_files(args.scenario)
         heads = [_parse_head(h) for h in args.head]

@@ -1,6 +1,7 @@
 """Scenario files of the simulator: the library parses; bad files fail with messages that name
-the key and what is accepted; the schema (declared in C++) documents every key; a parsed
-scenario runs through dynamiccl_pg._C.sim; the CLI writes its table, JSON and PNG."""
+the key and what is accepted; the schema (declared in C++) documents every key and the README
+shows it; a parsed scenario runs through dynamiccl_pg._C.sim; the CLI writes its table, JSON
+and PNG."""
 
 import copy
 import json
@@ -13,6 +14,7 @@ from dynamiccl_pg import _C
 from dynamiccl_pg.sim import cli
 from dynamiccl_pg.sim.scenario import (ScenarioError, load_scenario, parse_scenario, parse_size,
                                        scenario_files, scenario_schema)
+from dynamiccl_pg.sim.schema_doc import README_BEGIN, README_END, schema_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "benchmarks" / "scenarios"
@@ -116,6 +118,14 @@ def test_choices_come_from_the_cpp_vocabularies():
     assert nodes["workload[kind=call].role"]["choices"] == _C.role_names()
     assert set(nodes["workload[kind=call].op"]["choices"]) < set(_C.op_names())
     assert nodes["learner"]["key_parts"][0]["choices"] == ["all"] + _C.role_names()
+
+
+def test_readme_schema_section_is_the_generated_table(capsys):
+    readme = (LIBRARY / "README.md").read_text()
+    section = readme.split(README_BEGIN + "\n", 1)[1].split("\n" + README_END, 1)[0]
+    assert section == schema_markdown(), "regenerate it: python -m dynamiccl_pg sim --schema"
+    assert cli.main(["sim", "--schema"]) == 0
+    assert capsys.readouterr().out == section + "\n"
 
 
 # ---- sizes ---------------------------------------------------------------------------------
