@@ -205,7 +205,8 @@ class _Checker:
     def _in_range(self, node: dict, value: Any, path: str, what: str) -> Any:
         lo, hi = node["min"], node.get("max")
         below = value <= lo if node["min_open"] else value < lo
-        if below or (hi is not None and value > hi) or not math.isfinite(value):
+        infinite = isinstance(value, float) and not math.isfinite(value)
+        if below or (hi is not None and value > hi) or infinite:
             self.fail(path, f"{value} is out of range (accepted: {what} {range_text(node)})")
             return _BAD
         return value
