@@ -33,9 +33,11 @@ int NameList::find(const std::string& value) const {
   return -1;
 }
 
-std::string NameList::joined() const {
+std::string NameList::joined() const { return join_names(list()); }
+
+std::string join_names(const std::vector<std::string>& names) {
   std::string out;
-  for (int i = 0; i < count; ++i) out += std::string(i ? ", " : "") + names[i];
+  for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace dynamiccl {
 
@@ -18,7 +19,10 @@ struct NameList {
   // Index of `value`, or -1.
   int find(const std::string& value) const;
   std::string joined() const;  // "a, b, c": the accepted values in an error message
+  std::vector<std::string> list() const { return std::vector<std::string>(names, names + count); }
 };
+// "a, b, c": the accepted values in an error message.
+std::string join_names(const std::vector<std::string>& names);
 
 enum class OpKind : uint8_t {
   kAllReduce = 0,

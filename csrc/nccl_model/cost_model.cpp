@@ -99,6 +99,12 @@ const char* algo_name(int algo) {
 const char* proto_name(int proto) {
   return proto >= 0 && proto < kNumProtos ? kProtoNames[proto] : "undef";
 }
+std::vector<std::string> algo_names() {
+  return std::vector<std::string>(kAlgoNames, kAlgoNames + kNumAlgos);
+}
+std::vector<std::string> proto_names() {
+  return std::vector<std::string>(kProtoNames, kProtoNames + kNumProtos);
+}
 bool parse_algo(const std::string& name, int* out) {
   for (int a = 0; a < kNumAlgos; ++a) {
     if (iequals(name, kAlgoNames[a])) {

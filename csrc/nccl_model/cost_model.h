@@ -10,6 +10,8 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
+#include <vector>
 
 #include "core/types.h"
 
@@ -40,12 +42,14 @@ enum NcclFunc : int {
 
 const char* algo_name(int algo);    // "tree", "ring", "collnet_direct", ..., "pat"
 const char* proto_name(int proto);  // "LL", "LL128", "Simple"
+std::vector<std::string> algo_names();
+std::vector<std::string> proto_names();
 bool parse_algo(const std::string& name, int* out);   // case-insensitive
 bool parse_proto(const std::string& name, int* out);  // case-insensitive
 // The tuner function of an op, or -1 for ops NCCL's tuner never sees (send, alltoall, ...).
 int func_of(OpKind op);
 
-enum CompCap : int { kVolta = 0, kAmpere = 1, kHopper = 2, kBlackwell = 3 };
+enum CompCap : int { kVolta = 0, kAmpere = 1, kHopper = 2, kBlackwell = 3, kNumCompCaps = 4 };
 
 // What the topology search hands the tuning model for one algorithm's graph.
 struct GraphInputs {

@@ -9,13 +9,16 @@ namespace nccl {
 
 namespace {
 
-constexpr const char* kLinkNames[] = {"nvlink", "pcie", "ib", "roce", "ethernet"};
-constexpr const char* kCompcapNames[] = {"volta", "ampere", "hopper", "blackwell"};
+constexpr const char* kLinkNames[kNumLinkTypes] = {"nvlink", "pcie", "ib", "roce", "ethernet"};
+constexpr const char* kCompcapNames[kNumCompCaps] = {"volta", "ampere", "hopper", "blackwell"};
+constexpr const char* kCpuNames[2] = {"intel", "amd"};
 // NCCL's per-link NVLink reference speeds (GB/s) by compcap, and its 100 Gb/s NIC speed:
 // the unit the topology search counts channels in.
-constexpr double kNvlinkRef[4] = {20.0, 20.0, 20.6, 40.1};
+constexpr double kNvlinkRef[kNumCompCaps] = {20.0, 20.0, 20.6, 40.1};
 constexpr double kNetRef = 12.0;
 constexpr double kUnbounded = 1e12;  // "no such link in this group"
+// What a single node (no network) gets for its inter-node link: no group ever crosses it.
+const LinkSpec kNoNetwork{"ib", 50.0, 2.0};
 
 int pow2_floor(double v) {
   int p = 1;
@@ -30,7 +33,7 @@ int pow2_floor(double v) {
 const char* link_type_name(LinkType t) { return kLinkNames[static_cast<int>(t)]; }
 
 bool parse_link_type(const std::string& name, LinkType* out) {
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < kNumLinkTypes; ++i) {
     if (name == kLinkNames[i]) {
       *out = static_cast<LinkType>(i);
       return true;
@@ -39,8 +42,40 @@ bool parse_link_type(const std::string& name, LinkType* out) {
   return false;
 }
 
+bool is_intra_node(LinkType t) { return t == LinkType::kNvlink || t == LinkType::kPcie; }
+
+std::vector<std::string> link_type_names(bool intra_node) {
+  std::vector<std::string> out;
+  for (int i = 0; i < kNumLinkTypes; ++i) {
+    if (is_intra_node(static_cast<LinkType>(i)) == intra_node) out.push_back(kLinkNames[i]);
+  }
+  return out;
+}
+
+const char* compcap_name(int compcap) {
+  return compcap >= 0 && compcap < kNumCompCaps ? kCompcapNames[compcap] : "unknown";
+}
+
+std::vector<std::string> compcap_names() {
+  return std::vector<std::string>(kCompcapNames, kCompcapNames + kNumCompCaps);
+}
+
+const char* cpu_name(bool amd) { return kCpuNames[amd ? 1 : 0]; }
+
+std::vector<std::string> cpu_names() { return {kCpuNames[0], kCpuNames[1]}; }
+
+bool parse_cpu(const std::string& name, bool* amd) {
+  for (bool a : {false, true}) {
+    if (name == cpu_name(a)) {
+      *amd = a;
+      return true;
+    }
+  }
+  return false;
+}
+
 bool parse_compcap(const std::string& name, int* out) {
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < kNumCompCaps; ++i) {
     if (name == kCompcapNames[i]) {
       *out = i;
       return true;
@@ -57,23 +92,22 @@ Topology resolve_topology(const TopologySpec& s) {
   t.nodes = s.nodes;
   t.gpus_per_node = s.gpus_per_node;
   if (!parse_compcap(s.gpu, &t.compcap))
-    bad("gpu '" + s.gpu + "' (accepted: volta, ampere, hopper, blackwell)");
-  if (s.cpu != "intel" && s.cpu != "amd") bad("cpu '" + s.cpu + "' (accepted: intel, amd)");
-  t.cpu_amd = s.cpu == "amd";
-  if (!parse_link_type(s.intra.type, &t.intra) ||
-      (t.intra != LinkType::kNvlink && t.intra != LinkType::kPcie))
-    bad("intra.type '" + s.intra.type + "' (accepted: nvlink, pcie)");
-  if (!parse_link_type(s.inter.type, &t.inter) ||
-      (t.inter != LinkType::kIb && t.inter != LinkType::kRoce && t.inter != LinkType::kEthernet))
-    bad("inter.type '" + s.inter.type + "' (accepted: ib, roce, ethernet)");
+    bad("gpu '" + s.gpu + "' (accepted: " + join_names(compcap_names()) + ")");
+  if (!parse_cpu(s.cpu, &t.cpu_amd))
+    bad("cpu '" + s.cpu + "' (accepted: " + join_names(cpu_names()) + ")");
+  const LinkSpec& inter = s.inter.type.empty() && s.nodes == 1 ? kNoNetwork : s.inter;
+  if (!parse_link_type(s.intra.type, &t.intra) || !is_intra_node(t.intra))
+    bad("intra.type '" + s.intra.type + "' (accepted: " + join_names(link_type_names(true)) + ")");
+  if (!parse_link_type(inter.type, &t.inter) || is_intra_node(t.inter))
+    bad("inter.type '" + inter.type + "' (accepted: " + join_names(link_type_names(false)) + ")");
   if (!(s.intra.bw_GBps > 0) || !std::isfinite(s.intra.bw_GBps)) bad("intra.bw_GBps must be > 0");
-  if (!(s.inter.bw_GBps > 0) || !std::isfinite(s.inter.bw_GBps)) bad("inter.bw_GBps must be > 0");
+  if (!(inter.bw_GBps > 0) || !std::isfinite(inter.bw_GBps)) bad("inter.bw_GBps must be > 0");
   if (!(s.intra.lat_us >= 0) || !std::isfinite(s.intra.lat_us)) bad("intra.lat_us must be >= 0");
-  if (!(s.inter.lat_us >= 0) || !std::isfinite(s.inter.lat_us)) bad("inter.lat_us must be >= 0");
+  if (!(inter.lat_us >= 0) || !std::isfinite(inter.lat_us)) bad("inter.lat_us must be >= 0");
   t.intra_bw = s.intra.bw_GBps;
-  t.inter_bw = s.inter.bw_GBps;
+  t.inter_bw = inter.bw_GBps;
   t.intra_lat = s.intra.lat_us;
-  t.inter_lat = s.inter.lat_us;
+  t.inter_lat = inter.lat_us;
   t.nvswitch = s.nvswitch && t.intra == LinkType::kNvlink;
   if (s.sharp && t.inter != LinkType::kIb) bad("sharp needs inter.type 'ib'");
   t.sharp = s.sharp;

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <string>
+#include <vector>
+#include <vector>
 
 #include "nccl_model/cost_model.h"
 
@@ -14,7 +16,7 @@ namespace dynamiccl {
 namespace nccl {
 
 struct LinkSpec {
-  std::string type;    // intra: "nvlink" | "pcie"; inter: "ib" | "roce" | "ethernet"
+  std::string type;    // intra: "nvlink" | "pcie"; inter: "ib" | "roce" | "ethernet", "" = none
   double bw_GBps = 0;  // intra: per-GPU bandwidth; inter: network bandwidth per GPU
   double lat_us = 0;   // intra: added to each intra-node hop; inter: the network's latency
 };
@@ -25,16 +27,27 @@ struct TopologySpec {
   std::string gpu = "hopper";  // volta | ampere | hopper | blackwell (NCCL's compcap classes)
   std::string cpu = "intel";   // intel | amd (NCCL's net overhead and LL bandwidth row)
   LinkSpec intra{"nvlink", 450.0, 0.0};
-  LinkSpec inter{"ib", 50.0, 2.0};
+  LinkSpec inter;        // no network: one node
   bool nvswitch = true;  // NVLink through NVSwitch: NVLS / CollNetDirect possible
   bool sharp = false;    // in-network reduction (CollNet) on the inter-node fabric
   int channels = 0;      // communicator channel count; 0 = derived from the links
 };
 
 enum class LinkType : int { kNvlink = 0, kPcie, kIb, kRoce, kEthernet };
+constexpr int kNumLinkTypes = 5;
 const char* link_type_name(LinkType t);
 bool parse_link_type(const std::string& name, LinkType* out);
-bool parse_compcap(const std::string& name, int* out);  // volta | ampere | hopper | blackwell
+bool is_intra_node(LinkType t);  // NVLink and PCIe join a node's GPUs; the others join nodes
+std::vector<std::string> link_type_names(bool intra_node);  // the types inside or between nodes
+// The two link classes a congestion episode can hit.
+constexpr const char kIntraLinks[] = "intra";
+constexpr const char kInterLinks[] = "inter";
+const char* compcap_name(int compcap);  // "volta", "ampere", "hopper", "blackwell" (CompCap)
+std::vector<std::string> compcap_names();
+bool parse_compcap(const std::string& name, int* out);
+const char* cpu_name(bool amd);  // "intel" or "amd": NCCL's net overhead and LL bandwidth row
+std::vector<std::string> cpu_names();
+bool parse_cpu(const std::string& name, bool* amd);
 
 // The ranks one communicator spans: `nodes` nodes with `gpus_per_node` GPUs each.
 struct GroupShape {

@@ -25,16 +25,20 @@ constexpr int kMaxPollInterval = 64;         // rounds between convergence polls
 LearnerConfig learner_config(const ScenarioSpec& spec) {
   LearnerConfig cfg;
   cfg.mode = Mode::kLearn;
-  for (const HeadOverride& o : spec.heads) {
-    if (o.role == "all") {
-      for (HeadConfig& h : cfg.heads) set_head_setting(h, o.key, o.value);
+  const auto apply = [](HeadConfig& h, const std::map<std::string, double>& values) {
+    for (const auto& [key, value] : values) set_head_setting(h, key, value);
+  };
+  for (const HeadOverrides& o : spec.heads) {
+    if (o.role == kEveryRole) {
+      for (HeadConfig& h : cfg.heads) apply(h, o.values);
       continue;
     }
     Role r;
     if (!parse_role(o.role, &r))
       throw std::invalid_argument("learner: unknown role '" + o.role +
-                                  "' (accepted: all, " + role_names().joined() + ")");
-    set_head_setting(cfg.heads[static_cast<int>(r)], o.key, o.value);
+                                  "' (accepted: " + kEveryRole + ", " +
+                                  role_names().joined() + ")");
+    apply(cfg.heads[static_cast<int>(r)], o.values);
   }
   return cfg;
 }
@@ -111,7 +115,7 @@ struct SimRunner::Impl {
     validate_spec(spec);
     topo = resolve_topology(spec.topology);
     truth = TruthFactors::from_entries(spec.truth);
-    workload = build_workload(spec, topo);
+    workload = build_workload(spec);
     sigma = spec.noise_sigma;
     half_var = 0.5 * sigma * sigma;
     const LearnerConfig cfg = learner_config(spec);
@@ -146,7 +150,7 @@ struct SimRunner::Impl {
     LinkScale out;
     for (const CongestionSpec& c : spec.congestion) {
       if (s < c.from_step || s >= c.to_step) continue;
-      if (c.link == "intra") {
+      if (c.link == kIntraLinks) {
         out.intra_bw *= c.bw_factor;
         out.intra_lat *= c.lat_factor;
       } else {

@@ -1,43 +1,67 @@
 #include "sim/scenario_spec.h"
 
-#include <cmath>
 #include <stdexcept>
+
+#include "nccl_model/topology.h"
+#include "sim/workload.h"
 
 namespace dynamiccl {
 namespace sim {
 
 namespace {
-[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument(what); }
-bool finite_pos(double v) { return std::isfinite(v) && v > 0; }
+constexpr long long kMaxRanks = 100000;
+std::string str(long long v) { return std::to_string(v); }
 }  // namespace
 
-void validate_spec(const ScenarioSpec& s) {
-  if (s.steps < 1 || s.steps > 10000000) bad("steps must be in [1, 10000000]");
-  if (s.microbatches < 1 || s.microbatches > 1024) bad("microbatches must be in [1, 1024]");
-  if (!(s.noise_sigma >= 0 && s.noise_sigma <= 2)) bad("noise_sigma must be in [0, 2]");
-  if (!(s.outlier_rate >= 0 && s.outlier_rate <= 0.5)) bad("outlier_rate must be in [0, 0.5]");
-  if (!(s.outlier_factor >= 1 && s.outlier_factor <= 1000))
-    bad("outlier_factor must be in [1, 1000]");
-  if (!(s.arrival_skew_us >= 0 && s.arrival_skew_us <= 1e9))
-    bad("arrival_skew_us must be in [0, 1e9]");
-  if (!(s.overlap >= 0 && s.overlap <= 1)) bad("overlap must be in [0, 1]");
-  if (s.round_calls < 1 || s.round_calls > 65536)
-    bad("consensus.round_calls must be in [1, 65536]");
-  if (s.ranks_sampled < 1 || s.ranks_sampled > 64)
-    bad("consensus.ranks_sampled must be in [1, 64]");
-  if (!(s.round_cost_us >= 0 && s.round_cost_us <= 1e9))
-    bad("consensus.round_cost_us must be in [0, 1e9]");
+std::vector<SpecProblem> spec_problems(const ScenarioSpec& s) {
+  std::vector<SpecProblem> out;
+  auto fail = [&out](const std::string& path, const std::string& what) {
+    out.push_back({path, what});
+  };
+  const TopologySpec& t = s.topology;
+  const long long ranks = static_cast<long long>(t.nodes) * t.gpus_per_node;
+  if (ranks < 2) fail("topology", "needs at least 2 ranks (nodes x gpus_per_node)");
+  if (ranks > kMaxRanks)
+    fail("topology", str(ranks) + " ranks is more than the " + str(kMaxRanks) + " supported");
+  if (t.nodes > 1 && t.inter.type.empty()) fail("topology.inter", "missing (required when nodes > 1)");
+  const std::string ib = link_type_name(LinkType::kIb);
+  if (t.sharp && !t.inter.type.empty() && t.inter.type != ib)
+    fail("topology.sharp", "in-network reduction needs inter.type '" + ib + "'");
+
+  for (size_t i = 0; i < s.workload.size(); ++i) {
+    const WorkloadSpec& w = s.workload[i];
+    if (w.kind != "ddp") continue;
+    const std::string at = "workload[" + std::to_string(i) + "]";
+    const bool has_params = !w.param_bytes.empty();
+    const bool has_layers = w.layers > 0 || w.layer_bytes > 0;
+    if (has_params == has_layers) {
+      fail(at, "give either param_bytes, or layers and layer_bytes");
+    } else if (has_layers) {
+      if (w.layers == 0) fail(at + ".layers", "missing (required with layer_bytes)");
+      if (w.layer_bytes == 0) fail(at + ".layer_bytes", "missing (required with layers)");
+    }
+  }
+  plan_groups(s, &out);
+
   for (size_t i = 0; i < s.congestion.size(); ++i) {
     const CongestionSpec& c = s.congestion[i];
-    const std::string at = "congestion[" + std::to_string(i) + "]: ";
-    if (c.from_step < 0 || c.to_step <= c.from_step) bad(at + "needs 0 <= from_step < to_step");
-    if (c.link != "intra" && c.link != "inter")
-      bad(at + "link '" + c.link + "' (accepted: intra, inter)");
-    if (!finite_pos(c.bw_factor)) bad(at + "bw_factor must be finite and > 0");
-    if (!finite_pos(c.lat_factor)) bad(at + "lat_factor must be finite and > 0");
+    const std::string at = "congestion[" + std::to_string(i) + "]";
+    if (c.to_step <= c.from_step)
+      fail(at, "to_step (" + str(c.to_step) + ") must be greater than from_step (" +
+                   str(c.from_step) + ")");
+    if (c.from_step >= s.steps)
+      fail(at + ".from_step",
+           str(c.from_step) + " is not before the end (steps=" + str(s.steps) + ")");
   }
-  for (int c : s.channel_caps)
-    if (c < 1 || c > 64) bad("channel_caps entries must be in [1, 64]");
+  return out;
+}
+
+void validate_spec(const ScenarioSpec& spec) {
+  const std::vector<SpecProblem> problems = spec_problems(spec);
+  if (problems.empty()) return;
+  std::string what;
+  for (const SpecProblem& p : problems) what += (what.empty() ? "" : "; ") + p.path + ": " + p.message;
+  throw std::invalid_argument(what);
 }
 
 }  // namespace sim

@@ -1,11 +1,11 @@
-// The plain description of one simulated scenario. Python (dynamiccl_pg/sim/scenario.py) parses
-// and strictly validates the JSON file and fills these structs through pybind; C++ tests and
-// benchmarks fill them directly. C++ re-checks what it relies on (validate_spec) so a bad
-// struct fails with a message instead of producing nonsense.
-// Field meanings and units are documented for users in benchmarks/scenarios/README.md.
+// The plain description of one simulated scenario. What each field means, its unit, range and
+// default for files are declared once, in the scenario schema (scenario_schema.cpp), which
+// fills these structs from a file; C++ tests and benchmarks fill them directly. validate_spec
+// checks the rules that relate several fields, for both.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,108 +14,112 @@
 namespace dynamiccl {
 namespace sim {
 
-// The simulator is built on NCCL's cost model (nccl_model/): its names are the simulator's.
+// The simulator is built on NCCL's cost model (nccl_model/): its names (TopologySpec, LinkSpec,
+// the algorithms...) are the simulator's.
 using namespace nccl;
 
-// Truth multipliers for one algorithm/protocol pair; "*" matches every value.
+// Truth multipliers for one algorithm/protocol pair.
+constexpr const char kTruthWildcard[] = "*";  // as algo or proto: every value
 struct TruthEntry {
-  std::string algo = "*";
-  std::string proto = "*";
-  double bw = 1.0;   // multiplies the modelled bandwidth
-  double lat = 1.0;  // multiplies the modelled latency
+  std::string algo = kTruthWildcard;
+  std::string proto = kTruthWildcard;
+  double bw = 1.0;
+  double lat = 1.0;
 };
 
-// How the real cost depends on the channel count (NCCL's model assumes linear bandwidth
-// and no per-channel cost; the defaults reproduce that).
+// How the real cost depends on the channel count; the defaults are NCCL's assumption.
 struct ChannelModelSpec {
-  double saturation = 1.0;          // bandwidth stops growing beyond this fraction of channels
-  double contention = 0.0;          // bandwidth lost when every channel past the knee runs
-  double lat_per_channel_us = 0.0;  // fixed cost per channel actually used
+  double saturation = 1.0;
+  double contention = 0.0;
+  double lat_per_channel_us = 0.0;
 };
 
 // Link bandwidth (and optionally latency) cut for steps [from_step, to_step).
 struct CongestionSpec {
   int from_step = 0;
   int to_step = 0;
-  std::string link;  // "intra" | "inter"
+  std::string link;  // kIntraLinks | kInterLinks (topology.h)
   double bw_factor = 1.0;
   double lat_factor = 1.0;
 };
 
-// Which ranks a collective spans. A group is one process group (one learner). Dimensions left
-// at 0 come from an earlier entry naming the same group, else from the role's usual placement;
-// two entries naming the same group must end up with the same shape.
+// Which ranks a collective spans (one process group, one learner); plan_groups() (workload.h)
+// fills in what is left out.
 struct GroupSpec {
-  std::string name;       // "" = derived from the role ("tp", "pp", "dp", "world")
-  int nodes = 0;          // 0 = all nodes of the topology
-  int gpus_per_node = 0;  // 0 = all GPUs of a node
+  std::string name;       // "" = derived from the role
+  int nodes = 0;          // 0 = derived
+  int gpus_per_node = 0;  // 0 = derived
 };
 
-// One workload entry: an explicit call ("call") or a generator ("ddp", "fsdp", "tp", "pp").
+// One workload entry: an explicit call ("call") or a generator ("ddp", "fsdp", "tp", "pp");
+// each kind reads its own fields (scenario_schema.cpp lists which).
 struct WorkloadSpec {
   std::string kind = "call";
-  std::string role;   // call: required; generators: fixed by the kind
-  std::string op;     // call: allreduce | allgather | reduce_scatter | broadcast | reduce | send
-  uint64_t bytes = 0; // call: the size NCCL sees (full buffer for allgather / reduce_scatter)
-  int per_step = 1;   // call: consecutive copies per step
-  std::string phase = "post";  // call: fwd | bwd | post (position within the step)
+  std::string role;  // call only: generators imply theirs
+  std::string op;    // simulated_op_names() (workload.h)
+  uint64_t bytes = 0;
+  int per_step = 1;
+  std::string phase = "post";  // phase_name() (workload.h)
   GroupSpec group;
-  // ddp: parameter sizes in bytes, in model order; buckets are filled in reverse order.
-  std::vector<uint64_t> param_bytes;
+  std::vector<uint64_t> param_bytes;  // ddp: empty = `layers` of `layer_bytes`
   double bucket_cap_mb = 25.0;
   double first_bucket_mb = 1.0;
-  // fsdp / tp / ddp shorthand: `layers` equal layers of `layer_bytes` each.
   int layers = 0;
   uint64_t layer_bytes = 0;
-  bool reshard_after_forward = true;  // fsdp: all-gather again in backward
-  // tp / pp: activation size per call.
+  bool reshard_after_forward = true;
   uint64_t activation_bytes = 0;
-  int calls_per_layer = 2;  // tp: all-reduces per layer per direction (attention + MLP)
+  int calls_per_layer = 2;
 };
 
-// One HeadConfig field overridden for a role ("all" = every role).
-struct HeadOverride {
+// HeadConfig fields (head_settings(), policy/learner.h) set for one role, or for every role.
+constexpr const char kEveryRole[] = "all";
+struct HeadOverrides {
   std::string role;
-  std::string key;
-  double value = 0;
+  std::map<std::string, double> values;
 };
 
 struct ScenarioSpec {
   std::string name;
+  std::string description;
+  std::string expect;  // "gain" | "no_gain"; "" = judged from the run
   uint64_t seed = 1;
   int steps = 100;
-  int microbatches = 1;  // tp and pp traffic repeats per microbatch
+  int microbatches = 1;
   TopologySpec topology;
   std::vector<TruthEntry> truth;
-  // Noise, per rank and call: log-normal with std-dev `noise_sigma` of the log; with probability
-  // `outlier_rate` a rank's cost is `outlier_factor` times higher (a preempted rank, a noisy
-  // neighbour: a heavy tail that hits whatever arm runs).
+  // Noise, per rank and call: log-normal; with probability `outlier_rate` a rank's cost is
+  // `outlier_factor` times higher (a heavy tail that hits whatever arm runs).
   double noise_sigma = 0.0;
   double outlier_rate = 0.0;
   double outlier_factor = 5.0;
-  // Ranks reach a call up to this far apart (uniform): an early rank's kernel waits for the last.
-  double arrival_skew_us = 0.0;
-  // Calls of a group overlap (asynchronous calls in flight together): a call's measured duration
-  // includes `overlap` x the previous call's cost, which it queued behind.
-  double overlap = 0.0;
+  double arrival_skew_us = 0.0;  // ranks reach a call up to this far apart
+  double overlap = 0.0;          // share of the previous call's cost a call queues behind
   ChannelModelSpec channel_model;
   std::vector<CongestionSpec> congestion;
   std::vector<WorkloadSpec> workload;
-  // Channel caps offered as arms (Simple and LL128 only: LL is latency-bound). Empty with
-  // derive_channel_caps = a quarter and a half of the group's channel count.
+  // Channel caps offered as arms; empty with derive_channel_caps = derived from the group.
   std::vector<int> channel_caps;
   bool derive_channel_caps = true;
   // Consensus as the product runs it (policy/round_scheduler.h): rounds of `round_calls` learned
-  // calls of a group, applied one round later; a call's cost is the product's reduction for NCCL
-  // (the minimum) over `ranks_sampled` ranks' measured durations; a round costs the job
-  // `round_cost_us` (its control-plane all-reduce), which settled states weigh against measuring.
+  // calls, applied one round later; a call's cost is the product's reduction for NCCL (the
+  // minimum) over `ranks_sampled` ranks; a round costs the job `round_cost_us`.
   int round_calls = 16;
   int ranks_sampled = 4;
   double round_cost_us = 0.0;
-  std::vector<HeadOverride> heads;
+  std::vector<HeadOverrides> heads;  // applied in this order
 };
 
-// Throws std::invalid_argument naming the first field that is out of range.
+// A broken rule: the key path ("workload[2].group.nodes") and what is wrong.
+struct SpecProblem {
+  std::string path;
+  std::string message;
+};
+
+// The rules that relate several fields (each field's own type and range are the schema's):
+// every problem found.
+std::vector<SpecProblem> spec_problems(const ScenarioSpec& spec);
+
+// Throws std::invalid_argument listing spec_problems(), if there are any.
 void validate_spec(const ScenarioSpec& spec);
 
 }  // namespace sim

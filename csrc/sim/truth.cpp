@@ -26,13 +26,12 @@ TruthFactors TruthFactors::from_entries(const std::vector<TruthEntry>& entries) 
   TruthFactors f;
   for (const TruthEntry& e : entries) {
     int algo = -1, proto = -1;
-    if (e.algo != "*" && !parse_algo(e.algo, &algo))
-      throw std::invalid_argument("truth: unknown algorithm '" + e.algo +
-                                  "' (accepted: tree, ring, collnet_direct, collnet_chain, "
-                                  "nvls, nvls_tree, pat, *)");
-    if (e.proto != "*" && !parse_proto(e.proto, &proto))
-      throw std::invalid_argument("truth: unknown protocol '" + e.proto +
-                                  "' (accepted: LL, LL128, Simple, *)");
+    if (e.algo != kTruthWildcard && !parse_algo(e.algo, &algo))
+      throw std::invalid_argument("truth: unknown algorithm '" + e.algo + "' (accepted: " +
+                                  join_names(algo_names()) + ", " + kTruthWildcard + ")");
+    if (e.proto != kTruthWildcard && !parse_proto(e.proto, &proto))
+      throw std::invalid_argument("truth: unknown protocol '" + e.proto + "' (accepted: " +
+                                  join_names(proto_names()) + ", " + kTruthWildcard + ")");
     if (!(e.bw > 0) || !std::isfinite(e.bw) || !(e.lat > 0) || !std::isfinite(e.lat))
       throw std::invalid_argument("truth: '" + e.algo + "/" + e.proto +
                                   "' multipliers must be finite and > 0");

@@ -10,7 +10,7 @@ namespace sim {
 
 namespace {
 
-enum Phase : int { kFwd = 0, kBwd = 1, kPost = 2 };
+constexpr const char* kPhaseNames[kNumPhases] = {"fwd", "bwd", "post"};
 
 // Where a call sits in the step: microbatch, phase, position within the phase (0..1, layer
 // order as executed), then the workload entry and the call's index within it.
@@ -27,19 +27,43 @@ struct Placed {
   throw std::invalid_argument("workload[" + std::to_string(entry) + "]: " + what);
 }
 
-bool tunable_or_send(OpKind op) {
-  return op == OpKind::kAllReduce || op == OpKind::kAllGather ||
-         op == OpKind::kReduceScatter || op == OpKind::kBroadcast || op == OpKind::kReduce ||
-         op == OpKind::kSend;
+// The role an entry's traffic has, false when a call names an unknown role.
+bool entry_role(const WorkloadSpec& w, Role* role) {
+  if (w.kind == "call") return parse_role(w.role, role);
+  if (w.kind == "ddp") *role = Role::kDataParallel;
+  else if (w.kind == "fsdp") *role = Role::kFsdpAllGather;
+  else if (w.kind == "tp") *role = Role::kTensorParallel;
+  else if (w.kind == "pp") *role = Role::kPipeline;
+  else return false;
+  return true;
+}
+
+// The group an entry gets when it names none, with the role's usual shape.
+GroupInfo usual_group(Role role, const TopologySpec& topo) {
+  if (role == Role::kTensorParallel) return {"tp", {1, topo.gpus_per_node}};
+  if (role == Role::kPipeline) return {"pp", topo.nodes >= 2 ? GroupShape{2, 1} : GroupShape{1, 2}};
+  const GroupShape all{topo.nodes, topo.gpus_per_node};
+  if (role == Role::kDataParallel || role == Role::kFsdpAllGather ||
+      role == Role::kFsdpReduceScatter)
+    return {"dp", all};
+  return {"world", all};
+}
+
+std::string shape_text(const GroupShape& s) {
+  return std::to_string(s.nodes) + "x" + std::to_string(s.gpus_per_node);
 }
 
 class Builder {
  public:
-  Builder(const ScenarioSpec& spec, const Topology& topo) : spec_(spec), topo_(topo) {}
+  explicit Builder(const ScenarioSpec& spec) : spec_(spec) {}
 
   Workload build() {
     if (spec_.workload.empty()) throw std::invalid_argument("workload: at least one entry");
     if (spec_.microbatches < 1) throw std::invalid_argument("microbatches must be >= 1");
+    std::vector<SpecProblem> problems;
+    plan_ = plan_groups(spec_, &problems);
+    if (!problems.empty())
+      throw std::invalid_argument(problems[0].path + ": " + problems[0].message);
     for (size_t i = 0; i < spec_.workload.size(); ++i) add_entry(static_cast<int>(i));
     std::stable_sort(placed_.begin(), placed_.end(), [](const Placed& a, const Placed& b) {
       if (a.mb != b.mb) return a.mb < b.mb;
@@ -49,59 +73,17 @@ class Builder {
       return a.k < b.k;
     });
     Workload w;
-    w.groups = groups_;
+    w.groups = plan_.groups;
     for (Placed& p : placed_) w.calls.push_back(std::move(p.site));
     return w;
   }
 
  private:
   const ScenarioSpec& spec_;
-  const Topology& topo_;
-  std::vector<GroupInfo> groups_;
+  GroupPlan plan_;
   std::vector<Placed> placed_;
 
   int last_mb() const { return spec_.microbatches - 1; }
-
-  // The entry's process group: dimensions not given take the role's usual placement.
-  int group_for(int entry, const GroupSpec& gs, Role role) {
-    std::string name = gs.name;
-    GroupShape shape{topo_.nodes, topo_.gpus_per_node};
-    if (role == Role::kTensorParallel) {
-      if (name.empty()) name = "tp";
-      shape = {1, topo_.gpus_per_node};
-    } else if (role == Role::kPipeline) {
-      if (name.empty()) name = "pp";
-      shape = topo_.nodes >= 2 ? GroupShape{2, 1} : GroupShape{1, 2};
-    } else if (role == Role::kDataParallel || role == Role::kFsdpAllGather ||
-               role == Role::kFsdpReduceScatter) {
-      if (name.empty()) name = "dp";
-    } else if (name.empty()) {
-      name = "world";
-    }
-    // A group named before keeps its shape: dimensions left out are taken from it.
-    for (const GroupInfo& g : groups_)
-      if (!gs.name.empty() && g.name == gs.name) shape = g.shape;
-    if (gs.nodes < 0 || gs.gpus_per_node < 0) bad(entry, "group dimensions must be >= 0");
-    if (gs.nodes > 0) shape.nodes = gs.nodes;
-    if (gs.gpus_per_node > 0) shape.gpus_per_node = gs.gpus_per_node;
-    if (shape.nodes > topo_.nodes)
-      bad(entry, "group '" + name + "' spans " + std::to_string(shape.nodes) +
-                     " nodes but the topology has " + std::to_string(topo_.nodes));
-    if (shape.gpus_per_node > topo_.gpus_per_node)
-      bad(entry, "group '" + name + "' uses " + std::to_string(shape.gpus_per_node) +
-                     " GPUs per node but the topology has " +
-                     std::to_string(topo_.gpus_per_node));
-    if (shape.ranks() < 2) bad(entry, "group '" + name + "' must have at least 2 ranks");
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      if (groups_[i].name != name) continue;
-      if (groups_[i].shape.nodes != shape.nodes ||
-          groups_[i].shape.gpus_per_node != shape.gpus_per_node)
-        bad(entry, "group '" + name + "' was already given another shape");
-      return static_cast<int>(i);
-    }
-    groups_.push_back(GroupInfo{name, shape});
-    return static_cast<int>(groups_.size() - 1);
-  }
 
   void emit(int entry, int k, int mb, int phase, double pos, int group, Role role, OpKind op,
             uint64_t eff_bytes) {
@@ -110,7 +92,7 @@ class Builder {
     s.group = group;
     s.ctx.op = op;
     s.ctx.effective_bytes = eff_bytes;
-    s.ctx.group_size = groups_[group].shape.ranks();
+    s.ctx.group_size = plan_.groups[group].shape.ranks();
     s.ctx.role = role;
     placed_.push_back(std::move(p));
   }
@@ -119,41 +101,30 @@ class Builder {
 
   void add_entry(int i) {
     const WorkloadSpec& w = spec_.workload[i];
+    const int g = plan_.entry_group[i];
     if (w.kind == "call") {
       Role role;
       OpKind op;
+      int phase;
       if (!parse_role(w.role, &role))
-        bad(i, "role '" + w.role + "' (accepted: default, dp, fsdp_ag, fsdp_rs, tp, pp, cp, ep)");
-      if (!parse_op(w.op, &op) || !tunable_or_send(op))
-        bad(i, "op '" + w.op +
-                   "' (accepted: allreduce, allgather, reduce_scatter, broadcast, reduce, send)");
+        bad(i, "role '" + w.role + "' (accepted: " + role_names().joined() + ")");
+      if (!parse_op(w.op, &op) || !simulated_op(op))
+        bad(i, "op '" + w.op + "' (accepted: " + join_names(simulated_op_names()) + ")");
+      if (!parse_phase(w.phase, &phase))
+        bad(i, "phase '" + w.phase + "' (accepted: " + join_names(phase_names()) + ")");
       if (w.bytes < 1) bad(i, "bytes must be >= 1");
       if (w.per_step < 1) bad(i, "per_step must be >= 1");
-      int phase;
-      if (w.phase == "fwd") phase = kFwd;
-      else if (w.phase == "bwd") phase = kBwd;
-      else if (w.phase == "post") phase = kPost;
-      else bad(i, "phase '" + w.phase + "' (accepted: fwd, bwd, post)");
-      const int g = group_for(i, w.group, role);
-      if (op == OpKind::kSend && groups_[g].shape.ranks() != 2)
-        bad(i, "a send needs a group of exactly 2 ranks");
       for (int k = 0; k < w.per_step; ++k)
         emit(i, k, last_mb(), phase, 0.5, g, role, op, w.bytes);
     } else if (w.kind == "ddp") {
       std::vector<uint64_t> params = w.param_bytes;
-      if (!params.empty() && w.layers > 0) bad(i, "give either param_bytes or layers, not both");
-      if (params.empty()) {
-        if (w.layers < 1 || w.layer_bytes < 1)
-          bad(i, "ddp needs param_bytes or layers + layer_bytes");
-        params.assign(static_cast<size_t>(w.layers), w.layer_bytes);
-      }
+      if (params.empty()) params.assign(static_cast<size_t>(std::max(w.layers, 0)), w.layer_bytes);
       for (uint64_t b : params)
         if (b < 1) bad(i, "param_bytes entries must be >= 1");
       if (!(w.bucket_cap_mb > 0) || !(w.first_bucket_mb > 0))
         bad(i, "bucket_cap_mb and first_bucket_mb must be > 0");
       const std::vector<uint64_t> buckets =
           ddp_buckets(params, mib(w.bucket_cap_mb), mib(w.first_bucket_mb));
-      const int g = group_for(i, w.group, Role::kDataParallel);
       uint64_t total = 0, done = 0;
       for (uint64_t b : buckets) total += b;
       for (size_t k = 0; k < buckets.size(); ++k) {
@@ -164,7 +135,6 @@ class Builder {
       }
     } else if (w.kind == "fsdp") {
       if (w.layers < 1 || w.layer_bytes < 1) bad(i, "fsdp needs layers >= 1 and layer_bytes >= 1");
-      const int g = group_for(i, w.group, Role::kFsdpAllGather);
       const double L = w.layers;
       int k = 0;
       for (int mb = 0; mb < spec_.microbatches; ++mb) {
@@ -184,7 +154,6 @@ class Builder {
       if (w.layers < 1 || w.activation_bytes < 1)
         bad(i, "tp needs layers >= 1 and activation_bytes >= 1");
       if (w.calls_per_layer < 1) bad(i, "calls_per_layer must be >= 1");
-      const int g = group_for(i, w.group, Role::kTensorParallel);
       const double L = w.layers;
       int k = 0;
       for (int mb = 0; mb < spec_.microbatches; ++mb) {
@@ -198,8 +167,6 @@ class Builder {
       }
     } else if (w.kind == "pp") {
       if (w.activation_bytes < 1) bad(i, "pp needs activation_bytes >= 1");
-      const int g = group_for(i, w.group, Role::kPipeline);
-      if (groups_[g].shape.ranks() != 2) bad(i, "a pp group must have exactly 2 ranks");
       int k = 0;
       for (int mb = 0; mb < spec_.microbatches; ++mb) {
         for (int dir = kFwd; dir <= kBwd; ++dir) {
@@ -213,6 +180,88 @@ class Builder {
 };
 
 }  // namespace
+
+const char* phase_name(int phase) {
+  return phase >= 0 && phase < kNumPhases ? kPhaseNames[phase] : "unknown";
+}
+
+std::vector<std::string> phase_names() {
+  std::vector<std::string> out;
+  for (int i = 0; i < kNumPhases; ++i) out.push_back(phase_name(i));
+  return out;
+}
+
+bool parse_phase(const std::string& name, int* out) {
+  for (int i = 0; i < kNumPhases; ++i) {
+    if (name == kPhaseNames[i]) {
+      *out = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool simulated_op(OpKind op) { return func_of(op) >= 0 || op == OpKind::kSend; }
+
+std::vector<std::string> simulated_op_names() {
+  std::vector<std::string> out;
+  for (int i = 0; i < kNumOps; ++i) {
+    if (simulated_op(static_cast<OpKind>(i))) out.push_back(op_name(static_cast<OpKind>(i)));
+  }
+  return out;
+}
+
+GroupPlan plan_groups(const ScenarioSpec& spec, std::vector<SpecProblem>* problems) {
+  const TopologySpec& topo = spec.topology;
+  GroupPlan plan;
+  auto fail = [problems](const std::string& path, const std::string& what) {
+    problems->push_back({path, what});
+  };
+  for (size_t i = 0; i < spec.workload.size(); ++i) {
+    const WorkloadSpec& w = spec.workload[i];
+    const std::string at = "workload[" + std::to_string(i) + "].group";
+    Role role;
+    if (!entry_role(w, &role)) {
+      plan.entry_group.push_back(-1);
+      continue;
+    }
+    GroupInfo g = usual_group(role, topo);
+    if (!w.group.name.empty()) g.name = w.group.name;
+    int known = -1;
+    for (size_t k = 0; k < plan.groups.size(); ++k)
+      if (plan.groups[k].name == g.name) known = static_cast<int>(k);
+    // A group named again keeps its shape; the role's usual one may differ from the first use.
+    if (known >= 0 && !w.group.name.empty()) g.shape = plan.groups[known].shape;
+    if (w.group.nodes > 0) g.shape.nodes = w.group.nodes;
+    if (w.group.gpus_per_node > 0) g.shape.gpus_per_node = w.group.gpus_per_node;
+    if (w.group.nodes > topo.nodes)
+      fail(at + ".nodes", std::to_string(w.group.nodes) + " exceeds topology.nodes (" +
+                              std::to_string(topo.nodes) + ")");
+    if (w.group.gpus_per_node > topo.gpus_per_node)
+      fail(at + ".gpus_per_node", std::to_string(w.group.gpus_per_node) +
+                                      " exceeds topology.gpus_per_node (" +
+                                      std::to_string(topo.gpus_per_node) + ")");
+    const int ranks = g.shape.ranks();
+    if (ranks < 2)
+      fail(at, "group '" + g.name + "' has " + std::to_string(ranks) + " rank (accepted: >= 2)");
+    OpKind op;
+    const bool sends = w.kind == "pp" || (w.kind == "call" && parse_op(w.op, &op) &&
+                                          op == OpKind::kSend);
+    if (sends && ranks != 2)
+      fail(at, "a send needs a group of exactly 2 ranks, '" + g.name + "' has " +
+                   std::to_string(ranks));
+    if (known >= 0 && (plan.groups[known].shape.nodes != g.shape.nodes ||
+                       plan.groups[known].shape.gpus_per_node != g.shape.gpus_per_node))
+      fail(at, "group '" + g.name + "' is " + shape_text(g.shape) + " here but " +
+                   shape_text(plan.groups[known].shape) + " in an earlier entry");
+    if (known < 0) {
+      plan.groups.push_back(g);
+      known = static_cast<int>(plan.groups.size()) - 1;
+    }
+    plan.entry_group.push_back(known);
+  }
+  return plan;
+}
 
 std::vector<uint64_t> ddp_buckets(const std::vector<uint64_t>& param_bytes, uint64_t cap,
                                   uint64_t first_cap) {
@@ -231,8 +280,8 @@ std::vector<uint64_t> ddp_buckets(const std::vector<uint64_t>& param_bytes, uint
   return out;
 }
 
-Workload build_workload(const ScenarioSpec& spec, const Topology& topo) {
-  return Builder(spec, topo).build();
+Workload build_workload(const ScenarioSpec& spec) {
+  return Builder(spec).build();
 }
 
 }  // namespace sim

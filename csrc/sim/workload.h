@@ -14,10 +14,32 @@
 namespace dynamiccl {
 namespace sim {
 
+// Where in a step an explicit call sits: forward, backward, or after both.
+enum Phase : int { kFwd = 0, kBwd = 1, kPost = 2, kNumPhases = 3 };
+const char* phase_name(int phase);  // "fwd", "bwd", "post"
+std::vector<std::string> phase_names();
+bool parse_phase(const std::string& name, int* out);
+
+// The ops a workload entry can issue: the collectives NCCL's tuner sees, and send.
+bool simulated_op(OpKind op);
+std::vector<std::string> simulated_op_names();
+
 struct GroupInfo {
   std::string name;
   GroupShape shape;
 };
+
+// Each workload entry's process group. Entries naming the same group share it (one learner).
+// A dimension left at 0 comes from an earlier entry naming the group, else from the role's
+// usual placement: tp one node, pp two ranks on two nodes, everything else the whole topology.
+struct GroupPlan {
+  std::vector<GroupInfo> groups;
+  std::vector<int> entry_group;  // per workload entry: index into groups, -1 = unknown role
+};
+
+// Broken rules (a group larger than the topology or of one rank, one name with two shapes,
+// a send between other than 2 ranks) are added to `problems` with the entry's key path.
+GroupPlan plan_groups(const ScenarioSpec& spec, std::vector<SpecProblem>* problems);
 
 struct CallSite {
   int group = 0;          // index into Workload::groups
@@ -30,7 +52,7 @@ struct Workload {
 };
 
 // Throws std::invalid_argument naming the workload entry and field that is wrong.
-Workload build_workload(const ScenarioSpec& spec, const Topology& topo);
+Workload build_workload(const ScenarioSpec& spec);
 
 // DDP's bucket assignment: parameters in reverse order, a bucket closes once it reaches its
 // cap (the first bucket's cap is `first_cap`). Returns bucket sizes in bytes, in issue order.

@@ -19,7 +19,8 @@ import time
 from typing import Any
 
 from . import report
-from .scenario import HEAD_KEYS, ROLES, Scenario, ScenarioError, load_scenario, scenario_files
+from .schema_doc import schema_markdown
+from .scenario import Scenario, ScenarioError, check_key, load_scenario, scenario_files
 
 __all__ = ["main"]
 
@@ -29,8 +30,10 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m dynamiccl_pg sim",
         description="Simulate NCCL collectives with the real learner against NCCL's default "
                     "choice and the oracle.")
-    p.add_argument("--scenario", "-s", nargs="+", action="extend", required=True,
+    p.add_argument("--scenario", "-s", nargs="+", action="extend", default=[],
                    metavar="PATH", help="scenario JSON file(s) or directories of them")
+    p.add_argument("--schema", action="store_true",
+                   help="print the scenario keys as a Markdown table (the README's) and exit")
     p.add_argument("--out", "-o", metavar="DIR",
                    help="write <name>.json, <name>.png, results.json and summary.md here")
     p.add_argument("--steps", type=int, metavar="N", help="override every scenario's steps")
@@ -44,22 +47,22 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _parse_head(text: str) -> tuple[str, str, float]:
+def _parse_head(text: str) -> tuple[str, str, Any]:
     try:
         lhs, value = text.split("=", 1)
         role, key = lhs.split(".", 1)
-        v = float(value)
+        v = json.loads(value)
     except ValueError:
         raise ValueError(f"--head {text!r}: expected ROLE.KEY=VALUE, e.g. tp.probe_budget=0.1")
-    if role not in ("all",) + ROLES:
-        raise ValueError(f"--head {text!r}: unknown role {role!r} "
-                         f"(accepted: all, {', '.join(ROLES)})")
-    if key not in HEAD_KEYS:
-        raise ValueError(f"--head {text!r}: unknown key {key!r} "
-                         f"(accepted: {', '.join(HEAD_KEYS)})")
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"--head {text!r}: value must be a finite number >= 0")
+    _check_override(f"--head {text!r}", "learner", {role: {key: v}})
     return role, key, v
+
+
+def _check_override(option: str, key: str, value: Any) -> None:
+    """Raises ValueError when a command-line value breaks the scenario key's rule."""
+    problems = check_key(key, value)
+    if problems:
+        raise ValueError(f"{option}: " + "; ".join(problems))
 
 
 def _clean(obj: Any) -> Any:
@@ -94,15 +97,20 @@ def main(argv: list[str]) -> int:
     argv = list(argv)
     if argv and argv[0] == "sim":
         argv = argv[1:]
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.schema:
+        print(schema_markdown())
+        return 0
+    if not args.scenario:
+        parser.error("--scenario is required")
     try:
         files = scenario_files(args.scenario)
         heads = [_parse_head(h) for h in args.head]
+        if args.steps is not None:
+            _check_override(f"--steps {args.steps}", "steps", args.steps)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
-    if args.steps is not None and args.steps < 1:
-        print("error: --steps must be >= 1", file=sys.stderr)
         return 2
     scenarios, failed = [], False
     for path in files:
@@ -119,11 +127,12 @@ def main(argv: list[str]) -> int:
         failed = True
     if failed:
         return 2
-    for sc in scenarios:
-        if args.steps is not None:
-            sc.steps = args.steps
-        for role, key, v in heads:
-            sc.heads.setdefault(role, {})[key] = v
+    if args.steps is not None or heads:
+        try:
+            scenarios = [sc.with_overrides(args.steps, heads) for sc in scenarios]
+        except ScenarioError as e:  # e.g. a congestion episode past a shortened run
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     if args.out:
         os.makedirs(args.out, exist_ok=True)
 

@@ -109,9 +109,7 @@ def summarize(sc: Scenario, res, wall_s: float) -> dict[str, Any]:
             "alarms": s.alarms, "totals": _totals(s.totals),
             "after_convergence": _totals(s.after_convergence),
         } for s in res.states],
-        "congestion": [{"from_step": c.from_step, "to_step": c.to_step, "link": c.link,
-                        "bw_factor": c.bw_factor, "lat_factor": c.lat_factor}
-                       for c in sc.congestion],
+        "congestion": sc.data.get("congestion", []),
         "series": {  # per step, rounded to 0.1 us to keep the files small
             "default_us": [round(v, 1) for v in res.step_default_us],
             "learned_us": [round(v, 1) for v in res.step_learned_us],

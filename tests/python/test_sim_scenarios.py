@@ -1,6 +1,7 @@
 """Scenario files of the simulator: the library parses; bad files fail with messages that name
-the key and what is accepted; a parsed scenario runs through dynamiccl_pg._C.sim; the CLI
-writes its table, JSON and PNG."""
+the key and what is accepted; the schema (declared in C++) documents every key and the README
+shows it; a parsed scenario runs through dynamiccl_pg._C.sim; the CLI writes its table, JSON
+and PNG."""
 
 import copy
 import json
@@ -12,7 +13,8 @@ import pytest
 from dynamiccl_pg import _C
 from dynamiccl_pg.sim import cli
 from dynamiccl_pg.sim.scenario import (ScenarioError, load_scenario, parse_scenario, parse_size,
-                                       scenario_files)
+                                       scenario_files, scenario_schema)
+from dynamiccl_pg.sim.schema_doc import README_BEGIN, README_END, schema_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "benchmarks" / "scenarios"
@@ -71,17 +73,59 @@ def test_library_has_the_required_scenarios_and_all_parse():
                      "llm_3d_parallel"):
         assert required in names
     assert load_scenario(LIBRARY / "defaults_right.json").expect == "no_gain"
-    assert load_scenario(LIBRARY / "scale_1k_ranks.json").topology.ranks >= 1000
-    roles = {w.kind if w.kind != "call" else w.role
-             for w in load_scenario(LIBRARY / "llm_3d_parallel.json").workload}
+    topo = load_scenario(LIBRARY / "scale_1k_ranks.json").data["topology"]
+    assert topo["nodes"] * topo["gpus_per_node"] >= 1000
+    roles = {w["kind"] if w["kind"] != "call" else w["role"]
+             for w in load_scenario(LIBRARY / "llm_3d_parallel.json").data["workload"]}
     assert {"tp", "pp", "ddp"} <= roles
-    assert load_scenario(LIBRARY / "congested_inter.json").congestion
+    assert load_scenario(LIBRARY / "congested_inter.json").data["congestion"]
 
 
 def test_every_library_scenario_builds_a_cpp_spec():
     for f in scenario_files([str(LIBRARY)]):
         spec = load_scenario(f).to_spec()
         assert _C.sim.calls_per_step(spec) > 0
+
+
+# ---- the schema ----------------------------------------------------------------------------
+
+def keyed_nodes(node, path=""):
+    """(path, node) for every key of the schema, list entries and map values walked through."""
+    for field in node["fields"]:
+        at = f"{path}.{field['key']}" if path else field["key"]
+        yield at, field
+        yield from keyed_nodes(field, at)
+    for variant in node["variants"]:
+        at = f"{path.removesuffix('[]')}[kind={variant['key']}]"
+        yield at, variant
+        yield from keyed_nodes(variant, at)
+    if "item" in node:
+        yield from keyed_nodes(node["item"], path + "[]")
+
+
+def test_every_key_is_documented_with_what_leaving_it_out_means():
+    nodes = dict(keyed_nodes(scenario_schema()))
+    assert len(nodes) > 60
+    for path, node in nodes.items():
+        assert node["doc"].strip(), f"{path}: no doc"
+        if not node["required"] and node["type"] != "object":
+            assert "default" in node or node.get("absent"), f"{path}: no default, no meaning"
+
+
+def test_choices_come_from_the_cpp_vocabularies():
+    nodes = dict(keyed_nodes(scenario_schema()))
+    assert nodes["workload[].kind"]["choices"] == ["call", "ddp", "fsdp", "tp", "pp"]
+    assert nodes["workload[kind=call].role"]["choices"] == _C.vocabulary()["roles"]
+    assert set(nodes["workload[kind=call].op"]["choices"]) < set(_C.vocabulary()["ops"])
+    assert nodes["learner"]["key_parts"][0]["choices"] == ["all"] + _C.vocabulary()["roles"]
+
+
+def test_readme_schema_section_is_the_generated_table(capsys):
+    readme = (LIBRARY / "README.md").read_text()
+    section = readme.split(README_BEGIN + "\n", 1)[1].split("\n" + README_END, 1)[0]
+    assert section == schema_markdown(), "regenerate it: python -m dynamiccl_pg sim --schema"
+    assert cli.main(["sim", "--schema"]) == 0
+    assert capsys.readouterr().out == section + "\n"
 
 
 # ---- sizes ---------------------------------------------------------------------------------
@@ -147,7 +191,7 @@ def test_truth_keys_are_algo_slash_proto():
     assert "out of range" in p[0]
     # Case-insensitive, canonical spelling kept.
     sc = parse_scenario(with_change(["truth"], {"Tree/simple": {"lat": 2}}))
-    assert sc.truth == {"tree/Simple": {"lat": 2.0}}
+    assert sc.data["truth"] == {"tree/Simple": {"bw": 1.0, "lat": 2.0}}
 
 
 def test_congestion_window_and_link_are_checked():
@@ -180,6 +224,43 @@ def test_learner_overrides_and_consensus_are_checked():
     assert p[0].startswith("learner.gpu: unknown key (accepted: all, default, dp")
     p = problems(with_change(["consensus"], {"round_calls": 0}))
     assert p == ["consensus.round_calls: 0 is out of range (accepted: integers in [1, 65536])"]
+
+
+def test_errors_name_the_path_and_what_is_accepted():
+    p = problems(with_change(["workload", 0, "reshard_after_forward"], False))
+    assert p == ["workload[0].reshard_after_forward: unknown key (accepted: kind, param_bytes, "
+                 "layers, layer_bytes, bucket_cap_mb, first_bucket_mb, group)"]
+    p = problems(with_change(["topology", "inter", "bw_GBps"], 0))
+    assert p == ["topology.inter.bw_GBps: 0 is out of range (accepted: numbers in (0, 1000000])"]
+    p = problems(with_change(["channel_caps"], [4, 65]))
+    assert p == ["channel_caps[1]: 65 is out of range (accepted: integers in [1, 64])"]
+    p = problems(with_change(["learner"], {"all": {"warmup_calls": 2.5}}))
+    assert p == ["learner.all.warmup_calls: expected an integer, got 2.5"]
+    p = problems(with_change(["name"], "no spaces"))
+    assert p == ["name: 'no spaces' is not accepted (accepted: 1-64 characters of letters, "
+                 "digits, '_', '.', '-')"]
+    p = problems(with_change(["truth"], {"ring/LL": {}}))
+    assert p == ["truth['ring/LL']: give at least one of: bw, lat"]
+
+
+def test_rules_relating_keys_are_reported_with_their_paths():
+    d = with_change(["topology", "sharp"], True)
+    d["topology"]["inter"]["type"] = "roce"
+    assert problems(d) == ["topology.sharp: in-network reduction needs inter.type 'ib'"]
+    p = problems(with_change(["workload", 0], {"kind": "ddp", "layers": 12}))
+    assert p == ["workload[0].layer_bytes: missing (required with layers)"]
+    p = problems(with_change(["workload", 0, "param_bytes"], ["1MiB"]))
+    assert p == ["workload[0]: give either param_bytes, or layers and layer_bytes"]
+    d = with_change(["topology", "nodes"], 1)
+    d["topology"]["gpus_per_node"] = 1
+    assert "topology: needs at least 2 ranks (nodes x gpus_per_node)" in problems(d)
+
+
+def test_overrides_are_checked_like_the_file():
+    sc = parse_scenario(GOOD).with_overrides(steps=150, heads=[("tp", "probe_budget", 0.1)])
+    assert sc.data["steps"] == 150 and sc.data["learner"] == {"tp": {"probe_budget": 0.1}}
+    with pytest.raises(ScenarioError, match=r"congestion\[0\].from_step: 100 is not before the end"):
+        parse_scenario(GOOD).with_overrides(steps=100)
 
 
 def test_all_problems_are_reported_at_once():
@@ -223,11 +304,30 @@ def test_run_beats_the_default_where_the_truth_departs():
     assert all(r.step == 100 for r in res.recoveries)
 
 
+def test_the_spec_carries_the_keys_that_need_their_own_setter():
+    def arm_names(**changes):
+        data = copy.deepcopy(GOOD)
+        data.update(changes)
+        spec = parse_scenario(data).to_spec()
+        return [a.name for a in _C.sim.arm_costs(spec, "dp", "allreduce", 32 << 20)]
+
+    assert any("/c2" in a for a in arm_names())  # derived: a quarter and a half of 4 channels
+    assert not any("/c" in a for a in arm_names(channel_caps=[]))
+    assert {a.split("/c")[1] for a in arm_names(channel_caps=[1]) if "/c" in a} == {"1"}
+    quiet = dict(GOOD, steps=50, congestion=[],
+                 learner={"all": {"probe_budget": 0, "converged_budget": 0}})
+    assert _C.sim.run(parse_scenario(quiet).to_spec()).total.probes == 0
+    one_node = copy.deepcopy(GOOD)
+    one_node["topology"] = {"nodes": 1, "gpus_per_node": 8, "intra": {"type": "pcie", "bw_GBps": 24}}
+    assert "inter" not in parse_scenario(one_node).data["topology"]  # no network to give
+
+
 def test_cpp_side_revalidates_what_python_hands_over():
-    spec = parse_scenario(GOOD).to_spec()
-    spec.round_calls = 0
-    with pytest.raises(ValueError, match="consensus.round_calls"):
-        _C.sim.run(spec)
+    data = parse_scenario(GOOD).data
+    data["topology"]["sharp"] = True  # past Python's checks
+    data["topology"]["inter"]["type"] = "roce"
+    with pytest.raises(ValueError, match="topology.sharp: in-network reduction needs inter.type"):
+        _C.sim.run(_C.sim.spec_from_dict(data))
 
 
 def test_arm_costs_expose_the_nominal_model_and_the_truth():
@@ -278,6 +378,6 @@ def test_cli_rejects_bad_input(tmp_path, capsys):
     good = tmp_path / "good.json"
     good.write_text(json.dumps(GOOD))
     assert cli.main(["--scenario", str(good), "--head", "tp.probe_budgett=0.1"]) == 2
-    assert "unknown key 'probe_budgett'" in capsys.readouterr().err
+    assert "learner.tp.probe_budgett: unknown key" in capsys.readouterr().err
     assert cli.main(["--scenario", str(good), str(good)]) == 2  # names must be unique
     assert os.path.exists(good)

@@ -61,7 +61,8 @@ TEST(SimRunner, LearnerBeatsTheDefaultWhereTheTruthSaysItMust) {
 // NCCL's model is the truth on 2 nodes x 8 H100 (benchmarks/scenarios/defaults_right.json).
 TEST(SimRunner, WhereDefaultsAreRightTheLearnerCostsAtMostOnePercent) {
   ScenarioSpec s = four_node_ddp(3000);
-  s.topology = TopologySpec();  // H100 nodes of 8 GPUs, NVLink + InfiniBand
+  s.topology = TopologySpec();  // H100 nodes of 8 GPUs, NVLink ...
+  s.topology.inter = {"ib", 50.0, 2.0};  // ... and InfiniBand
   s.topology.nodes = 2;
   s.seed = 11;
   s.noise_sigma = 0.03;
@@ -112,7 +113,8 @@ TEST(SimRunner, SameSeedSameRun) {
 
 TEST(SimRunner, CongestionEpisodeStartsRecoveryTracking) {
   ScenarioSpec s = four_node_ddp(1200);
-  s.topology = TopologySpec();  // H100 nodes of 8 GPUs, NVLink + InfiniBand
+  s.topology = TopologySpec();  // H100 nodes of 8 GPUs, NVLink ...
+  s.topology.inter = {"ib", 50.0, 2.0};  // ... and InfiniBand
   s.topology.nodes = 4;
   s.workload[0].layers = 32;
   s.workload[0].layer_bytes = 8ull << 20;
@@ -144,13 +146,13 @@ TEST(SimRunner, BadSpecsNameTheField) {
     SimRunner r(s);
     FAIL() << "expected an error";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("consensus.round_calls"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("round_calls=0"), std::string::npos) << e.what();
   }
   s = four_node_ddp(10);
   s.congestion = {{5, 5, "inter", 0.5, 1.0}};
   EXPECT_THROW(SimRunner{s}, std::invalid_argument);
   s = four_node_ddp(10);
-  s.heads = {{"tp", "probe_budgett", 0.1}};
+  s.heads = {{"tp", {{"probe_budgett", 0.1}}}};
   try {
     SimRunner r(s);
     FAIL() << "expected an error";
