@@ -13,25 +13,21 @@ from typing import Dict, List
 
 import torch
 
+from . import _C
 from .agreement import agree
 from .config import ConfigError
 
-GPUS = ("volta", "ampere", "hopper", "blackwell")  # NCCL's compute-capability classes
-INTRA = ("nvlink", "pcie")
-INTER = ("ib", "roce", "ethernet")
-# Per-GPU link bandwidths (GB/s, one direction) assumed when nothing better is known: NVLink as
-# NCCL's topology search counts it (links x its per-link speed: V100 6 x 20, A100 12 x 20,
-# H100 18 x 20.6, B200 18 x 40.1; benchmarks/sim/calibration.md compares this with published
-# measurements) and one NIC per GPU (100/200/400/400 Gb/s).
-_NVLINK_GBPS = {"volta": 120.0, "ampere": 240.0, "hopper": 370.0, "blackwell": 720.0}
-_NIC_GBPS = {"volta": 12.5, "ampere": 25.0, "hopper": 50.0, "blackwell": 50.0}
-_PCIE_GBPS = 24.0
+_VOCAB = _C.vocabulary()
+GPUS = tuple(_VOCAB["gpus"])  # NCCL's compute-capability classes, oldest first
+CPUS = tuple(_VOCAB["cpus"])
+INTRA = tuple(_VOCAB["intra_links"])
+INTER = tuple(_VOCAB["inter_links"])
 _KEYS = ("nodes", "gpus", "gpu", "cpu", "intra", "inter", "nvswitch", "sharp", "channels")
 
 
 def _gpu_class(major: int) -> str:
-    return "volta" if major < 8 else "ampere" if major == 8 else "hopper" if major == 9 else \
-        "blackwell"
+    """Compute capability 7.x, 8.x, 9.x, 10+ -> the GPUS class."""
+    return GPUS[min(max(major - 7, 0), len(GPUS) - 1)]
 
 
 def _link(name: str, value: str, accepted) -> Dict:
@@ -70,8 +66,8 @@ def parse_override(value: str) -> Dict:
                 raise ConfigError(f"DYNAMICCL_TOPOLOGY: gpu={val!r}; accepted: {', '.join(GPUS)}")
             out[key] = val
         elif key == "cpu":
-            if val not in ("intel", "amd"):
-                raise ConfigError(f"DYNAMICCL_TOPOLOGY: cpu={val!r}; accepted: intel, amd")
+            if val not in CPUS:
+                raise ConfigError(f"DYNAMICCL_TOPOLOGY: cpu={val!r}; accepted: {', '.join(CPUS)}")
             out[key] = val
         elif key in ("intra", "inter"):
             out[key] = _link(key, val, INTRA if key == "intra" else INTER)
@@ -102,32 +98,24 @@ def _combine():
         # the slow side only orders probing more cautiously.
         gpu = min(gpus, key=GPUS.index) if gpus else "hopper"
         pcie = any(f["pcie"] for f in facts)
-        spec = {
-            "nodes": len(hosts), "gpus_per_node": max(hosts.values()), "gpu": gpu, "cpu": "intel",
-            "intra": {"type": "pcie" if pcie else "nvlink",
-                      "bw_GBps": _PCIE_GBPS if pcie else _NVLINK_GBPS[gpu], "lat_us": 0.0},
-            "inter": {"type": "ib", "bw_GBps": _NIC_GBPS[gpu], "lat_us": 2.0},
-            "nvswitch": not pcie, "sharp": False, "channels": 0,
-        }
-        return spec
+        return _C.described_topology(len(hosts), max(hosts.values()), gpu, pcie)
     return combine
 
 
 def apply_override(spec: Dict, override: Dict) -> Dict:
+    """`spec` with the user's keys. Link bandwidths the user does not give are the assumed ones
+    for the final GPU generation and link type (the detected spec's are assumptions too)."""
     spec = dict(spec)
     for key, value in override.items():
         if key == "gpus":
             spec["gpus_per_node"] = value
-        elif key in ("intra", "inter"):
-            link = dict(spec[key])
-            link.update(value)
-            if "bw_GBps" not in value:  # a new link type without a figure: its usual one
-                gpu = spec["gpu"]
-                link["bw_GBps"] = (_PCIE_GBPS if value["type"] == "pcie" else _NVLINK_GBPS[gpu]) \
-                    if key == "intra" else _NIC_GBPS[gpu]
-            spec[key] = link
-        else:
+        elif key not in ("intra", "inter"):
             spec[key] = value
+    for key in ("intra", "inter"):
+        link = {**spec[key], **override.get(key, {})}
+        if "bw_GBps" not in override.get(key, {}):
+            link["bw_GBps"] = _C.assumed_bw_GBps(link["type"], spec["gpu"])
+        spec[key] = link
     if spec["intra"]["type"] == "pcie":
         spec["nvswitch"] = False
     return spec

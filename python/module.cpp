@@ -104,6 +104,36 @@ nccl::TopologySpec topology_from_py(const py::dict& d) {
   return t;
 }
 
+py::dict link_to_py(const nccl::LinkSpec& l) {
+  py::dict d;
+  d["type"] = l.type;
+  d["bw_GBps"] = l.bw_GBps;
+  d["lat_us"] = l.lat_us;
+  return d;
+}
+
+py::dict topology_to_py(const nccl::TopologySpec& t) {
+  py::dict d;
+  d["nodes"] = t.nodes;
+  d["gpus_per_node"] = t.gpus_per_node;
+  d["gpu"] = t.gpu;
+  d["cpu"] = t.cpu;
+  d["intra"] = link_to_py(t.intra);
+  d["inter"] = link_to_py(t.inter);
+  d["nvswitch"] = t.nvswitch;
+  d["sharp"] = t.sharp;
+  d["channels"] = t.channels;
+  return d;
+}
+
+int parse_gpu(const std::string& gpu) {
+  int compcap = 0;
+  if (!nccl::parse_compcap(gpu, &compcap))
+    throw py::value_error("gpu '" + gpu + "' is not accepted; accepted: " +
+                          join_names(nccl::compcap_names()));
+  return compcap;
+}
+
 // The Python side (dynamiccl_pg/config.py) validates every value with a message naming it; these
 // checks only guard the boundary.
 BackendConfig config_from_dict(const py::dict& d) {
@@ -468,6 +498,10 @@ PYBIND11_MODULE(_C, m) {
     v["nccl_algos"] = algos;
     v["nccl_protos"] = protos;
     v["size_bins"] = kNumSizeBins;
+    v["gpus"] = nccl::compcap_names();
+    v["cpus"] = nccl::cpu_names();
+    v["intra_links"] = nccl::link_type_names(true);
+    v["inter_links"] = nccl::link_type_names(false);
     return v;
   }, "Every name list the core defines (ops, roles, modes, engines, ...), indexed by value.");
   m.def("size_bin", &size_bin, "The learner's size bin of a byte count.");
@@ -493,6 +527,25 @@ PYBIND11_MODULE(_C, m) {
       py::arg("topology"), py::arg("op"), py::arg("bytes"),
       "NCCL's modelled time (us) of every arm of `op` at `bytes` on the described communicator "
       "(a topology dict as dynamiccl_pg.topology describes it); 'default' names NCCL's pick.");
+  m.def(
+      "described_topology",
+      [](int nodes, int gpus_per_node, const std::string& gpu, bool pcie) {
+        return topology_to_py(nccl::described_topology(nodes, gpus_per_node, parse_gpu(gpu), pcie));
+      },
+      py::arg("nodes"), py::arg("gpus_per_node"), py::arg("gpu"), py::arg("pcie"),
+      "The topology a group describes from what its ranks see, links at their assumed bandwidths.");
+  m.def(
+      "assumed_bw_GBps",
+      [](const std::string& link, const std::string& gpu) {
+        nccl::LinkType type;
+        if (!nccl::parse_link_type(link, &type))
+          throw py::value_error("link '" + link + "' is not accepted; accepted: " +
+                                join_names(nccl::link_type_names(true)) + ", " +
+                                join_names(nccl::link_type_names(false)));
+        return nccl::assumed_bw_GBps(type, parse_gpu(gpu));
+      },
+      py::arg("link"), py::arg("gpu"),
+      "Per-GPU bandwidth (GB/s) assumed for a link of this type on this GPU generation.");
   m.def("head_settings", [] {
     py::list out;
     const HeadConfig defaults;

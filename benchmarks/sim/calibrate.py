@@ -24,9 +24,10 @@ def topo(nodes, gpus, gpu, intra_bw, inter_type="ib", inter_bw=50.0, nvswitch=Tr
 
 
 GIB = 1 << 30
-# NVLink per GPU as NCCL's topology search counts it (links x per-link speed): H100 18 x 20.6,
-# A100 12 x 20 (dynamiccl_pg/topology.py uses the same defaults).
-H100_NVLINK, A100_NVLINK = 370.0, 240.0
+# NVLink per GPU as NCCL's topology search counts it (links x per-link speed): the bandwidths
+# the product assumes (nccl_model's assumed_bw_GBps).
+H100_NVLINK = _C.assumed_bw_GBps("nvlink", "hopper")
+A100_NVLINK = _C.assumed_bw_GBps("nvlink", "ampere")
 # (name, source, topology, op, bytes, [(arm or "default", reported busbw GB/s)])
 CONFIGS = [
     ("1 x 8 H100 SXM, all-reduce", "NVIDIA/nccl#1221 (NVLS on / off)",

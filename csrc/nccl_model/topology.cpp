@@ -16,6 +16,10 @@ constexpr const char* kCpuNames[2] = {"intel", "amd"};
 // the unit the topology search counts channels in.
 constexpr double kNvlinkRef[kNumCompCaps] = {20.0, 20.0, 20.6, 40.1};
 constexpr double kNetRef = 12.0;
+constexpr double kNvlinkPerGpu[kNumCompCaps] = {120.0, 240.0, 370.0, 720.0};
+constexpr double kNicPerGpu[kNumCompCaps] = {12.5, 25.0, 50.0, 50.0};
+constexpr double kPcie = 24.0;
+constexpr double kAssumedNetLatUs = 2.0;
 constexpr double kUnbounded = 1e12;  // "no such link in this group"
 // What a single node (no network) gets for its inter-node link: no group ever crosses it.
 const LinkSpec kNoNetwork{"ib", 50.0, 2.0};
@@ -114,6 +118,26 @@ Topology resolve_topology(const TopologySpec& s) {
   if (s.channels < 0 || s.channels > 64) bad("channels must be in [0, 64] (0 = derive)");
   t.channels = s.channels;
   return t;
+}
+
+double assumed_bw_GBps(LinkType type, int compcap) {
+  if (compcap < 0 || compcap >= kNumCompCaps) bad("compcap " + std::to_string(compcap));
+  if (type == LinkType::kNvlink) return kNvlinkPerGpu[compcap];
+  if (type == LinkType::kPcie) return kPcie;
+  return kNicPerGpu[compcap];
+}
+
+TopologySpec described_topology(int nodes, int gpus_per_node, int compcap, bool pcie) {
+  TopologySpec s;
+  s.nodes = nodes;
+  s.gpus_per_node = gpus_per_node;
+  s.gpu = compcap_name(compcap);
+  const LinkType intra = pcie ? LinkType::kPcie : LinkType::kNvlink;
+  s.intra = {link_type_name(intra), assumed_bw_GBps(intra, compcap), 0.0};
+  s.inter = {link_type_name(LinkType::kIb), assumed_bw_GBps(LinkType::kIb, compcap),
+             kAssumedNetLatUs};
+  s.nvswitch = !pcie;
+  return s;
 }
 
 // The search fills links with channels of one reference link's speed: NVLink per-GPU

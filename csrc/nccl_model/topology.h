@@ -8,7 +8,6 @@
 
 #include <string>
 #include <vector>
-#include <vector>
 
 #include "nccl_model/cost_model.h"
 
@@ -84,6 +83,18 @@ struct Topology {
 
 // Throws std::invalid_argument naming the offending field.
 Topology resolve_topology(const TopologySpec& spec);
+
+// Per-GPU bandwidth (GB/s) the product assumes for a link it cannot measure: NVLink as NCCL's
+// topology search counts it (links x per-link speed: V100 6 x 20, A100 12 x 20, H100 18 x 20.6,
+// B200 18 x 40.1), PCIe 24, and one NIC per GPU of the generation's usual speed (100/200/400/400
+// Gb/s) whatever the network type. benchmarks/sim/calibration.md compares these with published
+// measurements; DYNAMICCL_TOPOLOGY overrides them.
+double assumed_bw_GBps(LinkType type, int compcap);
+
+// The topology a group describes from what its ranks can see (their hosts, GPU generation, NVLink
+// or PCIe between local GPUs), with assumed bandwidths: what the backend's NCCL prior runs on
+// when the user says nothing more, and what the simulator's `"prior": "described"` gives it.
+TopologySpec described_topology(int nodes, int gpus_per_node, int compcap, bool pcie);
 
 // Communicator channel count for a group (the same for every algorithm's graph).
 int derive_channels(const Topology& topo, const GroupShape& group);

@@ -74,6 +74,9 @@ struct Site {
   int group = 0;
   CollectiveContext ctx;
   std::vector<double> truth;  // per arm, without noise
+  // Per arm: the real communicator cannot run it (its catalog came from a described topology);
+  // NCCL then runs its own choice in its place and the plugin reports the arm unavailable.
+  std::vector<bool> unavailable;
   double oracle = 0;
   uint16_t oracle_arm = 0;
   uint32_t state_id = 0;
@@ -114,6 +117,10 @@ struct SimRunner::Impl {
   explicit Impl(const ScenarioSpec& s) : spec(s), rng(s.seed) {
     validate_spec(spec);
     topo = resolve_topology(spec.topology);
+    const Topology prior_topo = spec.prior == "described"
+        ? resolve_topology(described_topology(topo.nodes, topo.gpus_per_node, topo.compcap,
+                                              topo.intra == LinkType::kPcie))
+        : topo;
     truth = TruthFactors::from_entries(spec.truth);
     workload = build_workload(spec);
     sigma = spec.noise_sigma;
@@ -126,7 +133,8 @@ struct SimRunner::Impl {
       g.info = workload.groups[i];
       g.world = std::make_shared<GroupWorld>(topo, g.info.shape, truth, spec.channel_model);
       g.catalog = std::make_shared<NcclArmCatalog>(
-          nccl_catalog_for(topo, g.info.shape, spec.channel_caps, spec.derive_channel_caps));
+          nccl_catalog_for(prior_topo, g.info.shape, spec.channel_caps,
+                           spec.derive_channel_caps));
       g.learner = std::make_unique<Learner>(cfg, g.catalog);
       g.ranks_sampled = std::min(spec.ranks_sampled, g.info.shape.ranks());
       g.current.calls.reserve(spec.round_calls);
@@ -140,7 +148,9 @@ struct SimRunner::Impl {
     for (size_t i = 0; i < sites.size(); ++i) {
       sites[i].group = workload.calls[i].group;
       sites[i].ctx = workload.calls[i].ctx;
-      sites[i].truth.resize(groups[sites[i].group].catalog->arms(sites[i].ctx.op).size());
+      const size_t arms = groups[sites[i].group].catalog->arms(sites[i].ctx.op).size();
+      sites[i].truth.resize(arms);
+      sites[i].unavailable.resize(arms);
     }
     res.name = spec.name;
     refresh_tables();
@@ -168,6 +178,8 @@ struct SimRunner::Impl {
       s.oracle = std::numeric_limits<double>::infinity();
       for (size_t a = 0; a < arms.size(); ++a) {
         s.truth[a] = g.world->truth_us(s.ctx.op, arms[a].action, s.ctx.effective_bytes);
+        s.unavailable[a] = a > 0 && !std::isfinite(s.truth[a]);
+        if (s.unavailable[a]) s.truth[a] = s.truth[0];
         if (s.truth[a] < s.oracle) {
           s.oracle = s.truth[a];
           s.oracle_arm = static_cast<uint16_t>(a);
@@ -270,6 +282,7 @@ struct SimRunner::Impl {
     round.measure_cost_us = spec.round_cost_us / spec.round_calls;
     g.learner->apply_round(round);
     round.calls.clear();
+    round.unavailable.clear();
     poll_convergence(g);
   }
 
@@ -313,6 +326,7 @@ struct SimRunner::Impl {
     if (d.measure) {
       g.current.calls.push_back(
           CallOutcome{d.state_id, d.arm, static_cast<float>(measured_cost(g, chosen)), d.probe});
+      if (s.unavailable[d.arm]) g.current.unavailable.emplace_back(d.state_id, d.arm);
     }
     g.prev_cost_us = chosen * paid;
     g.rounds.add_call(d.measure);
@@ -321,6 +335,7 @@ struct SimRunner::Impl {
     if (b.start) {
       std::swap(g.current, g.pending);  // in flight until the next boundary
       g.current.calls.clear();
+      g.current.unavailable.clear();
     }
   }
 
@@ -410,6 +425,13 @@ void SimRunner::run_steps(int n) { impl_->run_steps(n); }
 uint64_t SimRunner::calls() const { return impl_->res.total.calls; }
 int SimRunner::calls_per_step() const { return static_cast<int>(impl_->sites.size()); }
 SimResult SimRunner::result() const { return impl_->result(); }
+
+const ArmCatalog& SimRunner::catalog(const std::string& group) const {
+  for (const Group& g : impl_->groups) {
+    if (g.info.name == group) return *g.catalog;
+  }
+  throw std::invalid_argument("no group named '" + group + "' in this scenario");
+}
 
 std::vector<ArmCost> SimRunner::arm_costs(const std::string& group, OpKind op,
                                           uint64_t effective_bytes, int step) const {

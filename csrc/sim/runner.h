@@ -11,8 +11,9 @@
 #include <vector>
 
 #include "core/types.h"
-#include "sim/scenario_spec.h"
 #include "nccl_model/topology.h"
+#include "policy/arm_catalog.h"
+#include "sim/scenario_spec.h"
 
 namespace dynamiccl {
 namespace sim {
@@ -87,6 +88,8 @@ class SimRunner {
   int calls_per_step() const;
   SimResult result() const;
 
+  // The arm catalog of a group: the NCCL engine's own (engines/nccl/arm_catalog.h).
+  const ArmCatalog& catalog(const std::string& group) const;
   // The arms a group offers for `op` and their nominal / true costs at `step`.
   std::vector<ArmCost> arm_costs(const std::string& group, OpKind op, uint64_t effective_bytes,
                                  int step) const;

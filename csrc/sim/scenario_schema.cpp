@@ -374,6 +374,10 @@ SchemaNode build() {
            "what the scenario shows and where its numbers come from"),
       integer("microbatches", &S::microbatches, 1, 1024,
               "how often tp and pp traffic repeats within a step"),
+      choice("prior", &S::prior, {"exact", "described"},
+             "what the learner's NCCL prior is built on: `exact` = the topology above, "
+             "`described` = what the product assumes by itself (shape, GPU generation, NVLink or "
+             "PCIe, links at their assumed bandwidths, IB between nodes)"),
       truth(),
       number("noise_sigma", &S::noise_sigma, 0, 2,
              "std-dev of the log of each rank's per-call noise (log-normal)"),

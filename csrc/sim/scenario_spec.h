@@ -86,6 +86,11 @@ struct ScenarioSpec {
   int steps = 100;
   int microbatches = 1;
   TopologySpec topology;
+  // What the learner's NCCL prior (and its arm catalog) is built on: "exact" = `topology`, as
+  // if the user described the cluster perfectly; "described" = what the backend describes by
+  // itself (nccl_model described_topology: the shape, GPU generation and NVLink/PCIe of
+  // `topology`, links at their assumed bandwidths), as a user who sets nothing gets.
+  std::string prior = "exact";
   std::vector<TruthEntry> truth;
   // Noise, per rank and call: log-normal; with probability `outlier_rate` a rank's cost is
   // `outlier_factor` times higher (a heavy tail that hits whatever arm runs).

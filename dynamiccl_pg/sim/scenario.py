@@ -280,11 +280,15 @@ class Scenario:
         return _C.sim.spec_from_dict(self.data)
 
     def with_overrides(self, steps: int | None = None,
-                       heads: list[tuple[str, str, Any]] = ()) -> Scenario:
-        """A copy with `steps` and learner settings (role, key, value) replaced, checked again."""
+                       heads: list[tuple[str, str, Any]] = (),
+                       prior: str | None = None) -> Scenario:
+        """A copy with `steps`, `prior` and learner settings (role, key, value) replaced,
+        checked again."""
         data = copy.deepcopy(self.data)
         if steps is not None:
             data["steps"] = steps
+        if prior is not None:
+            data["prior"] = prior
         for role, key, value in heads:
             data.setdefault("learner", {}).setdefault(role, {})[key] = value
         return parse_scenario(data, self.source)

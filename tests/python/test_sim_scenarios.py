@@ -5,6 +5,7 @@ and PNG."""
 
 import copy
 import json
+import math
 import os
 from pathlib import Path
 
@@ -381,3 +382,28 @@ def test_cli_rejects_bad_input(tmp_path, capsys):
     assert "learner.tp.probe_budgett: unknown key" in capsys.readouterr().err
     assert cli.main(["--scenario", str(good), str(good)]) == 2  # names must be unique
     assert os.path.exists(good)
+
+
+# ---- the product's start: a described topology feeds the prior ---------------------------
+
+def test_described_prior_offers_what_the_product_assumes_and_drops_what_cannot_run():
+    # Hopper GPUs on NVLink without NVSwitch: NCCL cannot run NVLS, but a product that describes
+    # the cluster by itself assumes NVSwitch and offers NVLS arms. NCCL reports them unavailable
+    # (it runs its own choice instead), so they are dropped and never become the incumbent.
+    d = with_change(["topology", "gpu"], "hopper")
+    d["topology"]["nvswitch"] = False
+    exact = _C.sim.run(parse_scenario(d).to_spec())
+    d["prior"] = "described"
+    described = _C.sim.run(parse_scenario(d).to_spec())
+    assert max(s.arms for s in described.states) > max(s.arms for s in exact.states)
+    assert math.isfinite(described.total.learned_us)
+    assert all("nvls" not in s.incumbent.lower() for s in described.states)
+    assert described.total.learned_us < described.total.default_us  # ring/* is slow: still learnt
+
+
+def test_cli_prior_override_is_checked(tmp_path, capsys):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(GOOD))
+    assert cli.main(["--scenario", str(good), "--prior", "guessed", "--steps", "50"]) == 2
+    assert "--prior guessed" in capsys.readouterr().err
+    assert cli.main(["--scenario", str(good), "--prior", "described", "-q"]) == 0
