@@ -1,9 +1,11 @@
-"""Per-call cost of a tiny all-reduce (4 bytes, CPU): plain gloo vs dynamiccl off vs dynamiccl
-learn (after convergence), in one run, interleaved so machine noise hits all three alike.
+"""Per-call cost of a tiny all-reduce (4 bytes, CPU): plain gloo, dynamiccl off, dynamiccl learn
+(after convergence) and dynamiccl frozen on what learn learned, in one run, interleaved so that
+machine noise hits all four alike.
 
     torchrun --standalone --nproc-per-node=4 benchmarks/tiny_allreduce.py [--rounds 30]
 
-Prints the median per-call time of each and the ratios to gloo (target: learn/gloo <= 1.05).
+Prints the median per-call time of each and its ratios to gloo and to frozen (targets:
+learn/gloo <= 1.03, learn/frozen <= 1.01).
 """
 
 import argparse
@@ -14,6 +16,8 @@ import torch
 import torch.distributed as dist
 
 import dynamiccl_pg
+from dynamiccl_pg.backend import backend_of
+from dynamiccl_pg.policy_schema import ENGINES
 
 
 def per_call_us(group, calls: int) -> float:
@@ -39,10 +43,15 @@ def main() -> None:
                                         pg_options=dynamiccl_pg.Options(mode="off")),
         "dynamiccl-learn": dist.new_group(backend="dynamiccl",
                                           pg_options=dynamiccl_pg.Options(mode="learn")),
+        "dynamiccl-frozen": dist.new_group(backend="dynamiccl",
+                                           pg_options=dynamiccl_pg.Options(mode="frozen")),
     }
     per_call_us(groups["dynamiccl-learn"], args.warmup)  # learn, then measure the steady state
-    per_call_us(groups["gloo"], 500)
-    per_call_us(groups["dynamiccl-off"], 500)
+    # frozen runs what learn learned, without measuring: the cost of the policy alone.
+    learn, frozen = backend_of(groups["dynamiccl-learn"]), backend_of(groups["dynamiccl-frozen"])
+    frozen.restore(ENGINES["cpu"], learn.snapshot(ENGINES["cpu"]))
+    for name in ("gloo", "dynamiccl-off", "dynamiccl-frozen"):
+        per_call_us(groups[name], 500)
     samples = {name: [] for name in groups}
     for _ in range(args.rounds):
         for name, g in groups.items():
@@ -52,12 +61,14 @@ def main() -> None:
         print(f"tiny all-reduce, 4 bytes, {dist.get_world_size()} ranks, {args.rounds} rounds x "
               f"{args.calls} calls, median of per-round means")
         for name, v in med.items():
-            print(f"  {name:<16} {v:9.1f} us/call   ratio to gloo {v / med['gloo']:.3f}")
-        learned = dynamiccl_pg.stats(groups["dynamiccl-learn"])["states"]["cpu"]
-        for st in learned:
-            if st["op"] == "allreduce":
-                print(f"  learned: {st['op']} size_bin {st['size_bin']} -> {st['incumbent']} "
-                      f"({st['phase']}, {st['probes']} probes in {st['calls']} calls)")
+            print(f"  {name:<16} {v:9.1f} us/call   ratio to gloo {v / med['gloo']:.3f}   "
+                  f"to frozen {v / med['dynamiccl-frozen']:.3f}")
+        for name in ("dynamiccl-learn", "dynamiccl-frozen"):
+            for st in dynamiccl_pg.stats(groups[name])["states"]["cpu"]:
+                if st["op"] == "allreduce":
+                    print(f"  {name}: size_bin {st['size_bin']} -> {st['incumbent']} "
+                          f"({st['phase']}, {st['probes']} probes, {st['measured_calls']} of "
+                          f"{st['calls']} calls measured)")
     dist.destroy_process_group()
 
 

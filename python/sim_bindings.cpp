@@ -29,7 +29,8 @@ void bind_results(py::module_& m) {
       .def_readonly("learned_us", &CostTotals::learned_us)
       .def_readonly("oracle_us", &CostTotals::oracle_us)
       .def_readonly("calls", &CostTotals::calls)
-      .def_readonly("probes", &CostTotals::probes);
+      .def_readonly("probes", &CostTotals::probes)
+      .def_readonly("rounds", &CostTotals::rounds);
   py::class_<StateResult>(m, "StateResult")
       .def_readonly("group", &StateResult::group)
       .def_property_readonly("role", [](const StateResult& s) { return role_name(s.role); })

@@ -183,10 +183,11 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
   const double* w = p + 2 * k_;
   if (w[kHashMin] != -w[kHashNegMax]) fail_on_disagreement(pending_.first);
   std::array<RoundResult, kNumEngines> rounds;
-  for (auto& r : rounds) {
+  for (RoundResult& r : rounds) {
     r.step_time_us = std::isinf(w[kStepTime]) ? NAN : w[kStepTime];
     r.loss = std::isinf(w[kLoss]) ? NAN : w[kLoss];
-    r.measure_cost_us = std::isinf(w[kRoundCost]) ? 0.0 : -w[kRoundCost] / k_;
+    r.round_cost_us = std::isinf(w[kRoundCost]) ? 0.0 : -w[kRoundCost];
+    r.round_calls = k_;
   }
   for (int i = 0; i < k_; ++i) {
     const uint64_t index = pending_.first + static_cast<uint64_t>(i);

@@ -81,7 +81,7 @@ struct Learner::Impl {
   std::vector<PolicyState> states;      // by id = first-seen order, the same on every rank
   // The group's do-no-harm budget, shared by its states (stable address: states point to it).
   std::unique_ptr<RegretBudget> budget = std::make_unique<RegretBudget>();
-  double measure_cost_us = 0;           // the last known cost of measuring a call
+  MeasureCost measure;                  // the last known cost of measuring
 
   // Restored snapshots of states not seen yet; applied when the state is created.
   std::array<int32_t, kNumKeys> pending_index;  // key -> index into pending, -1 = none
@@ -233,8 +233,8 @@ void Learner::apply_round(const RoundResult& round) {
     s.fold(c.arm, c.cost_us, c.probe, learning);
   }
   if (learning) {
-    if (round.measure_cost_us > 0) m.measure_cost_us = round.measure_cost_us;
-    for (PolicyState& s : m.states) s.evaluate(m.measure_cost_us);
+    if (round.round_cost_us > 0) m.measure = {round.round_cost_us, round.round_calls};
+    for (PolicyState& s : m.states) s.evaluate(m.measure);
     if (!m.guard_frozen) m.check_guards(round, nondefault_used);
   }
   m.window_nondefault = 0;

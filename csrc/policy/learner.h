@@ -24,7 +24,7 @@
 //               short burst, the others only if that is inconclusive;
 //   settled   : once the incumbent has held for `settle_calls` calls, the state stops probing and
 //               asks for the costs of only a fraction of its calls, so that measuring costs at
-//               most 0.5% of its time (RoundResult::measure_cost_us): its other calls cost what
+//               most 0.1% of its time (RoundResult::round_cost_us): its other calls cost what
 //               frozen calls cost. The measured ones feed the CUSUM and, for a non-default
 //               incumbent, compare it with the default again (rollback if the default is now
 //               confidently cheaper).
@@ -111,9 +111,11 @@ struct RoundResult {
   std::vector<CallOutcome> calls;
   double step_time_us = NAN;  // rank-reduced mean step time since the last round; NaN = none
   double loss = NAN;          // rank-reduced mean loss since the last round; NaN = none
-  // What measuring one call costs the job, µs: the consensus machinery's cost per measured call
-  // (a round's control-plane all-reduce over its K calls). 0 = unknown (measuring is free).
-  double measure_cost_us = 0;
+  // What measuring costs the job: a consensus round (its control-plane all-reduce), µs, serving
+  // up to `round_calls` measured calls; rounds that measure nothing are skipped, so sparse
+  // measurements each cost a round of their own. 0 = unknown (measuring is free).
+  double round_cost_us = 0;
+  int round_calls = 1;
   // (state, arm) pairs some rank found unavailable (e.g. NCCL marked the slot unavailable):
   // the arm is dropped for that state, on every rank.
   std::vector<std::pair<uint32_t, uint16_t>> unavailable;

@@ -161,7 +161,8 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
   // Extra over the default: the cost winsorized as the arm's centre sees it, against the default's
   // centre (a slow outlier, which hits whatever arm runs, is not charged to the arm).
   if (i != default_slot_ && ref_us_ > 0) {
-    const double extra = std::clamp<double>(cost_us, a.view.clip_lo, a.view.clip_hi) - ref_us_;
+    const double extra = std::clamp<double>(cost_us, a.view.clip_lo, a.view.clip_hi) - ref_us_ +
+                         (probe ? probe_measure_us_ : 0.0);
     extra_us_ += extra;
     group_->spent_us += extra;  // savings (negative) count as credit
   }
@@ -260,14 +261,20 @@ void PolicyState::refresh_views() {
   }
 }
 
-void PolicyState::evaluate(double measure_cost_us) {
+void PolicyState::evaluate(const MeasureCost& measure) {
   refresh_views();  // also in warm-up and frozen: the views are what stats() reports
-  update_budget_view();
   const double center = slots_[incumbent_].view.center;
-  watch_ppm_ = measure_cost_us > 0 && center > 0
-                   ? to_ppm(std::clamp(kWatchOverhead * center / measure_cost_us,
-                                       kMinWatchFraction, 1.0))
-                   : kPpmOne;
+  // The fraction of calls whose measuring costs `overhead` of the state's time: a round each
+  // while sparse; all of them once a round per K calls fits.
+  auto fraction = [&](double overhead) -> uint32_t {
+    if (!(measure.round_us > 0) || !(center > 0)) return kPpmOne;
+    const double f = overhead * center / measure.round_us;
+    return f * measure.round_calls >= 1.0 ? kPpmOne : to_ppm(std::max(f, kMinWatchFraction));
+  };
+  watch_ppm_ = fraction(kWatchOverhead);
+  learning_ppm_ = fraction(kLearningOverhead);
+  probe_measure_us_ = measure.round_us / std::max(measure.round_calls, 1);
+  update_budget_view();
   if (frozen_ || phase_ == LearnPhase::kWarmup) return;
   update_tail();
   const double keep = 1.0 - head_.switch_margin;
@@ -377,7 +384,8 @@ void PolicyState::update_budget_view() {
   for (ArmSlot& a : slots_) {
     const double expected =
         a.view.n > 0 ? a.view.center : (1.0 + a.prior_extra_ratio) * ref_us_;
-    a.expected_extra_us = a.arm == kDefaultArm ? 0.0 : std::max(0.0, expected - ref_us_);
+    a.expected_extra_us =
+        a.arm == kDefaultArm ? 0.0 : std::max(0.0, expected - ref_us_) + probe_measure_us_;
   }
 }
 

@@ -92,19 +92,30 @@ constexpr double kProvisionalShift = 0.2;
 // The prior's ratio of an arm's cost to the default's is treated as the median of a log-normal
 // with this spread: an arm priced at 4x the default has ~8% chance of being cheaper.
 constexpr double kPriorSigma = 1.0;
-// A settled state measures a fraction of its calls such that measuring (the engine's timing and
-// the consensus rounds, RoundResult::measure_cost_us per measured call) costs at most
-// kWatchOverhead of the state's time, and at least kMinWatchFraction of them (so that the CUSUM
-// still sees a change). Of the measured calls of a non-default incumbent, the head's
-// converged_budget fraction run the default instead (the rollback check), a fraction that halves
-// every time the check confirms the incumbent.
-constexpr double kWatchOverhead = 0.005;
-constexpr double kMinWatchFraction = 1.0 / 1024;
+// Measuring costs the job consensus rounds (MeasureCost): a state that measures sparsely pays a
+// round per measured call, one that measures densely a K-th of one. Outside warm-up, a state
+// measures its incumbent's every call only while probes flow (they share rounds with it: a
+// probe's measurement, part of its expected extra, costs a K-th of a round); otherwise only as
+// often as keeps that cost within kLearningOverhead of its time (kWatchOverhead once settled),
+// and at least kMinWatchFraction of them (so that the CUSUM still sees a change); calls that
+// cost far more than a round are all measured. Of
+// the measured calls of a settled non-default incumbent, the head's converged_budget fraction run
+// the default instead (the rollback check), a fraction that halves every time the check confirms
+// the incumbent.
+constexpr double kLearningOverhead = 0.005;
+constexpr double kWatchOverhead = 0.001;
+constexpr double kMinWatchFraction = 1.0 / 4096;
 constexpr uint32_t kMinCheckPpm = 250;  // 1 in 4000 measured calls
 // Events kept per state for stats() (the most recent).
 constexpr size_t kMaxEvents = 12;
 
 enum class LearnPhase : uint8_t { kWarmup, kProbing, kExploit };
+
+// What measuring costs the job, as the last consensus round reported it (RoundResult).
+struct MeasureCost {
+  double round_us = 0;  // one round; 0 = unknown (measuring is free)
+  int round_calls = 1;  // measured calls one round can carry
+};
 
 // The do-no-harm budget of a group's learner, pooled over its states (learner.h): what learning
 // cost over the default (savings count as credit), what probes in flight are expected to cost,
@@ -135,10 +146,12 @@ class PolicyState {
     if (mode == Mode::kFrozen || frozen_) return incumbent_;
     group_->budget_us += head_.regret_budget * ref_us_;
     if (settled_) return watch(probe, measure);
-    *measure = true;
-    ++measured_calls_;
     if (phase_ == LearnPhase::kWarmup) {
-      if (calls_ <= warmup_calls_) return default_slot_;
+      if (calls_ <= warmup_calls_) {
+        *measure = true;  // the default's cost: the baseline everything is judged against
+        ++measured_calls_;
+        return default_slot_;
+      }
       begin_probing();  // depends on the call count only: the same call on every rank
     }
     if (phase_ == LearnPhase::kExploit && budget_ppm_ > converged_ppm_) {
@@ -149,19 +162,22 @@ class PolicyState {
     // A burst (right after a re-open) probes every call until the focused arms have their
     // calls: the incumbent just proved slower (or is measuring itself afresh).
     credit_ppm_ += burst_ ? kPpmOne : budget_ppm_;
-    if (credit_ppm_ < kPpmOne) return incumbent_;
+    if (credit_ppm_ < kPpmOne) return incumbent_call(measure);
     const int target = phase_ == LearnPhase::kProbing ? probe_target() : runner_up_;
-    if (target < 0 || !affordable(slots_[target])) {
+    probes_flow_ = target >= 0 && affordable(slots_[target]);
+    if (!probes_flow_) {
       // Nothing to probe now (costs in flight, no challenger, or not affordable yet): the credit
       // is not banked, so outside a re-open's burst the search runs at most once per 1/budget
       // calls and probes never come back to back. This also ends a burst.
       credit_ppm_ = 0;
       burst_ = false;
-      return incumbent_;
+      return incumbent_call(measure);
     }
     credit_ppm_ -= kPpmOne;
     ++probes_;
     *probe = true;
+    *measure = true;
+    ++measured_calls_;
     ArmSlot& t = slots_[target];
     t.inflight_extra_us += t.expected_extra_us;
     ++t.inflight_probes;
@@ -177,8 +193,7 @@ class PolicyState {
   // accumulate, nothing changes.
   bool fold(uint16_t arm, float cost_us, bool probe, bool learning);
   // Once per round after the costs: switch, eliminate, resolve, converge, re-check, settle.
-  // `measure_cost_us`: what measuring one call costs the job (0: unknown, taken as free).
-  void evaluate(double measure_cost_us);
+  void evaluate(const MeasureCost& measure);
   // The arm can never run for this state again; an incumbent falls back to the best arm known in
   // the current regime (the default when none is known).
   void drop_arm(uint16_t arm);
@@ -248,6 +263,20 @@ class PolicyState {
     for (ArmSlot& a : slots_) {
       a.deferred = a.issued == 0 && a.stats.count() == 0 && calls_ < a.worth_from_call;
     }
+  }
+  // The incumbent's call outside a settled state: measured while probes flow (comparisons need
+  // its costs beside theirs, in the same rounds) or its costs are too few to compare; otherwise
+  // for the fraction that keeps measuring within kLearningOverhead of the state's time.
+  int incumbent_call(bool* measure) {
+    const bool compared = phase_ == LearnPhase::kProbing && probes_flow_;
+    if (!compared && slots_[incumbent_].view.n >= need_) {
+      learning_credit_ppm_ += learning_ppm_;
+      if (learning_credit_ppm_ < kPpmOne) return incumbent_;
+      learning_credit_ppm_ -= kPpmOne;
+    }
+    *measure = true;
+    ++measured_calls_;
+    return incumbent_;
   }
   // A settled state's call: the incumbent, measured only for a fraction of calls (kWatchOverhead),
   // some of which check the default again when the incumbent is not the default.
@@ -321,6 +350,10 @@ class PolicyState {
   bool settled_ = false;
   uint64_t quiet_since_ = 0;      // call count of the last event (convergence, switch, ...)
   uint32_t watch_ppm_ = kPpmOne;  // fraction of a settled state's calls that are measured
+  uint32_t learning_ppm_ = kPpmOne;  // the same before settling
+  uint32_t learning_credit_ppm_ = 0;
+  double probe_measure_us_ = 0;     // what measuring a probe costs the job
+  bool probes_flow_ = true;         // the last probe search found an affordable target
   uint32_t watch_credit_ppm_ = 0;
   uint32_t check_ppm_ = 0;         // rate of the default's rollback checks (halves when they
   uint32_t check_credit_ppm_ = 0;  // confirm the incumbent, down to kMinCheckPpm)

@@ -279,7 +279,8 @@ struct SimRunner::Impl {
   }
 
   void apply(Group& g, RoundResult& round) {
-    round.measure_cost_us = spec.round_cost_us / spec.round_calls;
+    round.round_cost_us = spec.round_cost_us;
+    round.round_calls = spec.round_calls;
     g.learner->apply_round(round);
     round.calls.clear();
     round.unavailable.clear();
@@ -333,6 +334,10 @@ struct SimRunner::Impl {
     const RoundScheduler::Boundary b = g.rounds.end_call();
     if (b.apply) apply(g, g.pending);
     if (b.start) {
+      // The job pays for the round's control-plane all-reduce; only learning runs rounds.
+      ++res.total.rounds;
+      res.total.learned_us += spec.round_cost_us;
+      res.step_learned_us.back() += spec.round_cost_us;
       std::swap(g.current, g.pending);  // in flight until the next boundary
       g.current.calls.clear();
       g.current.unavailable.clear();

@@ -76,6 +76,7 @@ def summarize(sc: Scenario, res, wall_s: float) -> dict[str, Any]:
         "expect": expect,
         "steps": res.steps,
         "calls": tot.calls,
+        "rounds": tot.rounds,
         "default_us": tot.default_us,
         "learned_us": tot.learned_us,
         "oracle_us": tot.oracle_us,

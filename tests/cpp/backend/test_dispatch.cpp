@@ -49,8 +49,11 @@ TEST(Dispatch, OffPassesThroughWithoutDecisions) {
 
 // Rounds close every K learned calls and apply one round later, at the same call index on every
 // rank: after n calls, floor(n / K) all-reduces have started and one fewer has been applied.
+// (Every call is measured here: in warm-up, the state measures the default's every call.)
 TEST(Dispatch, ConsensusRoundsApplyOneRoundLater) {
-  Group g(config(Mode::kLearn, 4));
+  BackendConfig cfg = config(Mode::kLearn, 4);
+  for (HeadConfig& h : cfg.learner.heads) h.warmup_calls = 1000;
+  Group g(cfg);
   for (int n = 1; n <= 22; ++n) {
     g.allreduce(256);
     const uint64_t started = n / 4;
