@@ -83,6 +83,8 @@ ENV_VARS = {
     "DYNAMICCL_NCCL_PLUGIN": ("1", "1: point NCCL at the tuner plugin (CUDA); 0: do not"),
     "DYNAMICCL_TOPOLOGY": ("", "what NCCL's cost model assumes of the cluster, overriding what the "
                            "ranks detect: nodes=4,gpus=8,intra=nvlink:450,inter=ib:50,gpu=hopper"),
+    "DYNAMICCL_TEST_SLOW_ARM": ("", "tests only: ARM:MICROSECONDS delays every CPU call run on "
+                                "that schedule, e.g. tree:2000 (a deliberately bad arm)"),
 }
 # Read by the project's scripts (scripts/env.sh), not by the backend; exported to every rank by
 # scripts/train.sh, so they are not typos.
@@ -206,6 +208,17 @@ def parse_heads(value: str, name: str = "DYNAMICCL_HEADS") -> list:
     return out
 
 
+def parse_slow_arm(value: str) -> Optional[tuple]:
+    """``"tree:2000"`` -> ("tree", 2000); "" -> None. The arm name is checked by the backend."""
+    if not value:
+        return None
+    arm, colon, us = value.partition(":")
+    if not colon or not arm or not us.isdigit() or not 1 <= int(us) <= 10_000_000:
+        raise ConfigError(f"DYNAMICCL_TEST_SLOW_ARM={value!r} is not accepted; accepted: "
+                          "ARM:MICROSECONDS with 1..10000000 microseconds, e.g. tree:2000")
+    return arm, int(us)
+
+
 def resolve(options: Optional[Options] = None) -> dict:
     """The backend configuration for one group: environment, overridden by ``options``."""
     o = options or Options()
@@ -237,6 +250,7 @@ def resolve(options: Optional[Options] = None) -> dict:
         "nccl_plugin": _choice("DYNAMICCL_NCCL_PLUGIN", _env("DYNAMICCL_NCCL_PLUGIN"),
                                ("0", "1")) == "1",
         "topology_override": _topology_override(),
+        "test_slow_arm": parse_slow_arm(_env("DYNAMICCL_TEST_SLOW_ARM")),
     }
     _choice("DYNAMICCL_SUMMARY", _env("DYNAMICCL_SUMMARY"), ("0", "1"))
     _policy_file(_env("DYNAMICCL_POLICY"))
@@ -250,7 +264,8 @@ def _topology_override() -> dict:
 
 # What shapes decisions, hence must be identical on every rank of a group (checked at creation).
 _DECISION_SETTINGS = ("mode", "round_calls", "cost_reduce", "force", "role_map", "heads",
-                      "step_regression", "loss_stall_rounds", "nccl_plugin", "topology_override")
+                      "step_regression", "loss_stall_rounds", "nccl_plugin", "topology_override",
+                      "test_slow_arm")
 
 
 def fingerprint(cfg: dict) -> dict:

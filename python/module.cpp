@@ -150,6 +150,10 @@ BackendConfig config_from_dict(const py::dict& d) {
   c.trace = get_or<bool>(d, "trace", false);
   c.check_calls = get_or<bool>(d, "check_calls", false);
   c.nccl_tuning = get_or<bool>(d, "nccl_tuning", true);
+  if (d.contains("test_slow_arm") && !d["test_slow_arm"].is_none()) {
+    std::tie(c.test_slow_arm, c.test_slow_arm_us) =
+        d["test_slow_arm"].cast<std::tuple<std::string, int>>();
+  }
   if (d.contains("nccl_topology")) {
     c.nccl_topology = topology_from_py(d["nccl_topology"].cast<py::dict>());
     c.nccl_group = nccl::GroupShape{c.nccl_topology.nodes, c.nccl_topology.gpus_per_node};

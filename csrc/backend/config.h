@@ -27,6 +27,10 @@ struct BackendConfig {
   // model of this communicator, which gives the NCCL arms and their prior.
   nccl::TopologySpec nccl_topology;
   nccl::GroupShape nccl_group{1, 1};
+  // Tests only (DYNAMICCL_TEST_SLOW_ARM): every CPU call on this arm's schedule takes this much
+  // longer, so that tests can show the learner never adopts a bad arm. "" = none.
+  std::string test_slow_arm;
+  int test_slow_arm_us = 0;
 };
 
 }  // namespace dynamiccl

@@ -118,7 +118,25 @@ ProcessGroupDynamicCCL::ProcessGroupDynamicCCL(int rank, int size, Engines engin
     }
   }
   resolve_forced_arms();
+  if (!config_.test_slow_arm.empty()) slow_down_arm_for_tests();
   init();
+}
+
+void ProcessGroupDynamicCCL::slow_down_arm_for_tests() {
+  for (int o = 0; o < kNumOps; ++o) {
+    for (const Arm& arm : catalogs_[index(kCpu)]->arms(static_cast<OpKind>(o))) {
+      if (arm.name != config_.test_slow_arm || arm.action.is_default()) continue;
+      cpu_->delay_schedule_for_tests(arm.action.algo,
+                                     std::chrono::microseconds(config_.test_slow_arm_us));
+      return;
+    }
+  }
+  std::string accepted;
+  for (const Arm& arm : catalogs_[index(kCpu)]->arms(OpKind::kAllReduce)) {
+    if (!arm.action.is_default()) accepted += (accepted.empty() ? "" : ", ") + arm.name;
+  }
+  TORCH_CHECK_VALUE(false, "dynamiccl: DYNAMICCL_TEST_SLOW_ARM names '", config_.test_slow_arm,
+                    "', which is not one of our CPU schedules; accepted: ", accepted);
 }
 
 // A forced arm name belongs to one engine; that engine's calls of the op use it, the other

@@ -148,6 +148,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   void check_call_agrees(const Call& call);  // DYNAMICCL_CHECK: the ranks issue the same call
   void ensure_learner(EngineKind engine);
   void resolve_forced_arms();
+  void slow_down_arm_for_tests();
   void agree_on_nccl_plugin();
 
   Engines engines_;

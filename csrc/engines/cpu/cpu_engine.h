@@ -46,6 +46,11 @@ class CpuEngine {
                                                        const Action& action);
 
   void set_timeout(std::chrono::milliseconds t) { channel_.set_timeout(t); }
+  // Tests only: every call on `schedule` (an Action's algo) sleeps `delay` first.
+  void delay_schedule_for_tests(int schedule, std::chrono::microseconds delay) {
+    delayed_schedule_ = schedule;
+    delay_ = delay;
+  }
   // Runs what is queued, then joins the threads.
   void stop() { worker_.stop(); }
 
@@ -53,6 +58,8 @@ class CpuEngine {
   P2PChannel channel_;
   ScheduleWorker worker_;
   uint32_t next_tag_ = 0;
+  int delayed_schedule_ = -1;
+  std::chrono::microseconds delay_{0};
 };
 
 }  // namespace dynamiccl
