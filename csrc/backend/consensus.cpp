@@ -161,6 +161,7 @@ void Consensus::start_round(uint64_t first) {
     step_n_ = loss_n_ = 0;
   }
   w[kRoundCost] = last_round_us_ > 0 ? -last_round_us_ : kInf;  // max over ranks
+  w[kRoundBlock] = last_round_us_ > 0 ? -last_block_us_ : kInf;
   pending_.first = first;
   pending_.payload = {payload};
   c10d::AllreduceOptions opts;
@@ -175,10 +176,13 @@ void Consensus::start_round(uint64_t first) {
 }
 
 void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
+  const int64_t wait_start = now_ns();
   pending_.work->wait(timeout_);  // a dead peer turns into the group's timeout error here
   pending_.work.reset();
   const int64_t done = pending_.completed_ns->load();
-  last_round_us_ = static_cast<double>((done > 0 ? done : now_ns()) - pending_.issued_ns) / 1e3;
+  const int64_t end = done > 0 ? done : now_ns();
+  last_round_us_ = static_cast<double>(end - pending_.issued_ns) / 1e3;
+  last_block_us_ = static_cast<double>(std::max<int64_t>(0, end - wait_start)) / 1e3;
   const double* p = pending_.payload[0].data_ptr<double>();
   const double* w = p + 2 * k_;
   if (w[kHashMin] != -w[kHashNegMax]) fail_on_disagreement(pending_.first);
@@ -186,9 +190,15 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
   for (RoundResult& r : rounds) {
     r.step_time_us = std::isinf(w[kStepTime]) ? NAN : w[kStepTime];
     r.loss = std::isinf(w[kLoss]) ? NAN : w[kLoss];
-    r.round_cost_us = std::isinf(w[kRoundCost]) ? 0.0 : -w[kRoundCost];
     r.round_calls = k_;
   }
+  // What a round costs the job: on CPU its all-reduce competes with our schedules and Gloo's for
+  // the same cores, so its whole duration; next to NCCL it runs on the host while the GPU works,
+  // so only the time it held up the calling thread at the boundary that applied it.
+  rounds[static_cast<int>(EngineKind::kCpu)].round_cost_us =
+      std::isinf(w[kRoundCost]) ? 0.0 : -w[kRoundCost];
+  rounds[static_cast<int>(EngineKind::kNccl)].round_cost_us =
+      std::isinf(w[kRoundBlock]) ? 0.0 : -w[kRoundBlock];
   for (int i = 0; i < k_; ++i) {
     const uint64_t index = pending_.first + static_cast<uint64_t>(i);
     const ConsensusSlot& rec = slot(index);

@@ -78,7 +78,7 @@ class Consensus {
 
  private:
   // One word per call of the round (K), then the per-round words below.
-  enum Word { kHashMin, kHashNegMax, kStepTime, kLoss, kRoundCost, kNumRoundWords };
+  enum Word { kHashMin, kHashNegMax, kStepTime, kLoss, kRoundCost, kRoundBlock, kNumRoundWords };
   void start_round(uint64_t first);
   void apply_pending(std::array<Learner*, kNumEngines> learners);
   [[noreturn]] void fail_on_disagreement(uint64_t first);
@@ -102,7 +102,10 @@ class Consensus {
     int64_t issued_ns = 0;
     std::shared_ptr<std::atomic<int64_t>> completed_ns;
   } pending_;
-  double last_round_us_ = 0;  // how long this rank's last control all-reduce took
+  // What this rank's last round cost: how long its control all-reduce took, and how long it
+  // held up the calling thread at the boundary where it was applied.
+  double last_round_us_ = 0;
+  double last_block_us_ = 0;
 
   std::mutex signal_mu_;
   double step_sum_ = 0, loss_sum_ = 0;

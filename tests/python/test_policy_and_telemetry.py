@@ -46,7 +46,10 @@ def test_save_load_frozen_round_trip(tmp_path):
     data = json.load(open(path))
     assert data["format"] == "dynamiccl-policy/1"
     assert data["fingerprint"]["world_size"] == 2
-    assert stats["rounds_applied"] > 10
+    # It learned: costs were agreed on and every state left warm-up. (Once settled, rounds that
+    # measure nothing are skipped, so the count of rounds is not a fixed share of the calls.)
+    assert stats["rounds_applied"] > 0
+    assert all(s["phase"] != "warmup" for s in stats["states"]["cpu"]), stats["states"]["cpu"]
     # Frozen with the policy: the saved incumbent runs every call, no probing at all. The
     # all-reduce state's incumbent is rewritten to a non-default arm first, so that running the
     # engine default (what frozen mode does without a policy) cannot pass for loading it.
