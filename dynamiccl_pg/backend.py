@@ -91,18 +91,33 @@ def _create(dist_opts, backend_options):
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("gloo/", store), rank, size, timeout)
     control = dist.ProcessGroupGloo(dist.PrefixStore("control/", store), rank, size, timeout)
     nccl = None
-    if torch.cuda.is_available() and dist.is_nccl_available():
+    global_ranks = list(dist_opts.global_ranks_in_group) or list(range(size))
+    emulated = cfg["emulate_nccl"]
+    if emulated or (torch.cuda.is_available() and dist.is_nccl_available()):
         cfg["nccl_tuning"] = cfg["mode"] != "off" and _prepare_nccl_env(cfg)
-        nccl = _make_nccl(store, rank, size, timeout, nccl_options)
+        facts = None
+        if emulated:
+            from . import emulation
+            sc = emulation.scenario(emulated)
+            if not dist_opts.global_ranks_in_group:  # the world
+                emulation.check_world(sc, size)
+            facts = emulation.facts(sc, global_ranks[rank])
+            nccl = emulation.make_engine(store, rank, size, global_ranks, timeout, cfg,
+                                         dist_opts.group_id)
+            cfg["nccl_emulated"] = True
+        else:
+            nccl = _make_nccl(store, rank, size, timeout, nccl_options)
         # The cluster NCCL's cost model (the NCCL arms' prior) assumes, as every rank describes it.
-        cfg["nccl_topology"] = topology.describe(store, rank, size, cfg["topology_override"])
+        cfg["nccl_topology"] = topology.describe(store, rank, size, cfg["topology_override"],
+                                                 facts)
     pg = _C.ProcessGroupDynamicCCL(rank, size, gloo, control, nccl, cfg, timeout)
+    pg.nccl_engine = nccl  # (the emulated NCCL's record of what it ran: tests, demos)
+    pg.nccl_emulated = emulated or None
     pg.group_name_at_creation = dist_opts.group_id  # "0", "1", ...: stable across runs
     pg.nccl_topology = cfg.get("nccl_topology")  # what the NCCL prior assumes (None: no NCCL)
     # This process's global rank, still known once the default group is gone (exit-time trace).
     # (The default group is created without its global ranks: there they are the group's.)
-    global_ranks = list(dist_opts.global_ranks_in_group)
-    pg.global_rank = global_ranks[rank] if global_ranks else rank
+    pg.global_rank = global_ranks[rank]
     global _process_rank
     _process_rank = pg.global_rank
     policy_path = os.environ.get("DYNAMICCL_POLICY")

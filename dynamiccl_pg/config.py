@@ -85,10 +85,16 @@ ENV_VARS = {
                            "ranks detect: nodes=4,gpus=8,intra=nvlink:450,inter=ib:50,gpu=hopper"),
     "DYNAMICCL_TEST_SLOW_ARM": ("", "tests only: ARM:MICROSECONDS delays every CPU call run on "
                                 "that schedule, e.g. tree:2000 (a deliberately bad arm)"),
+    "DYNAMICCL_EMULATE_NCCL": ("", "a simulator scenario file: CPU tensors take the NCCL branch, "
+                               "run by an emulated NCCL on the scenario's cluster and truth "
+                               "(tests and demos without a GPU)"),
+    "DYNAMICCL_EMULATE_NCCL_FAULT": ("", "tests only, on the ranks it is set on: no_plugin (that "
+                                     "rank's emulated NCCL does not load the tuner) or "
+                                     "unavailable=ALGO/PROTO[,ALGO/PROTO...]"),
 }
-# Read by the project's scripts (scripts/env.sh), not by the backend; exported to every rank by
+# Read by the project's scripts (scripts/env.sh, train.sh), not by the backend; exported to every rank by
 # scripts/train.sh, so they are not typos.
-SCRIPT_VARS = ("DYNAMICCL_VENV", "DYNAMICCL_BUILD")
+SCRIPT_VARS = ("DYNAMICCL_VENV", "DYNAMICCL_BUILD", "DYNAMICCL_REPORT_DIR")
 
 
 def _env(name: str) -> str:
@@ -251,10 +257,40 @@ def resolve(options: Optional[Options] = None) -> dict:
                                ("0", "1")) == "1",
         "topology_override": _topology_override(),
         "test_slow_arm": parse_slow_arm(_env("DYNAMICCL_TEST_SLOW_ARM")),
+        "emulate_nccl": _emulated_scenario(_env("DYNAMICCL_EMULATE_NCCL")),
+        "emulate_nccl_fault": parse_emulation_fault(_env("DYNAMICCL_EMULATE_NCCL_FAULT")),
     }
     _choice("DYNAMICCL_SUMMARY", _env("DYNAMICCL_SUMMARY"), ("0", "1"))
     _policy_file(_env("DYNAMICCL_POLICY"))
     return cfg
+
+
+def _emulated_scenario(path: str) -> str:
+    """The scenario file of DYNAMICCL_EMULATE_NCCL, checked whole now (it needs torch: imported
+    late); "" = no emulation."""
+    if not path:
+        return path
+    from .sim.scenario import ScenarioError, load_scenario
+    try:
+        load_scenario(path)
+    except (OSError, ScenarioError) as e:
+        raise ConfigError(f"DYNAMICCL_EMULATE_NCCL={path!r}: {e}; accepted: a simulator "
+                          "scenario file (benchmarks/scenarios/)") from None
+    return path
+
+
+def parse_emulation_fault(value: str) -> dict:
+    """``"no_plugin"`` -> {"skip_plugin": True}; ``"unavailable=ring/LL128,tree/LL"`` ->
+    {"unavailable": ["ring/LL128", "tree/LL"]}; "" -> {}."""
+    if not value:
+        return {}
+    if value == "no_plugin":
+        return {"skip_plugin": True}
+    kind, eq, pairs = value.partition("=")
+    if kind == "unavailable" and eq and pairs:
+        return {"unavailable": [p.strip() for p in pairs.split(",") if p.strip()]}
+    raise ConfigError(f"DYNAMICCL_EMULATE_NCCL_FAULT={value!r} is not accepted; accepted: "
+                      "no_plugin, unavailable=ALGO/PROTO[,ALGO/PROTO...]")
 
 
 def _topology_override() -> dict:
@@ -265,7 +301,7 @@ def _topology_override() -> dict:
 # What shapes decisions, hence must be identical on every rank of a group (checked at creation).
 _DECISION_SETTINGS = ("mode", "round_calls", "cost_reduce", "force", "role_map", "heads",
                       "step_regression", "loss_stall_rounds", "nccl_plugin", "topology_override",
-                      "test_slow_arm")
+                      "test_slow_arm", "emulate_nccl")
 
 
 def fingerprint(cfg: dict) -> dict:

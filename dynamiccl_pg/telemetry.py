@@ -34,6 +34,8 @@ def stats(group=None) -> dict:
         "calls": pg.call_summary(),
         "nccl_plugin": dict(_C.nccl_counters(), tuning_active=pg.nccl_tuning_active),
         "nccl_topology": pg.nccl_topology,
+        # The scenario file of the emulated NCCL, if NCCL is emulated (DYNAMICCL_EMULATE_NCCL).
+        "nccl_emulated": pg.nccl_emulated,
     }
 
 

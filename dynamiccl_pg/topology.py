@@ -121,12 +121,13 @@ def apply_override(spec: Dict, override: Dict) -> Dict:
     return spec
 
 
-def describe(store, rank: int, size: int, override: Dict) -> Dict:
+def describe(store, rank: int, size: int, override: Dict, facts: Dict = None) -> Dict:
     """The topology every rank of the group agrees on (a TopologySpec as a dict): the ranks'
-    facts, combined by rank 0, then `override` (the same on every rank: it is among the settings
-    checked at group creation). Its nodes and GPUs per node apply only when they match the
-    group's size; otherwise the group's own hosts give its shape."""
-    detected = agree(store, rank, size, "topology", local_facts(), _combine())
+    facts (``facts``, or what this rank sees: local_facts()), combined by rank 0, then `override`
+    (the same on every rank: it is among the settings checked at group creation). Its nodes and
+    GPUs per node apply only when they match the group's size; otherwise the group's own hosts
+    give its shape."""
+    detected = agree(store, rank, size, "topology", facts or local_facts(), _combine())
     spec = apply_override(detected, override)
     if spec["nodes"] * spec["gpus_per_node"] != size:
         spec["nodes"], spec["gpus_per_node"] = detected["nodes"], detected["gpus_per_node"]

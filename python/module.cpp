@@ -25,7 +25,8 @@ namespace py = pybind11;
 
 namespace dynamiccl {
 
-void bind_sim(py::module_& m);  // python/sim_bindings.cpp
+void bind_sim(py::module_& m);             // python/sim_bindings.cpp
+void bind_emulated_nccl(py::module_& m);  // python/emulated_nccl_bindings.cpp
 
 namespace {
 
@@ -150,6 +151,7 @@ BackendConfig config_from_dict(const py::dict& d) {
   c.trace = get_or<bool>(d, "trace", false);
   c.check_calls = get_or<bool>(d, "check_calls", false);
   c.nccl_tuning = get_or<bool>(d, "nccl_tuning", true);
+  c.nccl_emulated = get_or<bool>(d, "nccl_emulated", false);
   if (d.contains("test_slow_arm") && !d["test_slow_arm"].is_none()) {
     std::tie(c.test_slow_arm, c.test_slow_arm_us) =
         d["test_slow_arm"].cast<std::tuple<std::string, int>>();
@@ -628,4 +630,5 @@ PYBIND11_MODULE(_C, m) {
   });
 
   bind_sim(m);
+  bind_emulated_nccl(m);
 }

@@ -27,6 +27,9 @@ struct BackendConfig {
   // model of this communicator, which gives the NCCL arms and their prior.
   nccl::TopologySpec nccl_topology;
   nccl::GroupShape nccl_group{1, 1};
+  // The NCCL engine is the emulated NCCL (DYNAMICCL_EMULATE_NCCL): CPU tensors take the NCCL
+  // branch, so that it runs end to end without a GPU.
+  bool nccl_emulated = false;
   // Tests only (DYNAMICCL_TEST_SLOW_ARM): every CPU call on this arm's schedule takes this much
   // longer, so that tests can show the learner never adopts a bad arm. "" = none.
   std::string test_slow_arm;

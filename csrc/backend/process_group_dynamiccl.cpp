@@ -35,10 +35,11 @@ Opts with_timeout(Opts opts, std::chrono::milliseconds timeout) {
   return opts;
 }
 
-// The reduce op the engine is asked for: on CPU the plan's (AVG runs as SUM, then a rescale).
-c10d::ReduceOp engine_reduce_op(const Reduction& plan, const at::Tensor& t,
+// The reduce op the engine is asked for: the CPU engine's is the plan's (AVG runs as SUM, then a
+// rescale); NCCL takes the requested one.
+c10d::ReduceOp engine_reduce_op(const Reduction& plan, bool cpu_engine,
                                 const c10d::ReduceOp& requested) {
-  return t.device().is_cpu() ? c10d::ReduceOp(plan.engine_op) : requested;
+  return cpu_engine ? c10d::ReduceOp(plan.engine_op) : requested;
 }
 
 // A rank argument (a root or a peer) of a group of `size` ranks. `self`: this rank, when the
@@ -207,7 +208,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c, NativeF
 }
 
 EngineKind ProcessGroupDynamicCCL::route(const Call& c) {
-  if (c.sample.device().is_cpu()) return kCpu;
+  if (c.sample.device().is_cpu()) return cpu_engine(c.sample) ? kCpu : kNccl;
   TORCH_CHECK_VALUE(c.sample.device().is_cuda(), "dynamiccl: tensors on device ",
                     c.sample.device(), " are not supported; accepted: cpu, cuda");
   TORCH_CHECK(engines_.nccl, "dynamiccl: a CUDA tensor reached a group created without the NCCL "
@@ -387,13 +388,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allreduce(
               tensors.size());
   at::Tensor& t = tensors[0];
   Call c(OpKind::kAllReduce, c10d::OpType::ALLREDUCE, "dynamiccl:all_reduce", t);
-  c.args.reduction = plan_reduction(opts.reduceOp, t, t.device().is_cpu());
+  c.args.reduction = plan_reduction(opts.reduceOp, t, cpu_engine(t));
   c.args.outputs = tensors;
   c.args.rescaled = tensors;
   c.tunable = t.is_contiguous();
   c.args.out = &t;
   auto native_opts = with_timeout(opts, timeout_);
-  native_opts.reduceOp = engine_reduce_op(c.args.reduction, c.sample, opts.reduceOp);
+  native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
   return dispatch(c, [&](c10d::Backend& e) { return e.allreduce(tensors, native_opts); });
 }
 
@@ -404,11 +405,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allreduce_coalesced(
   c.bytes = 0;
   for (auto& t : tensors) c.bytes += nbytes(t);
   c.effective_bytes = c.bytes;
-  c.args.reduction = plan_reduction(opts.reduceOp, tensors[0], tensors[0].device().is_cpu());
+  c.args.reduction = plan_reduction(opts.reduceOp, tensors[0], cpu_engine(tensors[0]));
   c.args.outputs = tensors;
   c.args.rescaled = tensors;
   auto native_opts = with_timeout(opts, timeout_);
-  native_opts.reduceOp = engine_reduce_op(c.args.reduction, c.sample, opts.reduceOp);
+  native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
   return dispatch(c, [&](c10d::Backend& e) { return e.allreduce_coalesced(tensors, native_opts); });
 }
 
@@ -434,14 +435,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce(std::vector<at::Te
   check_rank("reduce", "root", opts.rootRank, size_);
   at::Tensor& t = tensors[0];
   Call c(OpKind::kReduce, c10d::OpType::REDUCE, "dynamiccl:reduce", t);
-  c.args.reduction = plan_reduction(opts.reduceOp, t, t.device().is_cpu());
+  c.args.reduction = plan_reduction(opts.reduceOp, t, cpu_engine(t));
   c.args.outputs = tensors;
   if (rank_ == opts.rootRank) c.args.rescaled = tensors;
   c.tunable = t.is_contiguous();
   c.args.out = &t;
   c.args.root = static_cast<int>(opts.rootRank);
   auto native_opts = with_timeout(opts, timeout_);
-  native_opts.reduceOp = engine_reduce_op(c.args.reduction, c.sample, opts.reduceOp);
+  native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
   return dispatch(c, [&](c10d::Backend& e) { return e.reduce(tensors, native_opts); });
 }
 
@@ -522,7 +523,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter(
   Call c(OpKind::kReduceScatter, c10d::OpType::REDUCE_SCATTER, "dynamiccl:reduce_scatter", out);
   c.bytes = nbytes(out) * size_;
   c.effective_bytes = c.bytes;
-  c.args.reduction = plan_reduction(opts.reduceOp, out, out.device().is_cpu());
+  c.args.reduction = plan_reduction(opts.reduceOp, out, cpu_engine(out));
   c.args.outputs = outputs;
   c.args.rescaled = outputs;
   bool uniform = out.is_contiguous();
@@ -532,7 +533,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter(
     uniform = uniform && t.numel() == out.numel() && t.device() == out.device();
   }
   auto native_opts = with_timeout(opts, timeout_);
-  native_opts.reduceOp = engine_reduce_op(c.args.reduction, c.sample, opts.reduceOp);
+  native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
 
   c.tunable = uniform;
   c.args.out = &out;
@@ -548,7 +549,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_reduce_scatter_base(
   TORCH_CHECK(output.dtype() == input.dtype(), "dynamiccl: reduce_scatter_tensor output dtype ",
               output.scalar_type(), " does not match the input dtype ", input.scalar_type());
   Call c(OpKind::kReduceScatter, c10d::OpType::_REDUCE_SCATTER_BASE, "dynamiccl:reduce_scatter_tensor", input);
-  c.args.reduction = plan_reduction(opts.reduceOp, input, input.device().is_cpu());
+  c.args.reduction = plan_reduction(opts.reduceOp, input, cpu_engine(input));
   c.args.outputs = output;
   c.args.rescaled = output;
   c.tunable = input.is_contiguous() && output.is_contiguous();
@@ -557,7 +558,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_reduce_scatter_base(
     c.args.out = &output;
   }
   auto native_opts = with_timeout(opts, timeout_);
-  native_opts.reduceOp = engine_reduce_op(c.args.reduction, c.sample, opts.reduceOp);
+  native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
   return dispatch(c, [&](c10d::Backend& e) {
     return e._reduce_scatter_base(output, input, native_opts);
   });
@@ -573,11 +574,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter_tensor_coa
   c.bytes = 0;
   for (auto& t : inputs) c.bytes += nbytes(t);
   c.effective_bytes = c.bytes;
-  c.args.reduction = plan_reduction(opts.reduceOp, inputs[0], inputs[0].device().is_cpu());
+  c.args.reduction = plan_reduction(opts.reduceOp, inputs[0], cpu_engine(inputs[0]));
   c.args.outputs = outputs;
   c.args.rescaled = outputs;
   auto native_opts = with_timeout(opts, timeout_);
-  native_opts.reduceOp = engine_reduce_op(c.args.reduction, c.sample, opts.reduceOp);
+  native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
   c10d::Backend* gloo = engines_.gloo.get();
   auto native = [&](c10d::Backend& e) -> c10::intrusive_ptr<c10d::Work> {
     if (&e != gloo) return e.reduce_scatter_tensor_coalesced(outputs, inputs, native_opts);

@@ -102,6 +102,10 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   bool is_shut_down() const { return shut_down_; }  // destroyed: telemetry only, no engines
   const BackendConfig& config() const { return config_; }
   Role group_role();  // resolved from the group description at first use
+  // Whether a tensor's calls run on the CPU engine: CPU tensors, unless NCCL is emulated on them.
+  bool cpu_engine(const at::Tensor& t) const {
+    return t.device().is_cpu() && !config_.nccl_emulated;
+  }
   // The learner of an engine; null until that engine carried a learned call.
   const Learner* learner(EngineKind engine) const { return learners_[index(engine)].get(); }
   Learner* mutable_learner(EngineKind engine);  // creates it (restore before the first call)

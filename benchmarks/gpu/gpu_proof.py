@@ -1,0 +1,492 @@
+"""The GPU proof (benchmarks/gpu/run.sh): what only a machine with an NVIDIA GPU can show about the
+NCCL branch. Each stage runs its ranks as separate processes (a real FileStore) and writes one JSON
+result; ``report`` turns a folder of them into results.md.
+
+    python benchmarks/gpu/gpu_proof.py preflight     --out F   device and versions (fails without one)
+    python benchmarks/gpu/gpu_proof.py collectives   --out F   (a) every collective at world size 1
+                                                               on CUDA tensors, against `nccl`
+    python benchmarks/gpu/gpu_proof.py ddp           --out F   (b) a DDP step loop, against `nccl`
+    python benchmarks/gpu/gpu_proof.py multi_rank    --out F   (c) two ranks on one GPU: which way
+                                                               NCCL accepts it, collectives checked
+    python benchmarks/gpu/gpu_proof.py arm_sweep     --out F   (d) every NCCL all-reduce arm forced;
+                                                               the profiler plugin says what ran
+    python benchmarks/gpu/gpu_proof.py learn_vs_nccl --out F   (e) DDP: `dynamiccl` learning vs `nccl`
+    python benchmarks/gpu/gpu_proof.py report --dir D --results results.md
+
+Stages (d) and (e) need two ranks, so they run on the first way of (c) that worked
+(``--multi-rank``: its result file); NCCL runs no algorithm at world size 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+RANK_TIMEOUT_S = 240
+
+# Ways to put two ranks on one GPU (stage c), tried in order. NCCL refuses two ranks of one
+# communicator on one GPU ("Duplicate GPU"); a different NCCL_HOSTID per rank makes NCCL see two
+# hosts joined by its socket transport; NCCL >= 2.30 accepts NCCL_MULTI_RANK_GPU_ENABLE=1.
+MULTI_RANK_WAYS = {
+    "plain": lambda rank: {},
+    "NCCL_HOSTID per rank": lambda rank: {"NCCL_HOSTID": f"dynamiccl-proof-host{rank}",
+                                          "NCCL_SOCKET_IFNAME": "lo"},
+    "NCCL_MULTI_RANK_GPU_ENABLE=1": lambda rank: {"NCCL_MULTI_RANK_GPU_ENABLE": "1"},
+}
+
+
+# ---- running ranks --------------------------------------------------------------------------
+
+def run_ranks(fn: str, world: int, env_of_rank=lambda rank: {}, args=None) -> list:
+    """Runs ``fn(rank, world, args)`` of this module in ``world`` processes joined by a FileStore;
+    returns per rank {"ok": result} or {"error": text}. A rank past RANK_TIMEOUT_S is killed."""
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = []
+        for rank in range(world):
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+            env.update(env_of_rank(rank))
+            out = os.path.join(tmp, f"rank{rank}.json")
+            cmd = [sys.executable, __file__, "_rank", fn, str(rank), str(world),
+                   os.path.join(tmp, "store"), out, json.dumps(args or {})]
+            procs.append((subprocess.Popen(cmd, env=env), out))
+        deadline = time.monotonic() + RANK_TIMEOUT_S
+        results = []
+        for proc, out in procs:
+            try:
+                proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                for p, _ in procs:
+                    p.kill()
+                results.append({"error": f"timed out after {RANK_TIMEOUT_S} s"})
+                continue
+            if os.path.exists(out):
+                results.append(json.load(open(out)))
+            else:
+                results.append({"error": f"exited with {proc.returncode} without a result"})
+        return results
+
+
+def _rank_main(fn: str, rank: int, world: int, store_path: str, out: str, args: str) -> None:
+    import traceback
+    try:
+        result = {"ok": globals()[fn](rank, world, store_path, json.loads(args))}
+    except BaseException as e:  # every failure is a finding: keep its last line
+        traceback.print_exc()
+        result = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"[:400]}
+    with open(out, "w") as f:
+        json.dump(result, f)
+
+
+def _init(rank: int, world: int, store_path: str, backend: str = "dynamiccl"):
+    import torch
+    import torch.distributed as dist
+    import dynamiccl_pg  # noqa: F401  registers "dynamiccl"
+    torch.cuda.set_device(0)  # every rank on the one GPU (stage c decides whether NCCL accepts it)
+    dist.init_process_group(backend, store=dist.FileStore(store_path, world), rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=120))
+    return torch, dist
+
+
+def _median_us(torch, fn, calls: int = 50, repeats: int = 5) -> float:
+    """Median over repeats of the mean time per call of ``calls`` back-to-back calls (CUDA events)."""
+    fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(repeats):
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        stop.record()
+        torch.cuda.synchronize()
+        samples.append(start.elapsed_time(stop) * 1e3 / calls)
+    return statistics.median(samples)
+
+
+# ---- (a) and (c): every collective, checked against nccl ------------------------------------
+
+def _collectives(torch, dist):
+    """name -> fn(group, rank, world) -> list of output tensors."""
+    R = dist.ReduceOp
+
+    def t(rank, n=4099, dtype=None):
+        return (torch.arange(n, device="cuda", dtype=dtype or torch.float32) % 97) + rank
+
+    def allreduce(op, dtype=None):
+        def fn(g, rank, world):
+            x = t(rank, dtype=dtype)
+            dist.all_reduce(x, op=op, group=g)
+            return [x]
+        return fn
+
+    def broadcast(g, rank, world):
+        x = t(rank)
+        dist.broadcast(x, src=0, group=g)
+        return [x]
+
+    def reduce(g, rank, world):
+        x = t(rank)
+        dist.reduce(x, dst=0, group=g)
+        return [x] if rank == 0 else []
+
+    def all_gather(g, rank, world):
+        out = [torch.empty(4099, device="cuda") for _ in range(world)]
+        dist.all_gather(out, t(rank), group=g)
+        return out
+
+    def all_gather_into_tensor(g, rank, world):
+        out = torch.empty(4096 * world, device="cuda")
+        dist.all_gather_into_tensor(out, t(rank, 4096), group=g)
+        return [out]
+
+    def reduce_scatter_tensor(g, rank, world):
+        out = torch.empty(4096, device="cuda")
+        dist.reduce_scatter_tensor(out, t(rank, 4096 * world), group=g)
+        return [out]
+
+    def reduce_scatter(g, rank, world):
+        out = torch.empty(4099, device="cuda")
+        dist.reduce_scatter(out, [t(rank + i) for i in range(world)], group=g)
+        return [out]
+
+    def all_to_all_single(g, rank, world):
+        out = torch.empty(1024 * world, device="cuda")
+        dist.all_to_all_single(out, t(rank, 1024 * world), group=g)
+        return [out]
+
+    def coalesced(g, rank, world):
+        xs = [t(rank, 1000 + i) for i in range(3)]
+        with dist._coalescing_manager(group=g, device=torch.device("cuda")):
+            for x in xs:
+                dist.all_reduce(x, group=g)
+        return xs
+
+    def barrier(g, rank, world):
+        dist.barrier(group=g)
+        return []
+
+    return {"all_reduce sum": allreduce(R.SUM), "all_reduce avg": allreduce(R.AVG),
+            "all_reduce max": allreduce(R.MAX), "all_reduce bf16": allreduce(R.SUM, torch.bfloat16),
+            "broadcast": broadcast, "reduce": reduce, "all_gather": all_gather,
+            "all_gather_into_tensor": all_gather_into_tensor,
+            "reduce_scatter_tensor": reduce_scatter_tensor, "reduce_scatter": reduce_scatter,
+            "all_to_all_single": all_to_all_single, "coalesced all_reduce": coalesced,
+            "barrier": barrier}
+
+
+def rank_collectives(rank, world, store_path, args):
+    torch, dist = _init(rank, world, store_path)
+    import dynamiccl_pg
+    ref = dist.new_group(backend="nccl")
+    checks = {}
+    for name, fn in _collectives(torch, dist).items():
+        try:
+            got, want = fn(None, rank, world), fn(ref, rank, world)
+            torch.cuda.synchronize()
+            checks[name] = "ok" if all(torch.equal(a, b) for a, b in zip(got, want)) else "MISMATCH"
+        except Exception as e:  # noqa: BLE001  recorded, not hidden
+            checks[name] = f"error: {type(e).__name__}: {e}"[:300]
+    x = torch.ones(1 << 20, device="cuda")  # 4 MiB
+    timing = {"dynamiccl_us": _median_us(torch, lambda: dist.all_reduce(x)),
+              "nccl_us": _median_us(torch, lambda: dist.all_reduce(x, group=ref))}
+    stats = dynamiccl_pg.stats()
+    dist.destroy_process_group()
+    return {"checks": checks, "allreduce_4MiB": timing, "nccl_plugin": stats["nccl_plugin"]}
+
+
+def stage_collectives(args):
+    return {"world": 1, "ranks": run_ranks("rank_collectives", 1)}
+
+
+def stage_multi_rank(args):
+    ways = {}
+    for way, env in MULTI_RANK_WAYS.items():
+        ranks = run_ranks("rank_collectives", 2, env)
+        ways[way] = ranks
+        if all("ok" in r for r in ranks):
+            return {"world": 2, "ways": ways, "working": way}
+    return {"world": 2, "ways": ways, "working": None}
+
+
+def _two_ranks_env(args):
+    """The env of the first way of stage (c) that worked; a clear error when none did."""
+    path = args.multi_rank
+    working = json.load(open(path)).get("working") if path and os.path.exists(path) else None
+    if working is None:
+        raise SystemExit("needs two ranks on this GPU, and stage multi_rank found no way "
+                         f"(see {path or 'its result'}): run it first")
+    return working, MULTI_RANK_WAYS[working]
+
+
+# ---- (b) and (e): DDP step loops ------------------------------------------------------------
+
+def rank_ddp(rank, world, store_path, args):
+    """Trains the same seeded model on the dynamiccl group and, when asked, on an nccl group;
+    returns median step times and whether the two replicas stayed identical."""
+    torch, dist = _init(rank, world, store_path, args.get("backend", "dynamiccl"))
+    import dynamiccl_pg
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    def train(group):
+        torch.manual_seed(0)
+        layers = [torch.nn.Linear(args["width"], args["width"]) for _ in range(args["depth"])]
+        model = DDP(torch.nn.Sequential(*layers).cuda(), process_group=group)
+        opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+        gen = torch.Generator(device="cuda").manual_seed(rank)
+        times = []
+        for _ in range(args["steps"]):
+            x = torch.randn(64, args["width"], device="cuda", generator=gen)
+            start = time.perf_counter()
+            opt.zero_grad()
+            model(x).square().mean().backward()
+            opt.step()
+            torch.cuda.synchronize()
+            times.append((time.perf_counter() - start) * 1e3)
+        tail = times[len(times) // 2:]  # after learning had its first half
+        return model, statistics.median(tail)
+
+    model, step_ms = train(None)
+    out = {"step_ms": step_ms}
+    if args.get("compare"):
+        ref_model, out["nccl_step_ms"] = train(dist.new_group(backend="nccl"))
+        out["replicas_identical"] = all(torch.equal(a, b) for a, b in
+                                        zip(model.parameters(), ref_model.parameters()))
+    if args.get("backend", "dynamiccl") == "dynamiccl":
+        st = dynamiccl_pg.stats()
+        out["nccl_plugin"] = st["nccl_plugin"]
+        out["incumbents"] = {f"{s['op']}/{s['size_bin']}": s["incumbent"]
+                             for s in st["states"].get("nccl", [])}
+        out["decision_hash"] = dynamiccl_pg.decision_hash()
+    dist.destroy_process_group()
+    return out
+
+
+DDP_SHAPE = {"width": 2048, "depth": 8, "steps": 200}  # 33.6M parameters: a few 25 MB buckets
+
+
+def stage_ddp(args):
+    return {"world": 1, "ranks": run_ranks("rank_ddp", 1, args={**DDP_SHAPE, "compare": True})}
+
+
+def stage_learn_vs_nccl(args):
+    way, env = _two_ranks_env(args)
+    shape = dict(DDP_SHAPE, steps=400)
+    return {"world": 2, "way": way,
+            "nccl": run_ranks("rank_ddp", 2, env, {**shape, "backend": "nccl"}),
+            "dynamiccl": run_ranks("rank_ddp", 2, env, shape)}
+
+
+# ---- (d) every NCCL arm forced, checked by the profiler plugin --------------------------------
+
+SWEEP_BYTES = (64 << 10, 16 << 20)
+
+
+def rank_arm_sweep(rank, world, store_path, args):
+    torch, dist = _init(rank, world, store_path)
+    import dynamiccl_pg
+    from dynamiccl_pg import _C
+    algos, protos = _C.vocabulary()["nccl_algos"], _C.vocabulary()["nccl_protos"]
+    allreduce = 4  # DYNAMICCL_NCCL_COLL_ALLREDUCE
+    last = max([r["id"] for r in _C.nccl_profiler_records(0)], default=0)
+    rows = []
+    for arm in _C.arm_names(_C.Engine.nccl, "allreduce"):
+        if arm == "default":
+            continue
+        group = dist.new_group(backend="dynamiccl",
+                               pg_options=dynamiccl_pg.Options(force=f"allreduce:{arm}"))
+        for nbytes in SWEEP_BYTES:
+            x = torch.ones(nbytes // 4, device="cuda")
+            before = dict(_C.nccl_counters())
+            us = _median_us(torch, lambda: dist.all_reduce(x, group=group), calls=20, repeats=3)
+            after = _C.nccl_counters()
+            records = [r for r in _C.nccl_profiler_records(last) if r["coll"] == allreduce]
+            last = max([r["id"] for r in records] + [last])
+            ran = sorted({(algos[r["algo"]] if r["algo"] >= 0 else "?",
+                           protos[r["proto"]] if r["proto"] >= 0 else "?", r["nchannels"])
+                          for r in records})
+            rows.append({"arm": arm, "bytes": nbytes, "us": us, "ran": ran,
+                         "kernel_us": statistics.median([r["kernel_us"] for r in records
+                                                         if r["kernel_us"] > 0] or [-1]),
+                         "applied": after["applied"] - before["applied"],
+                         "unavailable": after["unavailable"] - before["unavailable"]})
+        dist.destroy_process_group(group)
+    counters = _C.nccl_counters()
+    dist.destroy_process_group()
+    return {"rows": rows, "profiler_loaded_by_nccl": counters["profiler_loaded_by_nccl"]}
+
+
+def stage_arm_sweep(args):
+    from dynamiccl_pg import _C
+    way, env = _two_ranks_env(args)
+    plugin = _C.nccl_plugin_path()
+    return {"world": 2, "way": way,
+            "ranks": run_ranks("rank_arm_sweep", 2,
+                               lambda rank: dict(env(rank), NCCL_PROFILER_PLUGIN=plugin))}
+
+
+def arm_verdict(arm: str, row: dict) -> str:
+    """Whether what NCCL ran (profiler records) is the arm that was forced."""
+    if row["unavailable"] > 0:
+        return "unavailable here (NCCL marked it; dropped)"
+    if not row["ran"]:
+        return "NO PROFILER RECORDS"
+    algo, proto, *cap = arm.split("/")
+    limit = int(cap[0][1:]) if cap else None
+    ok = all(a == algo and p == proto and (limit is None or n <= limit) for a, p, n in row["ran"])
+    return "ran as forced" if ok else "DIFFERENT: " + ", ".join(f"{a}/{p}/c{n}" for a, p, n in row["ran"])
+
+
+# ---- preflight and report ---------------------------------------------------------------------
+
+def stage_preflight(args):
+    import torch
+    if not torch.cuda.is_available():
+        raise SystemExit("gpu_proof: no CUDA device is visible (torch.cuda.is_available() is "
+                         "False); this proof needs an NVIDIA GPU")
+    nccl = torch.cuda.nccl.version()
+    return {"device": torch.cuda.get_device_name(0), "gpus": torch.cuda.device_count(),
+            "torch": torch.__version__, "cuda": torch.version.cuda,
+            "nccl": ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl),
+            "date": datetime.date.today().isoformat()}
+
+
+def _fmt(x, unit=""):
+    return f"{x:.1f}{unit}" if isinstance(x, (int, float)) else str(x)
+
+
+def _rank_error(ranks):
+    errors = [r["error"] for r in ranks if "error" in r]
+    return errors[0] if errors else None
+
+
+def report(stages: dict) -> str:
+    """results.md from the stage results (missing or timed-out stages say so)."""
+    pre = stages.get("preflight", {})
+    lines = ["# GPU proof of the NCCL branch", "",
+             f"Produced by `benchmarks/gpu/run.sh` on {pre.get('date', '?')}: "
+             f"{pre.get('device', '?')} (x{pre.get('gpus', '?')}), torch {pre.get('torch', '?')}, "
+             f"CUDA {pre.get('cuda', '?')}, NCCL {pre.get('nccl', '?')}.", ""]
+
+    def section(title, key):
+        lines.extend([f"## {title}", ""])
+        s = stages.get(key)
+        if s is None:
+            lines.extend(["not run", ""])
+        elif "timed_out" in s:
+            lines.extend([f"timed out after {s['timed_out']} s", ""])
+        elif "error" in s:
+            lines.extend([f"failed: {s['error']}", ""])
+        return s if s and "timed_out" not in s and "error" not in s else None
+
+    def checks_table(ranks):
+        err = _rank_error(ranks)
+        if err:
+            lines.extend([f"failed: {err}", ""])
+            return
+        r0 = ranks[0]["ok"]
+        lines.extend(["| collective | result (every rank) |", "|---|---|"])
+        for name in r0["checks"]:
+            verdicts = {r["ok"]["checks"][name] for r in ranks}
+            lines.append(f"| {name} | {' / '.join(sorted(verdicts))} |")
+        t = r0["allreduce_4MiB"]
+        lines.extend(["", f"4 MiB all-reduce, median per call: dynamiccl {_fmt(t['dynamiccl_us'], ' µs')}, "
+                          f"nccl {_fmt(t['nccl_us'], ' µs')}. Plugin: {r0['nccl_plugin']}", ""])
+
+    s = section("(a) every collective at world size 1, CUDA tensors, against `nccl`", "collectives")
+    if s:
+        checks_table(s["ranks"])
+    s = section("(b) DDP step loop at world size 1, against `nccl`", "ddp")
+    if s:
+        err = _rank_error(s["ranks"])
+        r = s["ranks"][0].get("ok", {})
+        lines.extend([f"failed: {err}" if err else
+                      f"median step {_fmt(r['step_ms'], ' ms')} (dynamiccl) vs {_fmt(r['nccl_step_ms'], ' ms')} "
+                      f"(nccl); replicas identical after training: {r['replicas_identical']}", ""])
+    s = section("(c) two ranks on one GPU", "multi_rank")
+    if s:
+        for way, ranks in s["ways"].items():
+            err = _rank_error(ranks)
+            lines.append(f"- {way}: " + (f"refused: {err}" if err else "works"))
+        lines.append("")
+        if s["working"]:
+            checks_table(s["ways"][s["working"]])
+    s = section("(d) every NCCL all-reduce arm forced; what NCCL ran (profiler plugin)", "arm_sweep")
+    if s:
+        err = _rank_error(s["ranks"])
+        if err:
+            lines.extend([f"failed: {err}", ""])
+        else:
+            r0 = s["ranks"][0]["ok"]
+            lines.extend([f"On {s['way']}; profiler loaded by NCCL: {r0['profiler_loaded_by_nccl']}.", "",
+                          "| arm | bytes | µs per call | kernel µs | NCCL ran |", "|---|---|---|---|---|"])
+            for row in r0["rows"]:
+                lines.append(f"| {row['arm']} | {row['bytes']} | {_fmt(row['us'])} | "
+                             f"{_fmt(row['kernel_us'])} | {arm_verdict(row['arm'], row)} |")
+            lines.append("")
+    s = section("(e) DDP, `dynamiccl` learning vs `nccl`, two ranks", "learn_vs_nccl")
+    if s:
+        err = _rank_error(s["nccl"]) or _rank_error(s["dynamiccl"])
+        if err:
+            lines.extend([f"failed: {err}", ""])
+        else:
+            ours = max(r["ok"]["step_ms"] for r in s["dynamiccl"])
+            base = max(r["ok"]["step_ms"] for r in s["nccl"])
+            hashes = {r["ok"]["decision_hash"] for r in s["dynamiccl"]}
+            lines.extend([f"On {s['way']}: median step (second half, slowest rank) nccl "
+                          f"{_fmt(base, ' ms')}, dynamiccl {_fmt(ours, ' ms')}: {base / ours:.3f}x; "
+                          f"ranks agree on every decision: {len(hashes) == 1}; learned: "
+                          f"{s['dynamiccl'][0]['ok']['incumbents']}", ""])
+    return "\n".join(lines)
+
+
+STAGES = {"preflight": stage_preflight, "collectives": stage_collectives, "ddp": stage_ddp,
+          "multi_rank": stage_multi_rank, "arm_sweep": stage_arm_sweep,
+          "learn_vs_nccl": stage_learn_vs_nccl}
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_rank"]:
+        _rank_main(argv[1], int(argv[2]), int(argv[3]), argv[4], argv[5], argv[6])
+        return 0
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("stage", choices=[*STAGES, "report"])
+    p.add_argument("--out", help="where a stage writes its JSON result")
+    p.add_argument("--multi-rank", help="the multi_rank stage's result (for arm_sweep, learn_vs_nccl)")
+    p.add_argument("--dir", help="report: the folder of stage results")
+    p.add_argument("--results", help="report: the markdown file to write")
+    args = p.parse_args(argv)
+    if args.stage == "report":
+        stages = {}
+        for name in STAGES:
+            path = os.path.join(args.dir, f"{name}.json")
+            if os.path.exists(path):
+                stages[name] = json.load(open(path))
+        text = report(stages)
+        with open(args.results, "w") as f:
+            f.write(text + "\n")
+        print(text)
+        return 0
+    try:
+        result = STAGES[args.stage](args)
+    except SystemExit:
+        raise
+    except Exception as e:  # noqa: BLE001  a stage that fails is recorded as failed
+        result = {"error": f"{type(e).__name__}: {e}"}
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(json.dumps(result)[:2000])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

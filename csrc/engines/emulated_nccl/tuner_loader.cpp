@@ -1,0 +1,118 @@
+#include "engines/emulated_nccl/tuner_loader.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <strings.h>
+
+namespace dynamiccl {
+namespace emulated_nccl {
+
+namespace {
+
+// NCCL_DEBUG's level and NCCL_DEBUG_SUBSYS's mask, read as NCCL reads them (the subset the
+// plugin logs under: INIT, TUNING, ALL; a leading '^' excludes).
+ncclDebugLogLevel debug_level() {
+  const char* v = std::getenv("NCCL_DEBUG");
+  if (v == nullptr) return NCCL_LOG_NONE;
+  if (strcasecmp(v, "VERSION") == 0) return NCCL_LOG_VERSION;
+  if (strcasecmp(v, "WARN") == 0) return NCCL_LOG_WARN;
+  if (strcasecmp(v, "INFO") == 0) return NCCL_LOG_INFO;
+  if (strcasecmp(v, "TRACE") == 0) return NCCL_LOG_TRACE;
+  return NCCL_LOG_NONE;
+}
+
+unsigned long debug_mask() {
+  const char* v = std::getenv("NCCL_DEBUG_SUBSYS");
+  if (v == nullptr || *v == '\0') return NCCL_INIT;  // NCCL's default
+  const bool invert = *v == '^';
+  unsigned long mask = 0;
+  std::string list(invert ? v + 1 : v);
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    const std::string item = list.substr(start, end - start);
+    if (strcasecmp(item.c_str(), "INIT") == 0) mask |= NCCL_INIT;
+    if (strcasecmp(item.c_str(), "TUNING") == 0) mask |= NCCL_TUNING;
+    if (strcasecmp(item.c_str(), "ALL") == 0) mask |= static_cast<unsigned long>(NCCL_ALL);
+    start = end + 1;
+  }
+  return invert ? ~mask : mask;
+}
+
+void logger(ncclDebugLogLevel level, unsigned long flags, const char* file, int line,
+            const char* fmt, ...) {
+  static const ncclDebugLogLevel max_level = debug_level();
+  static const unsigned long mask = debug_mask();
+  if (level > max_level || (level >= NCCL_LOG_INFO && (flags & mask) == 0)) return;
+  char message[1024];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(message, sizeof(message), fmt, args);
+  va_end(args);
+  const char* name = level == NCCL_LOG_WARN ? "WARN" : level == NCCL_LOG_TRACE ? "TRACE" : "INFO";
+  if (level == NCCL_LOG_TRACE) {
+    std::fprintf(stderr, "[pid %d] emulated NCCL %s %s:%d %s\n", static_cast<int>(getpid()), name,
+                 file, line, message);
+  } else {
+    std::fprintf(stderr, "[pid %d] emulated NCCL %s %s\n", static_cast<int>(getpid()), name,
+                 message);
+  }
+}
+
+}  // namespace
+
+LoadedTuner::LoadedTuner(const std::string& path, uint64_t comm_id, size_t n_ranks,
+                         size_t n_nodes) {
+  if (path.empty()) return;
+  handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle_ == nullptr) {
+    const char* why = dlerror();
+    failure_ = "could not load " + path + ": " + (why ? why : "unknown error");
+  } else {
+    tuner_ = static_cast<const ncclTuner_v5_t*>(dlsym(handle_, "ncclTunerPlugin_v5"));
+    if (tuner_ == nullptr) failure_ = path + " has no ncclTunerPlugin_v5";
+  }
+  if (!failure_.empty()) {
+    logger(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __func__, __LINE__,
+           "TUNER/Plugin: %s; using the internal tuner", failure_.c_str());
+    tuner_ = nullptr;
+    return;
+  }
+  // NCCL hands the plugin the NVLink domain shape and its model constants (in/out). The
+  // emulation builds its own cost table from the project's model, so it passes zeros and reads
+  // nothing back (our plugin leaves both untouched).
+  ncclNvlDomainInfo_v5_t domains{};
+  ncclTunerConstants_v5_t constants{};
+  if (tuner_->init(&context_, comm_id, n_ranks, n_nodes, logger, &domains, &constants) !=
+      ncclSuccess) {
+    failure_ = "the plugin's init failed";
+    tuner_ = nullptr;
+    return;
+  }
+  logger(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __func__, __LINE__, "TUNER/Plugin: Using %s (v5)",
+         tuner_->name);
+}
+
+LoadedTuner::~LoadedTuner() {
+  if (tuner_ != nullptr) tuner_->finalize(context_);
+  // NCCL keeps the library loaded until its last communicator goes; so do we (dlclose would only
+  // drop our reference: the backend itself is linked with the same file).
+  if (handle_ != nullptr) dlclose(handle_);
+}
+
+void LoadedTuner::get_coll_info(int coll_type, size_t n_bytes, float table[][NCCL_NUM_PROTOCOLS],
+                                int* n_channels) const {
+  if (tuner_ == nullptr) return;
+  // As NCCL passes it: one contiguous float[algorithms][protocols], typed float**.
+  tuner_->getCollInfo(context_, static_cast<ncclFunc_t>(coll_type), n_bytes, /*numPipeOps=*/1,
+                      reinterpret_cast<float**>(table), NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS,
+                      /*regBuff=*/0, n_channels);
+}
+
+}  // namespace emulated_nccl
+}  // namespace dynamiccl

@@ -1,0 +1,79 @@
+"""The host-side parts of the GPU proof (benchmarks/gpu/run.sh): the script parses, refuses clearly
+without a GPU, judges what NCCL ran against the forced arm, and reports every stage honestly
+(missing, timed out, failed, or its figures)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks", "gpu"))
+import gpu_proof  # noqa: E402
+
+
+def test_run_script_parses():
+    subprocess.run(["bash", "-n", os.path.join(ROOT, "benchmarks", "gpu", "run.sh")], check=True)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
+def test_preflight_without_a_gpu_says_so(tmp_path):
+    proc = subprocess.run([sys.executable, gpu_proof.__file__, "preflight", "--out",
+                           str(tmp_path / "p.json")], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "no CUDA device is visible" in proc.stderr
+    assert not (tmp_path / "p.json").exists()
+
+
+def test_two_rank_stages_need_a_working_way_first(tmp_path):
+    args = type("A", (), {"multi_rank": str(tmp_path / "multi_rank.json")})
+    with pytest.raises(SystemExit, match="stage multi_rank found no way"):
+        gpu_proof._two_ranks_env(args)
+    (tmp_path / "multi_rank.json").write_text(json.dumps({"working": "NCCL_HOSTID per rank"}))
+    way, env = gpu_proof._two_ranks_env(args)
+    assert way == "NCCL_HOSTID per rank" and env(1)["NCCL_HOSTID"] != env(0)["NCCL_HOSTID"]
+
+
+def row(ran, unavailable=0):
+    return {"ran": ran, "unavailable": unavailable}
+
+
+def test_arm_verdict_compares_what_ran_with_the_forced_arm():
+    assert gpu_proof.arm_verdict("tree/LL", row([("tree", "LL", 2)])) == "ran as forced"
+    assert gpu_proof.arm_verdict("ring/Simple/c4", row([("ring", "Simple", 4)])) == "ran as forced"
+    assert gpu_proof.arm_verdict("ring/Simple/c4", row([("ring", "Simple", 8)])).startswith("DIFFERENT")
+    assert gpu_proof.arm_verdict("tree/LL", row([("ring", "LL", 2)])) == "DIFFERENT: ring/LL/c2"
+    assert gpu_proof.arm_verdict("tree/LL", row([])) == "NO PROFILER RECORDS"
+    assert gpu_proof.arm_verdict("nvls/Simple", row([], 1)).startswith("unavailable here")
+
+
+def test_report_states_every_stage_honestly():
+    ok = {"ok": {"checks": {"broadcast": "ok", "reduce": "MISMATCH"},
+                 "allreduce_4MiB": {"dynamiccl_us": 101.0, "nccl_us": 100.0},
+                 "nccl_plugin": {"loaded_by_nccl": True}}}
+    stages = {
+        "preflight": {"device": "NVIDIA H100", "gpus": 1, "torch": "2.11.0", "cuda": "13.0",
+                      "nccl": "2.28.9", "date": "2026-11-24"},
+        "collectives": {"world": 1, "ranks": [ok]},
+        "ddp": {"timed_out": 300},
+        "multi_rank": {"world": 2, "working": "NCCL_HOSTID per rank",
+                       "ways": {"plain": [{"error": "DistBackendError: Duplicate GPU detected"},
+                                          {"error": "x"}],
+                                "NCCL_HOSTID per rank": [ok, ok]}},
+        "arm_sweep": {"world": 2, "way": "NCCL_HOSTID per rank", "ranks": [
+            {"ok": {"profiler_loaded_by_nccl": True, "rows": [
+                {"arm": "tree/LL", "bytes": 65536, "us": 30.0, "kernel_us": 20.0,
+                 "ran": [["tree", "LL", 2]], "applied": 21, "unavailable": 0}]}},
+            {"ok": {}}]},
+    }
+    text = gpu_proof.report(stages)
+    assert "NVIDIA H100 (x1), torch 2.11.0, CUDA 13.0, NCCL 2.28.9" in text
+    assert "| reduce | MISMATCH |" in text and "| broadcast | ok |" in text
+    assert "timed out after 300 s" in text
+    assert "- plain: refused: DistBackendError: Duplicate GPU detected" in text
+    assert "- NCCL_HOSTID per rank: works" in text
+    assert "| tree/LL | 65536 | 30.0 | 20.0 | ran as forced |" in text
+    assert text.rstrip().endswith("not run")  # (e) has no result
