@@ -85,10 +85,14 @@ struct ProcessGroupDynamicCCL::Call {
   // Gloo gives this op's Work a future (not for point-to-point and reduce-scatter); NCCL always.
   bool gloo_future;
   // One collective an engine can run with a chosen arm: our schedule on CPU, the plugin's forced
-  // choice on NCCL (which sees it as one call of `effective_bytes`). Coalesced batches and
-  // non-contiguous tensors are not: they always take the engine default.
+  // choice on NCCL (which sees it as one call of `effective_bytes`). Non-contiguous tensors are
+  // not, nor coalesced batches on NCCL (it merges them into one launch its tuner sees as a
+  // different call): they always take the engine default.
   bool tunable = false;
   CpuCallArgs args;  // the caller's tensors (args.outputs: the Work's result)
+  // A coalesced batch of one op kind on CPU: one decision for the batch (its total bytes), each
+  // part run on the chosen schedule.
+  std::vector<CpuCallArgs> parts;
 };
 
 ProcessGroupDynamicCCL::ProcessGroupDynamicCCL(int rank, int size, Engines engines,
@@ -254,7 +258,8 @@ ProcessGroupDynamicCCL::Issued ProcessGroupDynamicCCL::issue(const Call& c, cons
                                                              NativeFn native) {
   Issued out;
   if (rec.engine == kCpu && !rec.action.is_default()) {
-    out.future = cpu_->run_schedule(c.args, rec.action);
+    out.future = c.parts.empty() ? cpu_->run_schedule(c.args, rec.action)
+                                 : cpu_->run_batch(c.parts, c.args.outputs, rec.action);
     return out;
   }
   c10d::Backend& engine = rec.engine == kCpu ? *engines_.gloo : *engines_.nccl;
@@ -408,6 +413,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allreduce_coalesced(
   c.args.reduction = plan_reduction(opts.reduceOp, tensors[0], cpu_engine(tensors[0]));
   c.args.outputs = tensors;
   c.args.rescaled = tensors;
+  c.tunable = cpu_engine(c.sample);
+  for (const at::Tensor& t : tensors) {
+    c.tunable = c.tunable && t.is_contiguous() && t.scalar_type() == c.sample.scalar_type();
+    CpuCallArgs part = c.args;
+    part.outputs = part.rescaled = t;
+    part.out = &t;
+    c.parts.push_back(part);
+  }
   auto native_opts = with_timeout(opts, timeout_);
   native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
   return dispatch(c, [&](c10d::Backend& e) { return e.allreduce_coalesced(tensors, native_opts); });
@@ -499,6 +512,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather_into_tensor_coa
   for (auto& t : inputs) c.bytes += nbytes(t);
   c.effective_bytes = c.bytes * size_;
   c.args.outputs = outputs;
+  c.tunable = cpu_engine(c.sample);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_ &&
+                    outputs[i].dtype() == inputs[i].dtype(),
+                "dynamiccl: allgather_into_tensor_coalesced pair ", i, ": the output must have the "
+                "input's dtype and input.numel() * world size = ", inputs[i].numel() * size_,
+                " elements (got ", outputs[i].numel(), " of ", outputs[i].scalar_type(), ")");
+    c.tunable = c.tunable && inputs[i].is_contiguous() && outputs[i].is_contiguous();
+    CpuCallArgs part = c.args;
+    part.outputs = outputs[i];
+    part.in = &inputs[i];
+    part.out = &outputs[i];
+    c.parts.push_back(part);
+  }
   auto native_opts = with_timeout(opts, timeout_);
   c10d::Backend* gloo = engines_.gloo.get();
   auto native = [&](c10d::Backend& e) -> c10::intrusive_ptr<c10d::Work> {
@@ -577,6 +604,20 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter_tensor_coa
   c.args.reduction = plan_reduction(opts.reduceOp, inputs[0], cpu_engine(inputs[0]));
   c.args.outputs = outputs;
   c.args.rescaled = outputs;
+  c.tunable = cpu_engine(c.sample);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_ &&
+                    outputs[i].dtype() == inputs[i].dtype(),
+                "dynamiccl: reduce_scatter_tensor_coalesced pair ", i, ": the input must have the "
+                "output's dtype and output.numel() * world size = ", outputs[i].numel() * size_,
+                " elements (got ", inputs[i].numel(), " of ", inputs[i].scalar_type(), ")");
+    c.tunable = c.tunable && inputs[i].is_contiguous() && outputs[i].is_contiguous();
+    CpuCallArgs part = c.args;
+    part.outputs = part.rescaled = outputs[i];
+    part.in = &inputs[i];
+    part.out = &outputs[i];
+    c.parts.push_back(part);
+  }
   auto native_opts = with_timeout(opts, timeout_);
   native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
   c10d::Backend* gloo = engines_.gloo.get();

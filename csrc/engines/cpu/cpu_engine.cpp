@@ -102,4 +102,18 @@ c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::run_schedule(const CpuCallArg
   return future;
 }
 
+c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::run_batch(const std::vector<CpuCallArgs>& parts,
+                                                             c10::ArrayRef<at::Tensor> outputs,
+                                                             const Action& action) {
+  c10::List<c10::intrusive_ptr<c10::ivalue::Future>> futures(
+      c10::FutureType::create(c10::ListType::create(c10::TensorType::get())));
+  for (const CpuCallArgs& part : parts) futures.push_back(run_schedule(part, action));
+  return c10::collectAll(futures)->then(
+      [outputs = outputs.vec()](c10::ivalue::Future& all) {
+        if (all.hasError()) std::rethrow_exception(all.exception_ptr());
+        return c10::IValue(outputs);
+      },
+      c10::ListType::create(c10::TensorType::get()));
+}
+
 }  // namespace dynamiccl

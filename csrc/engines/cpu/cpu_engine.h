@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <vector>
 
 #include "core/types.h"
 #include "engines/cpu/reduction.h"
@@ -44,6 +45,11 @@ class CpuEngine {
   // `args.outputs` (or the error).
   c10::intrusive_ptr<c10::ivalue::Future> run_schedule(const CpuCallArgs& args,
                                                        const Action& action);
+  // A coalesced batch of one op kind, tuned as one call: every part on the schedule of `action`,
+  // in order; the future completes with `outputs` once all have (or with the first error).
+  c10::intrusive_ptr<c10::ivalue::Future> run_batch(const std::vector<CpuCallArgs>& parts,
+                                                    c10::ArrayRef<at::Tensor> outputs,
+                                                    const Action& action);
 
   void set_timeout(std::chrono::milliseconds t) { channel_.set_timeout(t); }
   // Tests only: every call on `schedule` (an Action's algo) sleeps `delay` first.
