@@ -3,6 +3,7 @@
     actions                    the arms (candidate configurations) per op and engine
     config                     every DYNAMICCL_* variable: default and current value
     sim --scenario FILE|DIR    run scenarios through the learner (see benchmarks/scenarios)
+    report PREFIX --out DIR    a page with plots of what a job learned, from its DYNAMICCL_TRACE files
 """
 
 import argparse
@@ -44,8 +45,13 @@ def _sim(argv) -> int:
     return sim_main(argv)
 
 
+def _report(argv) -> int:
+    from .trace_report import main as report_main
+    return report_main(argv)
+
+
 def main(argv) -> int:
-    commands = {"actions": _actions, "config": _config, "sim": _sim}
+    commands = {"actions": _actions, "config": _config, "sim": _sim, "report": _report}
     if not argv or argv[0] in ("-h", "--help"):
         print(__doc__.strip())
         return 0

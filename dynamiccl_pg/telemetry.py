@@ -74,7 +74,8 @@ def report_loss(loss) -> None:
             pg.add_loss(value)
 
 
-def _size(bin_: int) -> str:
+def size_label(bin_: int) -> str:
+    """A size bin as people read it: its smallest byte count, e.g. 64KiB."""
     b = 1 << bin_
     for unit in ("B", "KiB", "MiB", "GiB"):
         if b < 1024:
@@ -96,7 +97,7 @@ def format_summary(group=None) -> str:
              f"{'engine':<6} {'op':<15} {'size':>9} {'calls':>8} {'mean_us':>10}"]
     for row in sorted(s["calls"], key=lambda r: (r["engine"], r["op"], r["size_bin"])):
         mean = f"{row['mean_us']:.1f}" if row["mean_us"] >= 0 else "-"
-        lines.append(f"{row['engine']:<6} {row['op']:<15} {'>=' + _size(row['size_bin']):>9} "
+        lines.append(f"{row['engine']:<6} {row['op']:<15} {'>=' + size_label(row['size_bin']):>9} "
                      f"{row['calls']:>8} {mean:>10}")
     for engine, all_states in s["states"].items():
         if not all_states:
@@ -123,7 +124,7 @@ def format_summary(group=None) -> str:
             used = (f"{max(st['extra_us'], 0.0) / st['budget_us']:.0%}" if st["budget_us"] > 0
                     else "-")
             lines.append(f"{'':<14}{st['role']:<8} {st['op']:<15} "
-                         f"{'>=' + _size(st['size_bin']):>9} {st['incumbent']:<14} {phase:<8} "
+                         f"{'>=' + size_label(st['size_bin']):>9} {st['incumbent']:<14} {phase:<8} "
                          f"{st['calls']:>7} {st['probes']:>6} "
                          f"{dm:>10.1f} {cm:>10.1f} {speed:>8} {used:>11}")
     return "\n".join(lines)
@@ -165,9 +166,10 @@ def write_trace(prefix: str, rank: Optional[int] = None) -> List[str]:
     live = [(pg.group_name_at_creation, pg.trace_records()) for pg in _backend.backends()]
     records, events = [], []
     for group, group_records in _destroyed_traces + live:
-        for (seq, op, nbytes, engine, role, arm, probe, epoch, start, end) in group_records:
+        for (seq, op, nbytes, engine, role, arm, probe, learned, epoch, start,
+             end) in group_records:
             rec = {"group": group, "seq": seq, "op": op, "bytes": nbytes,
-                   "engine": engine, "role": role, "arm": arm, "probe": probe,
+                   "engine": engine, "role": role, "arm": arm, "probe": probe, "learned": learned,
                    "epoch": epoch, "start_us": start / 1e3,
                    "dur_us": (end - start) / 1e3 if end else None}
             records.append(rec)

@@ -463,8 +463,8 @@ PYBIND11_MODULE(_C, m) {
              for (const auto& t : pg.telemetry().traces()) {
                const CallRecord& r = t.record;
                out.append(py::make_tuple(r.seq, op_name(r.op), r.bytes, engine_name(r.engine),
-                                         role_name(r.role), r.arm, r.probe, r.epoch, r.start_ns,
-                                         t.end_ns.load()));
+                                         role_name(r.role), r.arm, r.probe, r.learned, r.epoch,
+                                         r.start_ns, t.end_ns.load()));
              }
              return out;
            })
