@@ -31,7 +31,7 @@ import torch.distributed as dist
 import dynamiccl_pg
 from dynamiccl_pg import _C
 
-OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast")
+OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast", "alltoall")
 
 
 def reps_for(nbytes: int, scale: float) -> tuple:
@@ -51,10 +51,13 @@ def reps_for(nbytes: int, scale: float) -> tuple:
 
 def make_call(op: str, nbytes: int, world: int, group):
     """A closure issuing one call of `op` on `nbytes` of float32, with its buffers made once."""
-    if op in ("allgather", "reduce_scatter"):
+    if op in ("allgather", "reduce_scatter", "alltoall"):
         per_rank = max(1, -(-nbytes // (4 * world)))
         full = torch.zeros(per_rank * world)
         part = torch.zeros(per_rank)
+        if op == "alltoall":  # nbytes: each rank's whole input, one equal block per rank
+            out = torch.zeros_like(full)
+            return lambda: dist.all_to_all_single(out, full, group=group)
         if op == "allgather":
             return lambda: dist.all_gather_into_tensor(full, part, group=group)
         return lambda: dist.reduce_scatter_tensor(part, full, group=group)
@@ -65,7 +68,7 @@ def make_call(op: str, nbytes: int, world: int, group):
 
 
 def effective_bytes(op: str, nbytes: int, world: int) -> int:
-    if op in ("allgather", "reduce_scatter"):
+    if op in ("allgather", "reduce_scatter", "alltoall"):
         return max(1, -(-nbytes // (4 * world))) * world * 4
     return max(1, nbytes // 4) * 4
 

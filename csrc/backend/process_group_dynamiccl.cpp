@@ -384,6 +384,30 @@ void ProcessGroupDynamicCCL::finish(const Call& c, const CallRecord& rec,
   if (coalescing_ && rec.engine == kCpu) coalesced_works_.push_back(work);
 }
 
+// A coalesced batch of all-gathers or reduce-scatters into tensors: one part per (input, output)
+// pair; tunable on CPU while every pair is contiguous.
+void ProcessGroupDynamicCCL::add_flat_parts(Call& c, std::vector<at::Tensor>& outputs,
+                                            std::vector<at::Tensor>& inputs) {
+  const bool gather = c.op == OpKind::kAllGather;
+  c.tunable = cpu_engine(c.sample);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& whole = gather ? outputs[i] : inputs[i];
+    const at::Tensor& piece = gather ? inputs[i] : outputs[i];
+    TORCH_CHECK(whole.numel() == piece.numel() * size_ && whole.dtype() == piece.dtype(),
+                c.title, " pair ", i, ": the ", gather ? "output" : "input", " must have the ",
+                gather ? "input" : "output", "'s dtype and ", piece.numel() * size_,
+                " elements (its numel x world size); got ", whole.numel(), " of ",
+                whole.scalar_type());
+    c.tunable = c.tunable && inputs[i].is_contiguous() && outputs[i].is_contiguous();
+    CpuCallArgs part = c.args;
+    part.outputs = outputs[i];
+    if (!gather) part.rescaled = outputs[i];
+    part.in = &inputs[i];
+    part.out = &outputs[i];
+    c.parts.push_back(part);
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Collectives: each one describes itself as a Call and goes through dispatch().
 
@@ -512,20 +536,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather_into_tensor_coa
   for (auto& t : inputs) c.bytes += nbytes(t);
   c.effective_bytes = c.bytes * size_;
   c.args.outputs = outputs;
-  c.tunable = cpu_engine(c.sample);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_ &&
-                    outputs[i].dtype() == inputs[i].dtype(),
-                "dynamiccl: allgather_into_tensor_coalesced pair ", i, ": the output must have the "
-                "input's dtype and input.numel() * world size = ", inputs[i].numel() * size_,
-                " elements (got ", outputs[i].numel(), " of ", outputs[i].scalar_type(), ")");
-    c.tunable = c.tunable && inputs[i].is_contiguous() && outputs[i].is_contiguous();
-    CpuCallArgs part = c.args;
-    part.outputs = outputs[i];
-    part.in = &inputs[i];
-    part.out = &outputs[i];
-    c.parts.push_back(part);
-  }
+  add_flat_parts(c, outputs, inputs);
   auto native_opts = with_timeout(opts, timeout_);
   c10d::Backend* gloo = engines_.gloo.get();
   auto native = [&](c10d::Backend& e) -> c10::intrusive_ptr<c10d::Work> {
@@ -604,20 +615,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter_tensor_coa
   c.args.reduction = plan_reduction(opts.reduceOp, inputs[0], cpu_engine(inputs[0]));
   c.args.outputs = outputs;
   c.args.rescaled = outputs;
-  c.tunable = cpu_engine(c.sample);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    TORCH_CHECK(inputs[i].numel() == outputs[i].numel() * size_ &&
-                    outputs[i].dtype() == inputs[i].dtype(),
-                "dynamiccl: reduce_scatter_tensor_coalesced pair ", i, ": the input must have the "
-                "output's dtype and output.numel() * world size = ", outputs[i].numel() * size_,
-                " elements (got ", inputs[i].numel(), " of ", inputs[i].scalar_type(), ")");
-    c.tunable = c.tunable && inputs[i].is_contiguous() && outputs[i].is_contiguous();
-    CpuCallArgs part = c.args;
-    part.outputs = part.rescaled = outputs[i];
-    part.in = &inputs[i];
-    part.out = &outputs[i];
-    c.parts.push_back(part);
-  }
+  add_flat_parts(c, outputs, inputs);
   auto native_opts = with_timeout(opts, timeout_);
   native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
   c10d::Backend* gloo = engines_.gloo.get();
@@ -677,6 +675,19 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall_base(
     std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
   Call c(OpKind::kAllToAll, c10d::OpType::ALLTOALL_BASE, "dynamiccl:all_to_all_single", input);
   c.args.outputs = output;
+  // Our schedules run equal splits (every block the same size); uneven ones stay Gloo's.
+  auto equal = [&](const std::vector<int64_t>& splits, const at::Tensor& t) {
+    return std::all_of(splits.begin(), splits.end(),
+                       [&](int64_t s) { return s * size_ == t.size(0); });
+  };
+  c.tunable = cpu_engine(input) && input.is_contiguous() && output.is_contiguous() &&
+              input.dim() > 0 && output.sizes() == input.sizes() &&
+              output.scalar_type() == input.scalar_type() && input.size(0) % size_ == 0 &&
+              equal(input_splits, input) && equal(output_splits, output);
+  if (c.tunable) {
+    c.args.in = &input;
+    c.args.out = &output;
+  }
   auto native_opts = with_timeout(opts, timeout_);
   return dispatch(c, [&](c10d::Backend& e) {
     return e.alltoall_base(output, input, output_splits, input_splits, native_opts);

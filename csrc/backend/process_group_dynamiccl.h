@@ -143,6 +143,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   EngineKind route(const Call& call);
   CallRecord decide(const Call& call, EngineKind engine);
   Issued issue(const Call& call, const CallRecord& rec, NativeFn native);
+  void add_flat_parts(Call& c, std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs);
   c10::intrusive_ptr<c10d::Work> attach_completion(const Call& call, const CallRecord& rec,
                                                    Issued issued);
   void finish(const Call& call, const CallRecord& rec, const c10::intrusive_ptr<c10d::Work>& w);

@@ -31,9 +31,9 @@ REDUCING = {"allreduce", "reduce_scatter", "reduce"}
 # (test_force_sets_cover_every_arm checks that against the catalog).
 FORCE_SETS = [
     {"allreduce": "ring", "allgather": "ring", "reduce_scatter": "ring", "broadcast": "tree",
-     "reduce": "tree"},
+     "reduce": "tree", "alltoall": "pairwise"},
     {"allreduce": "ring_s4", "allgather": "ring_s4", "reduce_scatter": "ring_s4",
-     "broadcast": "tree_s4", "reduce": "tree_s4"},
+     "broadcast": "tree_s4", "reduce": "tree_s4", "alltoall": "bruck"},
     {"allreduce": "rd", "allgather": "rd", "reduce_scatter": "rd", "broadcast": "ring_s8",
      "reduce": "ring_s8"},
     {"allreduce": "hd"},
@@ -48,6 +48,7 @@ ARM_NAMES = {
     "reduce_scatter": ["default", "ring", "ring_s4", "rd"],
     "broadcast": ["default", "ring_s8", "tree", "tree_s4"],
     "reduce": ["default", "ring_s8", "tree", "tree_s4"],
+    "alltoall": ["default", "pairwise", "bruck"],
 }
 
 
@@ -207,7 +208,33 @@ def _check_broadcast(rank, world, g, gloo, chk, tag):
         chk.exact(f"{tag} broadcast n={n} {dtype} root={root}", got, want)
 
 
+def _check_alltoall(rank, world, g, gloo, chk, tag):
+    for i, (n, dtype) in enumerate((n, dt) for n in (0, 1, world + 1, 1003) for dt in DTYPES):
+        x = _data(n * world, dtype, R.SUM, 600 + i, rank)
+        want = torch.empty_like(x)
+        dist.all_to_all_single(want, x, group=gloo)
+        got = torch.full_like(x, 7)
+        dist.all_to_all_single(got, x, group=g)
+        chk.exact(f"{tag} alltoall n={n} {dtype}", got, want)
+    # Rows (dim 0 is split), and uneven splits (our schedules run equal ones; these stay Gloo's).
+    x = _data(world * 3 * 5, torch.int64, R.SUM, 650, rank).view(world * 3, 5)
+    want = torch.empty_like(x)
+    dist.all_to_all_single(want, x, group=gloo)
+    got = torch.zeros_like(x)
+    dist.all_to_all_single(got, x, group=g)
+    chk.exact(f"{tag} alltoall rows", got, want)
+    splits_in = [(rank + j) % 3 + 1 for j in range(world)]
+    splits_out = [(r + rank) % 3 + 1 for r in range(world)]
+    x = _data(sum(splits_in), torch.float32, R.SUM, 660, rank)
+    want = torch.empty(sum(splits_out))
+    dist.all_to_all_single(want, x, splits_out, splits_in, group=gloo)
+    got = torch.zeros(sum(splits_out))
+    dist.all_to_all_single(got, x, splits_out, splits_in, group=g)
+    chk.exact(f"{tag} alltoall uneven splits", got, want)
+
+
 CHECKS = {
+    "alltoall": _check_alltoall,
     "allreduce": _check_allreduce,
     "reduce_scatter": _check_reduce_scatter,
     "reduce": _check_reduce,
@@ -256,7 +283,7 @@ def test_force_sets_cover_every_arm():
         assert _C.arm_names(_C.Engine.cpu, op) == names
         forced = {f[op] for f in FORCE_SETS if op in f}
         assert forced == set(names[1:]), f"{op}: arms not forced by any test set"
-    for op in ("alltoall", "gather", "scatter", "send", "recv", "barrier"):
+    for op in ("gather", "scatter", "send", "recv", "barrier"):
         assert _C.arm_names(_C.Engine.cpu, op) == ["default"]
 
 

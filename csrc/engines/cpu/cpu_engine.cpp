@@ -86,6 +86,7 @@ c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::run_schedule(const CpuCallArg
         gather_into[r].copy_(out.narrow(0, r * in.numel(), in.numel()).view_as(gather_into[r]));
       }
       const bool reduced_here = op != OpKind::kAllGather && op != OpKind::kBroadcast &&
+                                op != OpKind::kAllToAll &&
                                 (op != OpKind::kReduce || channel_.rank() == root);
       if (reduced_here) {
         apply_scaling(red, out, channel_.size());

@@ -3,7 +3,7 @@
 // with reductions done by ATen ops. They give the learner real choices on CPU whose best answer
 // depends on message size, rank count and the network: the CPU analogue of NCCL's algorithms.
 //
-// A schedule is one file (ring.cpp, recursive.cpp, tree.cpp) that defines a CpuSchedule: its
+// A schedule is one file (ring.cpp, recursive.cpp, tree.cpp, alltoall.cpp) that defines a CpuSchedule: its
 // name, and per collective how it runs, what it is expected to cost (the prior that orders
 // probing) and which segment counts are offered as arms. The registry in schedules.cpp lists them;
 // the arm catalog (arm_catalog.h) is built from it. Adding a schedule = its file + one line there.
@@ -46,7 +46,8 @@ using RedOp = c10d::ReduceOp::RedOpType;
 // something to move (execute_schedule() handles the trivial cases).
 //   all-reduce, broadcast, reduce: `out` is the tensor, reduced / overwritten in place;
 //   all-gather: `in` this rank's piece, `out` every rank's pieces in rank order;
-//   reduce-scatter: `in` every rank's pieces in rank order, `out` this rank's reduced piece.
+//   reduce-scatter: `in` every rank's pieces in rank order, `out` this rank's reduced piece;
+//   all-to-all: `in` one block per destination rank, `out` one block per source rank.
 struct ScheduleCall {
   P2PChannel& ch;
   at::Tensor in;
@@ -78,6 +79,8 @@ const CpuSchedule& ring_schedule();
 const CpuSchedule& recursive_doubling_schedule();
 const CpuSchedule& halving_doubling_schedule();
 const CpuSchedule& tree_schedule();
+const CpuSchedule& pairwise_schedule();  // all-to-all only (alltoall.cpp)
+const CpuSchedule& bruck_schedule();     // all-to-all only (alltoall.cpp)
 
 // Runs `op` of `schedule` to completion on the calling thread: checks the tensors and the
 // reduction, handles one rank and empty tensors, clamps the segments, and turns failures into

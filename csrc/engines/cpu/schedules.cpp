@@ -16,6 +16,8 @@ const std::vector<const CpuSchedule*>& cpu_schedules() {
       &recursive_doubling_schedule(),
       &halving_doubling_schedule(),
       &tree_schedule(),
+      &pairwise_schedule(),
+      &bruck_schedule(),
   };
   return all;
 }
@@ -82,6 +84,14 @@ void execute_schedule(const CpuSchedule& schedule, OpKind op, ScheduleCall call)
       check_tensor(call.in, "input");
       check_split(call.in, call.out, size, "reduce_scatter");
       break;
+    case OpKind::kAllToAll:
+      check_tensor(call.in, "input");
+      TORCH_CHECK_VALUE(call.in.scalar_type() == call.out.scalar_type() &&
+                            call.in.numel() == call.out.numel() && call.out.numel() % size == 0,
+                        "dynamiccl CPU alltoall: input and output must have one dtype and the "
+                        "same number of elements, a multiple of the ", size, " ranks (got ",
+                        call.in.numel(), " and ", call.out.numel(), ")");
+      break;
     case OpKind::kBroadcast:
     case OpKind::kReduce:
       TORCH_CHECK_VALUE(call.root >= 0 && call.root < size, "dynamiccl CPU ", op_name(op),
@@ -90,8 +100,11 @@ void execute_schedule(const CpuSchedule& schedule, OpKind op, ScheduleCall call)
     default:
       break;
   }
-  if (op != OpKind::kAllGather && op != OpKind::kBroadcast) check_reduce_op(call.op, call.out);
-  const bool gathers = op == OpKind::kAllGather || op == OpKind::kReduceScatter;
+  const bool moves_only =
+      op == OpKind::kAllGather || op == OpKind::kBroadcast || op == OpKind::kAllToAll;
+  if (!moves_only) check_reduce_op(call.op, call.out);
+  const bool gathers =
+      op == OpKind::kAllGather || op == OpKind::kReduceScatter || op == OpKind::kAllToAll;
   if (size == 1 || data->numel() == 0) {
     if (gathers) call.out.copy_(call.in);
     return;
