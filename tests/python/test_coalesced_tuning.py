@@ -53,6 +53,7 @@ def test_functional_collectives_are_decided_once_per_batch_and_right(force):
     for wrong, ops, _ in results:
         assert wrong == 0
         assert ops.count("allgather") == 120 and ops.count("reduce_scatter") == 120, ops[:20]
+        assert ops.count("allreduce") == 120 // 4  # one per coalesced batch of three
 
 
 def funcol_avg(rank, world):
