@@ -83,7 +83,7 @@ def main():
         for _ in range(args.rounds):
             for arm, g in groups.items():
                 wall[arm].append(wall_per_call_us(g, t, args.calls))
-        mine = {arm: [(r[0], r[8], r[9]) for r in backend_of(g).trace_records()[first_seq[arm]:]]
+        mine = {arm: [(r[0], r[-2], r[-1]) for r in backend_of(g).trace_records()[first_seq[arm]:]]
                 for arm, g in groups.items()}
         gathered = [None] * dist.get_world_size()
         dist.all_gather_object(gathered, mine)
