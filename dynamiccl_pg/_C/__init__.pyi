@@ -1,0 +1,155 @@
+"""
+DynamICCL core: the c10d backend, the learner and the simulator
+"""
+from __future__ import annotations
+import collections.abc
+import datetime
+import torch._C._distributed_c10d
+import typing
+from . import sim
+__all__: list[str] = ['EmulatedNccl', 'Engine', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'nccl_counters', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'set_hint', 'sim', 'size_bin', 'vocabulary']
+class EmulatedNccl(torch._C._distributed_c10d.Backend):
+    def __init__(self, rank: typing.SupportsInt, size: typing.SupportsInt, gloo: typing.Any, scenario: sim.ScenarioSpec, nodes: typing.SupportsInt, gpus_per_node: typing.SupportsInt, comm_id: typing.SupportsInt, tuner_plugin: str, nccl_algo: str, nccl_proto: str, skip_plugin: bool, unavailable: collections.abc.Sequence[str]) -> None:
+        ...
+    def runs(self) -> list:
+        """
+        What it ran, oldest first: per call the op, whether NCCL's tuner saw it, bytes, algorithm, protocol, channel cap (-1: all) and the modelled duration.
+        """
+    @property
+    def plugin_loaded(self) -> bool:
+        ...
+class Engine:
+    """
+    The engines a group runs calls on.
+    
+    Members:
+    
+      cpu
+    
+      nccl
+    """
+    __members__: typing.ClassVar[dict[str, Engine]]  # value = {'cpu': <Engine.cpu: 0>, 'nccl': <Engine.nccl: 1>}
+    cpu: typing.ClassVar[Engine]  # value = <Engine.cpu: 0>
+    nccl: typing.ClassVar[Engine]  # value = <Engine.nccl: 1>
+    def __eq__(self, other: typing.Any) -> bool:
+        ...
+    def __getstate__(self) -> int:
+        ...
+    def __hash__(self) -> int:
+        ...
+    def __index__(self) -> int:
+        ...
+    def __init__(self, value: typing.SupportsInt) -> None:
+        ...
+    def __int__(self) -> int:
+        ...
+    def __ne__(self, other: typing.Any) -> bool:
+        ...
+    def __repr__(self) -> str:
+        ...
+    def __setstate__(self, state: typing.SupportsInt) -> None:
+        ...
+    def __str__(self) -> str:
+        ...
+    @property
+    def name(self) -> str:
+        ...
+    @property
+    def value(self) -> int:
+        ...
+class ProcessGroupDynamicCCL(torch._C._distributed_c10d.Backend):
+    def __init__(self, rank: typing.SupportsInt, size: typing.SupportsInt, gloo: typing.Any, control: typing.Any, nccl: typing.Any, config: dict, timeout: datetime.timedelta) -> None:
+        ...
+    def add_loss(self, arg0: typing.SupportsFloat) -> None:
+        ...
+    def add_step_time(self, arg0: typing.SupportsFloat) -> None:
+        ...
+    def arms(self, arg0: Engine, arg1: str) -> list[str]:
+        ...
+    def call_summary(self) -> list:
+        ...
+    def decision_hash(self) -> int:
+        ...
+    def decision_log(self) -> list:
+        ...
+    def decisions_logged(self) -> int:
+        ...
+    def epoch(self, arg0: Engine) -> int:
+        ...
+    def has_engine(self, arg0: Engine) -> bool:
+        ...
+    def restore(self, arg0: Engine, arg1: dict) -> None:
+        ...
+    def snapshot(self, arg0: Engine) -> typing.Any:
+        ...
+    def stats(self, arg0: Engine) -> typing.Any:
+        ...
+    def trace_records(self) -> list:
+        ...
+    @property
+    def group_desc(self) -> str:
+        ...
+    @property
+    def group_role(self) -> str:
+        ...
+    @property
+    def learned_calls(self) -> int:
+        ...
+    @property
+    def mode(self) -> str:
+        ...
+    @property
+    def nccl_tuning_active(self) -> bool:
+        ...
+    @property
+    def rounds_applied(self) -> int:
+        ...
+    @property
+    def shut_down(self) -> bool:
+        """
+        True once the group was destroyed (shutdown() or abort()).
+        """
+def arm_names(engine: Engine, op: str, topology: typing.Any = None) -> list[str]:
+    """
+    The arms an engine offers for an op (the first is the engine default); NCCL's depend on the topology (a dict as dynamiccl_pg.topology describes it; default: one node of eight Hopper GPUs on NVLink).
+    """
+def assumed_bw_GBps(link: str, gpu: str) -> float:
+    """
+    Per-GPU bandwidth (GB/s) assumed for a link of this type on this GPU generation.
+    """
+def default_heads() -> dict:
+    """
+    Every role head's default settings.
+    """
+def described_topology(nodes: typing.SupportsInt, gpus_per_node: typing.SupportsInt, gpu: str, pcie: bool) -> dict:
+    """
+    The topology a group describes from what its ranks see, links at their assumed bandwidths.
+    """
+def get_hint() -> tuple:
+    ...
+def head_settings() -> list:
+    """
+    The learner's per-head settings: name, range and meaning (DYNAMICCL_HEADS keys).
+    """
+def nccl_counters() -> dict:
+    ...
+def nccl_plugin_path() -> str:
+    """
+    Path of the tuner plugin library this module is linked with (give NCCL this one).
+    """
+def nccl_predict(topology: dict, op: str, bytes: typing.SupportsInt) -> dict:
+    """
+    NCCL's modelled time (us) of every arm of `op` at `bytes` on the described communicator (a topology dict as dynamiccl_pg.topology describes it); 'default' names NCCL's pick.
+    """
+def nccl_profiler_records(arg0: typing.SupportsInt) -> list:
+    ...
+def set_hint(arg0: typing.SupportsInt, arg1: typing.SupportsInt, arg2: typing.SupportsInt, arg3: typing.SupportsInt, arg4: typing.SupportsInt, arg5: typing.SupportsInt) -> None:
+    ...
+def size_bin(arg0: typing.SupportsInt) -> int:
+    """
+    The learner's size bin of a byte count.
+    """
+def vocabulary() -> dict:
+    """
+    Every name list the core defines (ops, roles, modes, engines, ...), indexed by value.
+    """

@@ -1,0 +1,22 @@
+"""The type stubs of dynamiccl_pg._C (dynamiccl_pg/_C/*.pyi) match the built module. After
+changing the bindings, regenerate them with:
+
+    pybind11-stubgen dynamiccl_pg._C -o .
+"""
+
+import os
+import subprocess
+import sys
+
+from dist_harness import ROOT
+
+
+def test_stubs_match_the_module(tmp_path):
+    subprocess.run([sys.executable, "-m", "pybind11_stubgen", "dynamiccl_pg._C", "-o",
+                    str(tmp_path)], check=True, cwd=ROOT, capture_output=True,
+                   env=dict(os.environ, PYTHONPATH=ROOT))
+    for name in ("__init__.pyi", "sim.pyi"):
+        fresh = (tmp_path / "dynamiccl_pg" / "_C" / name).read_text()
+        with open(os.path.join(ROOT, "dynamiccl_pg", "_C", name)) as f:
+            assert f.read() == fresh, (f"dynamiccl_pg/_C/{name} is stale: regenerate it with "
+                                       "`pybind11-stubgen dynamiccl_pg._C -o .`")
