@@ -16,7 +16,7 @@ import os
 import re
 
 from dynamiccl_pg import _C
-from dynamiccl_pg.telemetry import _size  # a size bin as the summary prints it
+from dynamiccl_pg.telemetry import size_label  # a size bin as the summary prints it
 
 STEP_RE = re.compile(r"^(\w+): (\d+) steps on (\d+) ranks in ([\d.]+)s; "
                      r"median step \(second half\) ([\d.]+) ms")
@@ -70,7 +70,7 @@ def parse_trace(path: str, steps: int, world: int) -> dict:
         for s, arm in exploited:
             if arm != final_arm:
                 settled = s + 1
-        states.append({"size_bin": f">={_size(b)}", "calls": len(rows),
+        states.append({"size_bin": f">={size_label(b)}", "calls": len(rows),
                        "probes": sum(1 for _, r in rows if r["probe"]),
                        "last_probe_step": last_probe, "final_arm": names[final_arm],
                        "final_arm_from_step": settled,
