@@ -1,11 +1,12 @@
 // The CPU engine's own collective schedules (ring, recursive doubling, halving-doubling,
-// binomial tree, each optionally segmented), built on an inner engine's point-to-point operations
-// with reductions done by ATen ops. They give the learner real choices on CPU whose best answer
-// depends on message size, rank count and the network: the CPU analogue of NCCL's algorithms.
+// binomial tree, each optionally segmented; pairwise and Bruck all-to-all), built on an inner
+// engine's point-to-point operations with reductions done by ATen ops. They give the learner
+// real choices on CPU whose best answer depends on message size, rank count and the network: the
+// CPU analogue of NCCL's algorithms.
 //
-// A schedule is one file (ring.cpp, recursive.cpp, tree.cpp, alltoall.cpp) that defines a CpuSchedule: its
-// name, and per collective how it runs, what it is expected to cost (the prior that orders
-// probing) and which segment counts are offered as arms. The registry in schedules.cpp lists them;
+// A schedule family is one file (ring.cpp, recursive.cpp, tree.cpp, alltoall.cpp) that defines
+// CpuSchedules: a name, and per collective how it runs, what it is expected to cost (the prior
+// that orders probing) and which segment counts are offered as arms. The registry in schedules.cpp lists them;
 // the arm catalog (arm_catalog.h) is built from it. Adding a schedule = its file + one line there.
 #pragma once
 
