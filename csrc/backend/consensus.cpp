@@ -20,25 +20,6 @@ uint64_t done_tag(uint64_t index) { return index & ((1ull << (64 - kDurationBits
 
 // Decision hashes travel as doubles: 52 bits stay exact.
 constexpr uint64_t kHashMask = (1ull << 52) - 1;
-constexpr uint64_t kFnvBasis = 1469598103934665603ull;
-template <typename T>
-uint64_t fnv1a(uint64_t h, T v) {
-  for (size_t i = 0; i < sizeof(T); ++i) {
-    h ^= static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-uint64_t hash_decision(uint64_t h, const CallRecord& r) {
-  h = fnv1a(h, r.seq);
-  h = fnv1a(h, static_cast<uint8_t>(r.op));
-  h = fnv1a(h, r.bytes);
-  h = fnv1a(h, static_cast<uint8_t>(r.role));
-  h = fnv1a(h, r.state_id);
-  h = fnv1a(h, r.arm);
-  return fnv1a(h, r.epoch);
-}
-
 // The decision record exchanged to name a disagreement: one row per call of the round.
 constexpr int kRecordWords = 7;
 void write_record(double* w, const CallRecord& r) {
@@ -75,7 +56,7 @@ Consensus::Consensus(int round_calls, CostReduce reduce,
       schedule_(round_calls),
       ring_(schedule_.slots()),
       records_(schedule_.slots()),
-      round_hash_(kFnvBasis) {}
+      round_hash_(kDecisionHashBasis) {}
 
 uint64_t Consensus::add_call(const CallRecord& call) {
   const uint64_t index = schedule_.add_call(call.measured);
@@ -150,7 +131,7 @@ void Consensus::start_round(uint64_t first) {
   }
   double* w = p + 2 * k_;
   const uint64_t h = round_hash_ & kHashMask;
-  round_hash_ = kFnvBasis;
+  round_hash_ = kDecisionHashBasis;
   w[kHashMin] = static_cast<double>(h);
   w[kHashNegMax] = -static_cast<double>(h);
   {

@@ -18,15 +18,18 @@ Telemetry::Telemetry(size_t log_capacity, bool trace)
   log_.reserve(log_capacity);  // the ring is allocated once; logging never allocates
 }
 
+uint64_t hash_decision(uint64_t h, const CallRecord& r) {
+  h = fnv1a(h, r.seq);
+  h = fnv1a(h, static_cast<uint8_t>(r.op));
+  h = fnv1a(h, r.bytes);
+  h = fnv1a(h, static_cast<uint8_t>(r.role));
+  h = fnv1a(h, r.state_id);
+  h = fnv1a(h, r.arm);
+  return fnv1a(h, r.epoch);
+}
+
 void Telemetry::log_decision(const CallRecord& e) {
-  uint64_t h = hash_;
-  h = fnv1a(h, e.seq);
-  h = fnv1a(h, static_cast<uint8_t>(e.op));
-  h = fnv1a(h, e.bytes);
-  h = fnv1a(h, e.state_id);
-  h = fnv1a(h, e.arm);
-  h = fnv1a(h, e.epoch);
-  hash_ = h;
+  hash_ = hash_decision(hash_, e);
   if (log_capacity_ > 0) {
     if (log_.size() < log_capacity_) {
       log_.push_back(e);

@@ -32,6 +32,11 @@ struct CallRecord {
   bool measured = false;    // the learner wants its cost (consensus carries it)
 };
 
+// FNV-1a over what every rank must decide alike for a call (sequence, op, bytes, role, state,
+// arm, epoch): the decision log's running hash and each consensus round's are this one.
+constexpr uint64_t kDecisionHashBasis = 1469598103934665603ull;  // FNV-1a offset basis
+uint64_t hash_decision(uint64_t h, const CallRecord& r);
+
 // Local wall time of calls, per (engine, op, size bin). Updated from completion callbacks.
 struct SummaryCell {
   void add_duration(int64_t ns) {
@@ -84,7 +89,7 @@ class Telemetry {
   std::vector<CallRecord> log_;
   size_t log_capacity_;
   uint64_t logged_ = 0;
-  uint64_t hash_ = 1469598103934665603ull;  // FNV-1a offset basis
+  uint64_t hash_ = kDecisionHashBasis;
   std::array<std::array<std::array<SummaryCell, kNumSizeBins>, kNumOps>, kNumEngines> summary_;
   bool trace_;
   std::deque<TracedCall> traces_;

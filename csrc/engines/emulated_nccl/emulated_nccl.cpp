@@ -73,28 +73,27 @@ c10::intrusive_ptr<c10::ivalue::Future> tensor_list_future() {
 // duration through getDuration() once complete.
 class EmulatedWork : public c10d::Work {
  public:
+  // `engine_future`: whether the Gloo work has a future (Gloo gives point-to-point works none).
+  // Without one, ours completes once the inner work is seen complete (isCompleted / wait): NCCL
+  // gives every op a future.
   EmulatedWork(c10::intrusive_ptr<c10d::Work> inner, double duration_us,
-               std::function<void()> after, std::vector<at::Tensor> outputs)
+               std::function<void()> after, std::vector<at::Tensor> outputs, bool engine_future)
       : Work(-1, inner->retrieveOpType()),
         inner_(std::move(inner)),
         duration_ms_(static_cast<float>(duration_us / 1000.0)),
         outputs_(std::move(outputs)) {
-    c10::intrusive_ptr<c10::ivalue::Future> engine_future;
-    try {
-      engine_future = inner_->getFuture();
-    } catch (const c10::Error&) {
-      // Gloo gives some ops no future; NCCL gives every op one: ours completes once the inner
-      // work is seen complete (isCompleted / wait).
+    if (!engine_future) {
       lazy_after_ = std::move(after);
       future_ = tensor_list_future();
       return;
     }
     if (!after) {
-      future_ = engine_future;
+      future_ = inner_->getFuture();
       return;
     }
-    future_ = engine_future->then(
-        [after = std::move(after), outputs = outputs_](c10::ivalue::Future&) {
+    future_ = inner_->getFuture()->then(
+        [after = std::move(after), outputs = outputs_](c10::ivalue::Future& done) {
+          if (done.hasError()) std::rethrow_exception(done.exception_ptr());
           after();
           return c10::IValue(outputs);
         },
@@ -250,8 +249,11 @@ c10::intrusive_ptr<c10d::Work> EmulatedNccl::finish(c10::intrusive_ptr<c10d::Wor
       next_run_ = (next_run_ + 1) % kKeptRuns;
     }
   }
+  // Gloo's point-to-point works (send, recv; gather and scatter are recorded as sends) are
+  // treated as futureless: completing lazily is right for any work.
+  const bool engine_future = run.op != OpKind::kSend && run.op != OpKind::kRecv;
   return c10::make_intrusive<EmulatedWork>(std::move(inner), run.duration_us, std::move(after),
-                                           std::move(outputs));
+                                           std::move(outputs), engine_future);
 }
 
 // ---- the collectives NCCL's tuner sees ------------------------------------------------------
@@ -409,7 +411,8 @@ c10::intrusive_ptr<c10d::Work> EmulatedNccl::recvAnysource(std::vector<at::Tenso
 
 c10::intrusive_ptr<c10d::Work> EmulatedNccl::barrier(const c10d::BarrierOptions& opts) {
   return c10::make_intrusive<EmulatedWork>(gloo_->barrier(opts), 0.0, nullptr,
-                                           std::vector<at::Tensor>());  // not a run of note
+                                           std::vector<at::Tensor>(),  // not a run of note
+                                           /*engine_future=*/true);
 }
 
 // NCCL batches a coalescing window into one group launch; Gloo has no windows, and runs the
