@@ -160,7 +160,8 @@ _backend.on_destroyed.append(_keep_for_exit)
 def write_trace(prefix: str, rank: Optional[int] = None) -> List[str]:
     """Writes the per-call records of every dynamiccl group, live or destroyed (needs
     DYNAMICCL_TRACE set at group creation) as JSON lines and as a Chrome/Perfetto trace. Returns
-    the files written."""
+    the files written. A call whose completion callback has not run yet (c10's Future wakes
+    the waiter first) has ``dur_us`` null."""
     if rank is None:
         rank = _backend.process_rank()
     live = [(pg.group_name_at_creation, pg.trace_records()) for pg in _backend.backends()]

@@ -94,6 +94,15 @@ def traced(rank, world, prefix):
     ring = dist.new_group(backend="dynamiccl",
                           pg_options=dynamiccl_pg.Options(force="allreduce:ring"))
     dist.all_reduce(torch.ones(1000), group=ring)
+    # A call's end is recorded by its completion callback, which c10's Future runs just after
+    # waking the waiter: give the last ones a moment before writing (the exit-time trace is
+    # written long after).
+    import time
+    from dynamiccl_pg.backend import backends
+    deadline = time.monotonic() + 5
+    while (any(r[-1] == 0 for pg in backends() for r in pg.trace_records())
+           and time.monotonic() < deadline):
+        time.sleep(0.01)
     # Its own prefix: the DYNAMICCL_TRACE files are written again at exit, racing a reader.
     files = dynamiccl_pg.write_trace(prefix + "-api")
     summary = dynamiccl_pg.format_summary()
