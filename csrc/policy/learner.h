@@ -10,9 +10,10 @@
 // Per state, the life cycle (DESIGN.md §4):
 //   warm-up   : the first `warmup_calls` calls run the engine default (the baseline);
 //   probing   : candidates (the default plus the best arms by the catalog's prior; arms priced
-//               far beyond the best prior are left out, dear ones get one probe and wait for its
-//               cost) are tried deterministically, interleaved with the incumbent so that the
-//               fraction of probe calls stays within the head's `probe_budget`; an arm whose cost
+//               far beyond the best prior are left out; each gets one probe and waits for its
+//               first cost before more) are tried deterministically, interleaved with the
+//               incumbent so that the fraction of probe calls stays within the head's
+//               `probe_budget`; an arm whose cost
 //               is confidently worse than the incumbent's is eliminated — after one cost if it
 //               is hopeless. Arms are compared by a winsorized mean (robust to the heavy-tailed
 //               timings of shared machines);

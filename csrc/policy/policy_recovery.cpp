@@ -53,7 +53,7 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
     }
     const bool focused = in_focus(i);
     a.parked = !focused && !a.unavailable;
-    a.gated = !focused && a.prior_gated;
+    a.gated = !focused && a.arm != kDefaultArm;
   }
   // Provisional switch: after a large rise of the incumbent's cost, seen in every cost that
   // raised the alarm (noise, even a run of outliers, leaves some of them low), the best other
@@ -108,7 +108,7 @@ bool PolicyState::unpark_if_inconclusive() {
   for (ArmSlot& a : slots_) {
     if (!a.parked) continue;
     a.parked = false;
-    a.gated = a.prior_gated;
+    a.gated = a.arm != kDefaultArm;
     a.resolved = false;
     any = true;
   }

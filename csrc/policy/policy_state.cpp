@@ -105,8 +105,7 @@ PolicyState::PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const 
     s.arm = r.arm;
     s.action = arms[r.arm].action;
     s.prior_us = r.prior;
-    s.prior_gated = priced && r.arm != kDefaultArm && r.prior > kGatePrior * best_prior;
-    s.gated = s.prior_gated;
+    s.gated = r.arm != kDefaultArm;
     slot_of_arm_[r.arm] = static_cast<int16_t>(slots_.size());
     if (r.arm == kDefaultArm) default_slot_ = static_cast<int>(slots_.size());
     slots_.push_back(s);
@@ -542,7 +541,7 @@ void PolicyState::restore(const StateSnapshot& snap, const std::vector<Arm>& arm
     }
     a.clear_regime();
     a.parked = false;
-    a.gated = a.prior_gated;
+    a.gated = a.arm != kDefaultArm;
     if (found != nullptr) {
       // No costs in the window: the restored mean stands for the centre until new costs arrive.
       a.stats.assign(found->samples, found->mean_us, found->m2);

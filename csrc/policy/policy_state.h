@@ -45,9 +45,10 @@ constexpr uint32_t kPpmOne = 1000000;
 // because priors are models: the winners the simulator's library plants sit at up to 4x.
 constexpr double kPriorCutoff = 8.0;
 constexpr int kMinChallengers = 2;
-// A candidate priced above kGatePrior times the best prior gets a single probe until its first
-// cost is back, so that the hopeless rule can drop it before more probes are spent on it.
-constexpr double kGatePrior = 2.0;
+// Do no harm: a challenger gets a single probe until its first cost is back. Probes are committed
+// on the prior's expectation, and a prior can be wrong (on a 2-core CPU host halving-doubling is
+// priced cheapest and costs twice the default); the first cost lets the hopeless rule drop the arm
+// before more probes are spent on it, so a wrong prior costs at most one probe per arm.
 // A gated candidate waiting for a cost that does not come stops waiting after this many rounds.
 constexpr uint8_t kMaxWaitRounds = 2;
 

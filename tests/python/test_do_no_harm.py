@@ -41,12 +41,17 @@ def test_a_slow_arm_never_becomes_the_incumbent_and_probing_stays_within_budget(
     assert slow_calls, "the slow arm was never tried: the test shows nothing"  # its prior is good
     assert all(entry[7] for entry in slow_calls), "a slow arm ran as the incumbent"
     assert state["incumbent"] not in {arms[i] for i in slow}
-    # One surprise at most per slow arm: a probe is committed on the prior's expectation, the
-    # first cost shows the arm hopeless, and it is eliminated.
+    # One surprise at most per arm: a probe is committed on the prior's expectation, and no more
+    # are committed on an arm until its first cost is back; a slow arm's shows it hopeless (where
+    # costs have heavy tails an elimination on one cost is confirmed by one more probe).
     assert len(slow_calls) <= 2 * len(slow), slow_calls
-    # Within budget: what learning cost over the default is bounded by the budget plus the one
-    # surprise per arm that no prior could foresee (each slow probe costs about DELAY_US more).
-    assert state["extra_us"] <= state["budget_us"] + len(slow_calls) * DELAY_US * 1.5, state
+    # Within budget: what learning cost over the default is bounded by the budget plus, per arm
+    # tried, the one surprise that no prior could foresee: its first cost over the default's (the
+    # slow arm's about DELAY_US; on a 2-core host other schedules can cost twice the default too).
+    default = next(a for a in state["arms"] if a["name"] == "default")
+    surprises = sum(max(0.0, a["mean_us"] - default["center_us"])
+                    for a in state["arms"] if a["name"] != "default" and a["samples"] > 0)
+    assert state["extra_us"] <= state["budget_us"] + 1.5 * surprises, (surprises, state)
 
 
 def _init_only(rank, size):
