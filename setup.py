@@ -24,6 +24,15 @@ def torch_requirement() -> str:
     raise RuntimeError("requirements.txt must pin torch")
 
 
+def library_version() -> str:
+    """The version every rank's fingerprint compares, defined once in dynamiccl_pg/config.py."""
+    m = re.search(r'^LIBRARY_VERSION = "([^"]+)"', (ROOT / "dynamiccl_pg" / "config.py").read_text(),
+                  re.M)
+    if not m:
+        raise RuntimeError("dynamiccl_pg/config.py must define LIBRARY_VERSION")
+    return m.group(1)
+
+
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
         build_dir = Path(os.environ.get("DYNAMICCL_BUILD", ROOT / "build"))
@@ -45,7 +54,7 @@ class CMakeBuild(build_ext):
 
 setup(
     name="dynamiccl-pg",
-    version="0.1.0",
+    version=library_version(),
     description="A PyTorch c10d backend that learns per-collective engine configurations online",
     packages=find_packages(include=["dynamiccl_pg", "dynamiccl_pg.*"]),
     ext_modules=[Extension("dynamiccl_pg._C", sources=[])],

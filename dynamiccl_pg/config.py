@@ -23,7 +23,7 @@ COST_REDUCTIONS = tuple(VOCABULARY["cost_reductions"])
 ROLES = tuple(VOCABULARY["roles"])
 OPS = tuple(VOCABULARY["ops"])
 HEAD_SETTINGS = {h["name"]: h for h in _C.head_settings()}  # the learner's table
-LIBRARY_VERSION = "0.2.0"
+LIBRARY_VERSION = "0.2.0"  # the package's version too (setup.py reads it)
 
 
 class ConfigError(ValueError):
@@ -301,7 +301,9 @@ def _topology_override() -> dict:
 # What shapes decisions, hence must be identical on every rank of a group (checked at creation).
 _DECISION_SETTINGS = ("mode", "round_calls", "cost_reduce", "force", "role_map", "heads",
                       "step_regression", "loss_stall_rounds", "nccl_plugin", "topology_override",
-                      "test_slow_arm", "emulate_nccl")
+                      "test_slow_arm", "emulate_nccl", "check_calls")
+# NCCL's own choices: set on some ranks only, tuning would step aside there and not elsewhere.
+_NCCL_CHOICES = ("NCCL_ALGO", "NCCL_PROTO")
 
 
 def fingerprint(cfg: dict) -> dict:
@@ -319,6 +321,8 @@ def fingerprint(cfg: dict) -> dict:
             out["DYNAMICCL_POLICY"] = f"{policy} (unreadable: {e.strerror})"
     else:
         out["DYNAMICCL_POLICY"] = ""
+    if torch.cuda.is_available() or cfg["emulate_nccl"]:
+        out.update({name: os.environ.get(name, "") for name in _NCCL_CHOICES})
     out["torch"] = torch.__version__
     out["nccl"] = (".".join(map(str, torch.cuda.nccl.version()))
                    if torch.cuda.is_available() else None)

@@ -132,6 +132,8 @@ void Consensus::start_round(uint64_t first) {
   double* w = p + 2 * k_;
   const uint64_t h = round_hash_ & kHashMask;
   round_hash_ = kDecisionHashBasis;
+  pending_.hash_from = hash_from_;
+  hash_from_ = first + static_cast<uint64_t>(k_);
   w[kHashMin] = static_cast<double>(h);
   w[kHashNegMax] = -static_cast<double>(h);
   {
@@ -166,7 +168,7 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
   last_block_us_ = static_cast<double>(std::max<int64_t>(0, end - wait_start)) / 1e3;
   const double* p = pending_.payload[0].data_ptr<double>();
   const double* w = p + 2 * k_;
-  if (w[kHashMin] != -w[kHashNegMax]) fail_on_disagreement(pending_.first);
+  if (w[kHashMin] != -w[kHashNegMax]) fail_on_disagreement();
   std::array<RoundResult, kNumEngines> rounds;
   for (RoundResult& r : rounds) {
     r.step_time_us = std::isinf(w[kStepTime]) ? NAN : w[kStepTime];
@@ -199,7 +201,9 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
 
 // The ranks' decision hashes differ: find the first call they decided differently (every rank
 // gathers every rank's decisions of the round) and fail the group on every rank, naming it.
-void Consensus::fail_on_disagreement(uint64_t first) {
+// Decisions are kept for the round's K calls; the hash may cover earlier calls of skipped rounds.
+void Consensus::fail_on_disagreement() {
+  const uint64_t first = pending_.first;
   const int n = control_->getSize();
   at::Tensor mine = at::empty({k_ * kRecordWords}, at::kDouble);
   for (int i = 0; i < k_; ++i) {
@@ -211,6 +215,7 @@ void Consensus::fail_on_disagreement(uint64_t first) {
   for (int r = 0; r < n; ++r) out[0].push_back(at::empty_like(mine));
   std::ostringstream msg;
   msg << "dynamiccl: the ranks of this group decided differently";
+  bool named = false;
   try {
     control_->allgather(out, in)->wait(timeout_);
     for (int i = 0; i < k_; ++i) {
@@ -221,12 +226,18 @@ void Consensus::fail_on_disagreement(uint64_t first) {
                               out[0][r].data_ptr<double>() + i * kRecordWords);
       }
       if (!differs) continue;
+      named = true;
       msg << " at learned call " << first + static_cast<uint64_t>(i) << ":";
       for (int r = 0; r < n; ++r) {
         msg << "\n  rank " << r << ": "
             << describe_record(out[0][r].data_ptr<double>() + i * kRecordWords);
       }
       break;
+    }
+    if (!named && pending_.hash_from < first) {
+      msg << " between learned calls " << pending_.hash_from << " and " << first - 1
+          << " (rounds that measured nothing were skipped; the decisions of those calls are "
+             "no longer kept)";
     }
   } catch (const std::exception&) {
     msg << " (their decisions could not be gathered)";

@@ -81,7 +81,7 @@ class Consensus {
   enum Word { kHashMin, kHashNegMax, kStepTime, kLoss, kRoundCost, kRoundBlock, kNumRoundWords };
   void start_round(uint64_t first);
   void apply_pending(std::array<Learner*, kNumEngines> learners);
-  [[noreturn]] void fail_on_disagreement(uint64_t first);
+  [[noreturn]] void fail_on_disagreement();
   bool max_reduced(EngineKind e) const { return reduces_by_max(reduce_, e); }
 
   const int k_;
@@ -92,11 +92,14 @@ class Consensus {
   std::vector<ConsensusSlot> ring_;  // 2K slots: the round being measured and the one in flight
   std::vector<CallRecord> records_;  // 2K decisions, for naming a disagreement
   uint64_t round_hash_;              // over the decisions since the last round started
+  uint64_t hash_from_ = 0;           // the first call round_hash_ covers
   std::string failure_;              // set once the ranks were found to disagree
 
-  // The round in flight: its first call, its decisions' hash, and the all-reduce carrying it.
+  // The round in flight: its first call, the first call its decisions' hash covers (earlier
+  // when rounds were skipped), and the all-reduce carrying it.
   struct Pending {
     uint64_t first = 0;
+    uint64_t hash_from = 0;
     std::vector<at::Tensor> payload;
     c10::intrusive_ptr<c10d::Work> work;
     int64_t issued_ns = 0;

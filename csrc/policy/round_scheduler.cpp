@@ -16,7 +16,9 @@ RoundScheduler::Boundary RoundScheduler::end_call() {
   Boundary b;
   if (next_ % static_cast<uint64_t>(k_) != 0) return b;
   b.apply = in_flight_;
-  b.start = measured_in_round_ > 0;
+  unchecked_ += static_cast<uint64_t>(k_);
+  b.start = measured_in_round_ > 0 || unchecked_ >= kAgreementCalls;
+  if (b.start) unchecked_ = 0;
   b.first = next_ - static_cast<uint64_t>(k_);
   applied_ += b.apply ? 1 : 0;
   started_ += b.start ? 1 : 0;

@@ -6,8 +6,11 @@
 // A round that holds at least one measured call (the learner asked for its cost) is reduced
 // across ranks and applied at the boundary of the next round, K calls later, at the same call
 // index on every rank; a round that measured nothing is skipped (nothing to agree on), and its
-// boundary still applies the round before it. Measured calls keep their record in slot
-// index % 2K until their round is applied: the round being measured and the one in flight.
+// boundary still applies the round before it — except that a round runs at least once per
+// kAgreementCalls learned calls all the same, carrying only the decision hash (consensus.h): the
+// ranks' agreement is checked even in `frozen` mode and once every state has settled, at the
+// cost of one control all-reduce per kAgreementCalls calls. Measured calls keep their record in
+// slot index % 2K until their round is applied: the round being measured and the one in flight.
 // Torch-free, deterministic: it reads nothing but the calls it is told about.
 #pragma once
 
@@ -17,6 +20,8 @@ namespace dynamiccl {
 
 class RoundScheduler {
  public:
+  static constexpr uint64_t kAgreementCalls = 1024;
+
   explicit RoundScheduler(int round_calls);
 
   int round_calls() const { return k_; }
@@ -46,6 +51,7 @@ class RoundScheduler {
   int k_;
   uint64_t next_ = 0;
   uint32_t measured_in_round_ = 0;
+  uint64_t unchecked_ = 0;  // learned calls since the last round started
   bool in_flight_ = false;
   uint64_t started_ = 0;
   uint64_t applied_ = 0;

@@ -30,6 +30,7 @@ def allreduces(rank, world, calls):
     ("DYNAMICCL_FORCE", ("allreduce:ring", "")),
     ("DYNAMICCL_COST_REDUCE", ("auto", "min")),
     ("DYNAMICCL_REGRET_BUDGET", ("0.01", "0.02")),
+    ("DYNAMICCL_CHECK", ("0", "1")),  # one rank would run a check call the other never joins
 ])
 def test_a_setting_that_differs_fails_group_creation_on_every_rank(var, values):
     res = run_ranks(allreduces, 2, 4, env={var: values[0]}, rank_env={1: {var: values[1]}},
@@ -40,7 +41,7 @@ def test_a_setting_that_differs_fails_group_creation_on_every_rank(var, values):
         # Names the setting and each rank's value.
         key = {"DYNAMICCL_MODE": "mode", "DYNAMICCL_ROUND_CALLS": "round_calls",
                "DYNAMICCL_FORCE": "force", "DYNAMICCL_COST_REDUCE": "cost_reduce",
-               "DYNAMICCL_REGRET_BUDGET": "heads"}[var]
+               "DYNAMICCL_REGRET_BUDGET": "heads", "DYNAMICCL_CHECK": "check_calls"}[var]
         assert f"  {key}: rank 0:" in err and "rank 1:" in err, err
 
 
@@ -55,12 +56,12 @@ def test_a_policy_file_on_one_rank_only_fails_group_creation(tmp_path):
         assert isinstance(err, str) and "DYNAMICCL_POLICY: rank 0:" in err, err
 
 
-def hinted_on_one_rank(rank, world):
+def hinted_on_one_rank(rank, world, calls=400):
     """Rank 0 tags its all-reduces as tensor-parallel, rank 1 does not: they decide differently."""
     import dynamiccl_pg
     results, error = [], None
     try:
-        for i in range(400):
+        for i in range(calls):
             t = torch.full((4096,), float(rank + 1 + i))
             if rank == 0:
                 with dynamiccl_pg.hint(role="tp"):
@@ -81,6 +82,19 @@ def test_a_hint_on_one_rank_stops_the_group_with_a_named_error_and_no_wrong_tens
         assert "DistBackendError" in error and "decided differently" in error, error
         assert "role tp" in error and "role default" in error, error
         assert all(results), f"rank {rank} got a wrong tensor before the error"
+
+
+def test_a_hint_on_one_rank_is_caught_in_frozen_mode_too():
+    """Frozen measures nothing, so no round carries costs; one round per 1024 learned calls still
+    carries the decision hash."""
+    res = run_ranks(hinted_on_one_rank, 2, 1500, env={"DYNAMICCL_ROUND_CALLS": "8",
+                                                      "DYNAMICCL_MODE": "frozen"},
+                    pg_timeout_s=10, timeout=180)
+    for rank, (results, error) in enumerate(res):
+        assert error is not None, f"rank {rank} ran every call"
+        assert "DistBackendError" in error and "decided differently" in error, error
+        assert "role tp" in error and "role default" in error, error
+        assert 1024 <= len(results) < 1500 and all(results), (rank, len(results))
 
 
 def sizes_differ(rank, world):

@@ -168,6 +168,15 @@ def test_user_nccl_algo_makes_tuning_step_aside_on_every_rank_with_one_warning(t
     # (the warning is issued once per process, at group creation, outside the recorded calls)
 
 
+def test_user_nccl_algo_on_one_rank_only_fails_group_creation_naming_it(tmp_path):
+    # Tuning would step aside on that rank alone and the ranks would run different arms.
+    errors = run_ranks(few_allreduces, 4, env=emulated(scenario(tmp_path)),
+                       rank_env={1: {"NCCL_ALGO": "Ring"}}, expect_failure=True, timeout=120)
+    for err in errors:
+        assert isinstance(err, str) and "AgreementError" in err, err
+        assert "  NCCL_ALGO: " in err and '"Ring"' in err, err
+
+
 def test_one_rank_without_the_plugin_makes_every_rank_step_aside(tmp_path):
     results = run_ranks(few_allreduces, 4, env=emulated(scenario(tmp_path)),
                         rank_env={1: {"DYNAMICCL_EMULATE_NCCL_FAULT": "no_plugin"}}, timeout=240)

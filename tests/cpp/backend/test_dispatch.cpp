@@ -153,6 +153,32 @@ TEST(Dispatch, RanksThatDecideDifferentlyFailTheGroup) {
   EXPECT_THROW(g.allreduce(256), c10::DistBackendError);
 }
 
+// Nothing measured (frozen: decisions come from the loaded policy, no costs are asked for) still
+// leaves one round per kAgreementCalls learned calls, carrying the decision hash, so ranks that
+// decide differently are caught in frozen mode too.
+TEST(Dispatch, FrozenGroupsStillCheckAgreement) {
+  constexpr int kCalls = static_cast<int>(RoundScheduler::kAgreementCalls);
+  Group quiet(config(Mode::kFrozen, 4));
+  for (int i = 0; i < 3 * kCalls; ++i) quiet.allreduce(256);
+  EXPECT_EQ(quiet.control->allreduces, 3);
+
+  Group g(config(Mode::kFrozen, 4));
+  g.control->reduce = [](std::vector<at::Tensor>& t) {
+    t[0].data_ptr<double>()[2 * 4 + 1] -= 1;  // the hash's negated maximum: larger elsewhere
+  };
+  int failed_at = -1;
+  for (int i = 0; i < 3 * kCalls && failed_at < 0; ++i) {
+    try {
+      g.allreduce(256);
+    } catch (const c10::DistBackendError& e) {
+      failed_at = i;
+      EXPECT_NE(std::string(e.what()).find("decided differently"), std::string::npos) << e.what();
+    }
+  }
+  // The first agreement round closes at call kCalls and is applied one round (4 calls) later.
+  EXPECT_EQ(failed_at, kCalls + 4 - 1);
+}
+
 // A completion that arrives after its slot was reused by a later call is ignored: it never
 // passes for the later call's cost.
 TEST(Consensus, LateCompletionOfAReusedSlotIsIgnored) {
