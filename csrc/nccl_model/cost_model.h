@@ -13,32 +13,41 @@
 #include <vector>
 
 #include "core/types.h"
+#include "nccl_plugin/dynamiccl_nccl.h"  // NCCL's ids, declared once (checked against NCCL's ABI)
 
 namespace dynamiccl {
 namespace nccl {
 
-// NCCL's enum values (nccl_tuner.h, 2.28): Action::algo / Action::proto carry these.
+// NCCL's enum values (the plugin's public header, which nccl_names.cpp checks against NCCL's
+// own): the decisions the plugin hands NCCL carry these.
 enum NcclAlgo : int {
-  kAlgoTree = 0,
-  kAlgoRing = 1,
-  kAlgoCollNetDirect = 2,
-  kAlgoCollNetChain = 3,
-  kAlgoNvls = 4,
-  kAlgoNvlsTree = 5,
-  kAlgoPat = 6,
-  kNumAlgos = 7
+  kAlgoTree = DYNAMICCL_NCCL_ALGO_TREE,
+  kAlgoRing = DYNAMICCL_NCCL_ALGO_RING,
+  kAlgoCollNetDirect = DYNAMICCL_NCCL_ALGO_COLLNET_DIRECT,
+  kAlgoCollNetChain = DYNAMICCL_NCCL_ALGO_COLLNET_CHAIN,
+  kAlgoNvls = DYNAMICCL_NCCL_ALGO_NVLS,
+  kAlgoNvlsTree = DYNAMICCL_NCCL_ALGO_NVLS_TREE,
+  kAlgoPat = DYNAMICCL_NCCL_ALGO_PAT,
+  kNumAlgos = DYNAMICCL_NCCL_NUM_ALGOS
 };
-enum NcclProto : int { kProtoLL = 0, kProtoLL128 = 1, kProtoSimple = 2, kNumProtos = 3 };
+enum NcclProto : int {
+  kProtoLL = DYNAMICCL_NCCL_PROTO_LL,
+  kProtoLL128 = DYNAMICCL_NCCL_PROTO_LL128,
+  kProtoSimple = DYNAMICCL_NCCL_PROTO_SIMPLE,
+  kNumProtos = DYNAMICCL_NCCL_NUM_PROTOS
+};
 // ncclFunc_t values the tuner sees.
 enum NcclFunc : int {
-  kFuncBroadcast = 0,
-  kFuncReduce = 1,
-  kFuncAllGather = 2,
-  kFuncReduceScatter = 3,
-  kFuncAllReduce = 4,
-  kNumFuncs = 5
+  kFuncBroadcast = DYNAMICCL_NCCL_COLL_BROADCAST,
+  kFuncReduce = DYNAMICCL_NCCL_COLL_REDUCE,
+  kFuncAllGather = DYNAMICCL_NCCL_COLL_ALLGATHER,
+  kFuncReduceScatter = DYNAMICCL_NCCL_COLL_REDUCESCATTER,
+  kFuncAllReduce = DYNAMICCL_NCCL_COLL_ALLREDUCE,
+  kNumFuncs = DYNAMICCL_NCCL_NUM_COLLS
 };
 
+// The product's names (arm names, policy files, DYNAMICCL_FORCE); NCCL's own spellings ("Tree",
+// "CollNetDirect"), for its logs and NCCL_ALGO, are the plugin's (nccl_plugin/nccl_names.h).
 const char* algo_name(int algo);    // "tree", "ring", "collnet_direct", ..., "pat"
 const char* proto_name(int proto);  // "LL", "LL128", "Simple"
 std::vector<std::string> algo_names();
