@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from . import backend as _backend
-from .policy_schema import ENGINES, FORMAT
+from .policy_schema import ENGINES, FORMAT, PolicyError
 from .policy_schema import read as read_policy
 
 
@@ -86,11 +86,29 @@ def _restore(pgs, path: str) -> bool:
         if entry is None or entry["group_size"] != pg.size():
             complete = False  # nothing learned for this group
             continue
-        restores += [(pg, ENGINES[name], snap) for name, snap in entry["engines"].items()
+        restores += [(pg, name, snap) for name, snap in entry["engines"].items()
                      if pg.has_engine(ENGINES[name])]  # e.g. no NCCL engine in this group
-    for pg, engine, snap in restores:
+    for pg, name, snap in restores:
+        _check_arms_offered(pg, name, snap, path)
+    for pg, name, snap in restores:
+        engine = ENGINES[name]
         pg.restore(engine, snap)
     return complete
+
+
+def _check_arms_offered(pg, engine: str, snap, path: str) -> None:
+    """The file names arms by the catalog of the topology it was checked on; this group's own
+    catalog (NCCL's depends on the group's topology) must offer them, or nothing is restored."""
+    for i, state in enumerate(snap["states"]):
+        offered = pg.arms(ENGINES[engine], state["op"])
+        named = [state["incumbent"]] + [arm["name"] for arm in state["arms"]]
+        missing = [name for name in named if name not in offered]
+        if missing:
+            raise PolicyError(
+                f"dynamiccl: policy file {path!r}: groups[{json.dumps(pg.group_name_at_creation)}]"
+                f".engines.{engine}.states[{i}] names arm {missing[0]!r}, which group "
+                f"{pg.group_name_at_creation!r} does not offer for {state['op']}; accepted: "
+                f"{', '.join(offered)}")
 
 
 def load_into(pg, path: str) -> bool:

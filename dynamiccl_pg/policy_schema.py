@@ -16,6 +16,22 @@ from .config import OPS, ROLES, VOCABULARY
 FORMAT = "dynamiccl-policy/1"
 ENGINES = _C.Engine.__members__  # name -> engine
 SIZE_BINS = VOCABULARY["size_bins"]
+# NCCL arms depend on the group's topology (which algorithms exist, channel caps), so a file is
+# checked here for their form only; restoring checks them against the group's own catalog.
+_NCCL_ARM_FORM = (f"default, or ALGO/PROTO or ALGO/PROTO/cN with ALGO one of "
+                  f"{', '.join(VOCABULARY['nccl_algos'])}, PROTO one of "
+                  f"{', '.join(VOCABULARY['nccl_protos'])}, N 1..64")
+
+
+def _nccl_arm_form_ok(name: str) -> bool:
+    if name == "default":
+        return True
+    parts = name.split("/")
+    if len(parts) not in (2, 3):
+        return False
+    algo, proto, *cap = parts
+    return (algo in VOCABULARY["nccl_algos"] and proto in VOCABULARY["nccl_protos"] and
+            all(c[:1] == "c" and c[1:].isdigit() and 1 <= int(c[1:]) <= 64 for c in cap))
 _UINT64_MAX = (1 << 64) - 1
 
 # Keys of each object, every one required (save_policy writes them all).
@@ -72,6 +88,14 @@ class _Checker:
                         else "a string")
         return value
 
+    def arm(self, value, path: str, engine: str, op: str) -> str:
+        if engine == "nccl":
+            if not isinstance(value, str) or not _nccl_arm_form_ok(value):
+                self.refuse(path, value, _NCCL_ARM_FORM)
+            return value
+        return self.string(value, path, _C.arm_names(ENGINES[engine], op),
+                           f"the {engine} arms of {op}: ")
+
     def integer(self, value, path: str, lo: int, hi: int) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
             self.refuse(path, value, f"integers {lo}..{hi}")
@@ -108,14 +132,13 @@ def _check_states(c: _Checker, snap, path: str, engine: str) -> None:
             c.fail(at, f"state (role {role}, op {op}, size_bin {size_bin}) is already listed "
                        f"at states[{seen[key]}]; accepted: each state once")
         seen[key] = i
-        arms, arms_of = _C.arm_names(ENGINES[engine], op), f"the {engine} arms of {op}: "
-        c.string(state["incumbent"], _child(at, "incumbent"), arms, arms_of)
+        c.arm(state["incumbent"], _child(at, "incumbent"), engine, op)
         c.boolean(state["converged"], _child(at, "converged"))
         names = set()
         for j, arm in enumerate(c.lst(state["arms"], _child(at, "arms"))):
             arm_at = _child(_child(at, "arms"), j)
             c.obj(arm, arm_at, _ARM_KEYS)
-            name = c.string(arm["name"], _child(arm_at, "name"), arms, arms_of)
+            name = c.arm(arm["name"], _child(arm_at, "name"), engine, op)
             if name in names:
                 c.fail(_child(arm_at, "name"), f"arm {name!r} is listed twice in this state")
             names.add(name)

@@ -255,3 +255,38 @@ def test_bad_emulation_settings_are_named(tmp_path):
                                                    DYNAMICCL_EMULATE_NCCL_FAULT="broken"),
                        expect_failure=True)
     assert all("DYNAMICCL_EMULATE_NCCL_FAULT='broken' is not accepted" in e for e in errors)
+
+
+# ---- Policy files name NCCL arms of the group's own catalog -------------------------------------
+
+def load_a_policy_naming_an_arm_this_cluster_lacks(rank, world, path):
+    import json
+    learn_allreduces(rank, world, 80, 1 << 16)
+    dynamiccl_pg.save_policy(path)  # every rank writes the same file
+    dist.barrier()
+    # Its NCCL arms are this cluster's (channel caps of 2 ranks per node): it loads back.
+    round_trip = dynamiccl_pg.load_policy(path)
+    before = dynamiccl_pg.stats()["states"]
+    data = json.load(open(path))
+    [group] = data["groups"].values()
+    nccl_state = group["engines"]["nccl"]["states"][0]
+    nccl_state["incumbent"] = "nvls/Simple"  # offered on NVSwitch machines, not on these Amperes
+    edited = f"{path}.{rank}.json"
+    with open(edited, "w") as f:
+        json.dump(data, f)
+    try:
+        dynamiccl_pg.load_policy(edited)
+        error = None
+    except dynamiccl_pg.PolicyError as e:
+        error = str(e)
+    return round_trip, error, before == dynamiccl_pg.stats()["states"]
+
+
+def test_a_policy_naming_an_nccl_arm_the_group_lacks_is_refused_and_nothing_restored(tmp_path):
+    for round_trip, error, untouched in run_ranks(
+            load_a_policy_naming_an_arm_this_cluster_lacks, 4, str(tmp_path / "policy.json"),
+            env=emulated(scenario(tmp_path)), timeout=240):
+        assert round_trip is True
+        assert error and "engines.nccl.states[0] names arm 'nvls/Simple'" in error, error
+        assert "accepted: default, tree/LL" in error, error
+        assert untouched  # the CPU part, checked first in file order, was not restored either
