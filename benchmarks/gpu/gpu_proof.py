@@ -217,13 +217,17 @@ def stage_multi_rank(args):
     return {"world": 2, "ways": ways, "working": None}
 
 
+class StageSkipped(Exception):
+    """A stage that cannot run here; recorded with its reason."""
+
+
 def _two_ranks_env(args):
-    """The env of the first way of stage (c) that worked; a clear error when none did."""
+    """The env of the first way of stage (c) that worked; StageSkipped, saying why, when none did."""
     path = args.multi_rank
     working = json.load(open(path)).get("working") if path and os.path.exists(path) else None
     if working is None:
-        raise SystemExit("needs two ranks on this GPU, and stage multi_rank found no way "
-                         f"(see {path or 'its result'}): run it first")
+        raise StageSkipped("needs two ranks on this GPU, and stage multi_rank found no way "
+                           f"(see {path or 'its result'}): run it first")
     return working, MULTI_RANK_WAYS[working]
 
 
@@ -385,7 +389,9 @@ def report(stages: dict) -> str:
             lines.extend([f"timed out after {s['timed_out']} s", ""])
         elif "error" in s:
             lines.extend([f"failed: {s['error']}", ""])
-        return s if s and "timed_out" not in s and "error" not in s else None
+        elif "skipped" in s:
+            lines.extend([f"skipped: {s['skipped']}", ""])
+        return s if s and not {"timed_out", "error", "skipped"} & set(s) else None
 
     def checks_table(ranks):
         err = _rank_error(ranks)
@@ -480,6 +486,8 @@ def main(argv=None) -> int:
         result = STAGES[args.stage](args)
     except SystemExit:
         raise
+    except StageSkipped as e:
+        result = {"skipped": str(e)}
     except Exception as e:  # noqa: BLE001  a stage that fails is recorded as failed
         result = {"error": f"{type(e).__name__}: {e}"}
     with open(args.out, "w") as f:

@@ -30,7 +30,7 @@ def test_preflight_without_a_gpu_says_so(tmp_path):
 
 def test_two_rank_stages_need_a_working_way_first(tmp_path):
     args = type("A", (), {"multi_rank": str(tmp_path / "multi_rank.json")})
-    with pytest.raises(SystemExit, match="stage multi_rank found no way"):
+    with pytest.raises(gpu_proof.StageSkipped, match="stage multi_rank found no way"):
         gpu_proof._two_ranks_env(args)
     (tmp_path / "multi_rank.json").write_text(json.dumps({"working": "NCCL_HOSTID per rank"}))
     way, env = gpu_proof._two_ranks_env(args)
@@ -77,3 +77,14 @@ def test_report_states_every_stage_honestly():
     assert "- NCCL_HOSTID per rank: works" in text
     assert "| tree/LL | 65536 | 30.0 | 20.0 | ran as forced |" in text
     assert text.rstrip().endswith("not run")  # (e) has no result
+
+
+def test_a_stage_that_cannot_run_records_why(tmp_path):
+    """(d) and (e) need stage (c)'s working way; without one they write why, and the report
+    says it, instead of leaving no result behind."""
+    out = tmp_path / "arm_sweep.json"
+    assert gpu_proof.main(["arm_sweep", "--out", str(out),
+                           "--multi-rank", str(tmp_path / "missing.json")]) == 0
+    result = json.loads(out.read_text())
+    assert "stage multi_rank found no way" in result["skipped"]
+    assert "skipped: needs two ranks on this GPU" in gpu_proof.report({"arm_sweep": result})
