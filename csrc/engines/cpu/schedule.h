@@ -6,8 +6,10 @@
 //
 // A schedule family is one file (ring.cpp, recursive.cpp, tree.cpp, alltoall.cpp) that defines
 // CpuSchedules: a name, and per collective how it runs, what it is expected to cost (the prior
-// that orders probing) and which segment counts are offered as arms. The registry in schedules.cpp lists them;
-// the arm catalog (arm_catalog.h) is built from it. Adding a schedule = its file + one line there.
+// that orders probing) and which segment counts are offered as arms. The registry in
+// schedules.cpp lists them; the arm catalog (arm_catalog.h) is built from it. Adding a schedule =
+// its file + one line there (and its arm names in tests/python/test_cpu_algorithms.py, which
+// checks every arm against Gloo).
 #pragma once
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
