@@ -119,6 +119,8 @@ TEST(Dispatch, SettledStatesMakeRoundsStop) {
   for (HeadConfig& h : cfg.learner.heads) {
     h.settle_calls = 16;
     h.max_candidates = 1;  // only the default: nothing to probe, converges at once
+    // The costs are this host's wall clock: a preempted call must not read as a shift.
+    h.cusum_threshold = 1e6;
   }
   Group g(cfg);
   for (int i = 0; i < 400; ++i) g.allreduce(256);
