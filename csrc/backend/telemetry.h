@@ -32,9 +32,9 @@ struct CallRecord {
   bool measured = false;    // the learner wants its cost (consensus carries it)
 };
 
-// FNV-1a over what every rank must decide alike for a call (sequence, op, bytes, role, state,
-// arm, epoch): the decision log's running hash and each consensus round's are this one.
-constexpr uint64_t kDecisionHashBasis = 1469598103934665603ull;  // FNV-1a offset basis
+// A running hash over what every rank must decide alike for a call (sequence, op, bytes, role,
+// state, arm, epoch): the decision log's running hash and each consensus round's are this one.
+constexpr uint64_t kDecisionHashBasis = 1469598103934665603ull;  // any fixed start will do
 uint64_t hash_decision(uint64_t h, const CallRecord& r);
 
 // Local wall time of calls, per (engine, op, size bin). Updated from completion callbacks.
