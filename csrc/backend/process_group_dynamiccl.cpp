@@ -93,6 +93,10 @@ struct ProcessGroupDynamicCCL::Call {
   // A coalesced batch of one op kind on CPU: one decision for the batch (its total bytes), each
   // part run on the chosen schedule.
   std::vector<CpuCallArgs> parts;
+  // The engine options' asyncOp. ProcessGroupNCCL runs a synchronous call (async_op=False) on the
+  // caller's stream and returns no Work; a call whose arm we chose is issued async instead, so
+  // that its Work can be timed, and the caller waits on ours.
+  bool* engine_async_op = nullptr;
 };
 
 ProcessGroupDynamicCCL::ProcessGroupDynamicCCL(int rank, int size, Engines engines,
@@ -206,9 +210,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c, NativeF
   if (!consensus_.failure().empty()) C10_THROW_ERROR(DistBackendError, consensus_.failure());
   if (config_.check_calls) check_call_agrees(c);
   const CallRecord rec = decide(c, route(c));
-  auto work = attach_completion(c, rec, issue(c, rec, native));
+  Issued issued = issue(c, rec, native);
+  // No Work and no future: the engine ran the call synchronously on the caller's stream
+  // (ProcessGroupNCCL, async_op=False), and so do we: nothing to wait for, nothing to time.
+  const bool synchronous = !issued.inner && !issued.future;
+  auto work = attach_completion(c, rec, std::move(issued));
   finish(c, rec, work);
-  return work;
+  return synchronous ? nullptr : work;
 }
 
 EngineKind ProcessGroupDynamicCCL::route(const Call& c) {
@@ -271,6 +279,7 @@ ProcessGroupDynamicCCL::Issued ProcessGroupDynamicCCL::issue(const Call& c, cons
       nccl_coalescing_ = true;
     }
     nccl_publish(c.op, c.effective_bytes, rec.action);
+    if (c.engine_async_op && (rec.learned || rec.forced)) *c.engine_async_op = true;
   }
   try {
     out.inner = native(engine);
@@ -285,6 +294,7 @@ ProcessGroupDynamicCCL::Issued ProcessGroupDynamicCCL::issue(const Call& c, cons
     out.nccl_unavailable = nccl_last_outcome_unavailable();
     nccl_clear();
   }
+  if (!out.inner) return out;  // a synchronous NCCL call (see Call::engine_async_op)
   if (rec.engine == kNccl) {
     out.future = out.inner->getFuture();
   } else if (c.gloo_future) {
@@ -423,6 +433,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allreduce(
   c.tunable = t.is_contiguous();
   c.args.out = &t;
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
   return dispatch(c, [&](c10d::Backend& e) { return e.allreduce(tensors, native_opts); });
 }
@@ -446,6 +457,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allreduce_coalesced(
     c.parts.push_back(part);
   }
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
   return dispatch(c, [&](c10d::Backend& e) { return e.allreduce_coalesced(tensors, native_opts); });
 }
@@ -462,6 +474,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::broadcast(
   c.args.out = &t;
   c.args.root = static_cast<int>(opts.rootRank);
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   return dispatch(c, [&](c10d::Backend& e) { return e.broadcast(tensors, native_opts); });
 }
 
@@ -479,6 +492,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce(std::vector<at::Te
   c.args.out = &t;
   c.args.root = static_cast<int>(opts.rootRank);
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
   return dispatch(c, [&](c10d::Backend& e) { return e.reduce(tensors, native_opts); });
 }
@@ -503,6 +517,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather(
   c.args.in = &in;
   c.args.gather_into = outputs[0];
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   return dispatch(c, [&](c10d::Backend& e) { return e.allgather(outputs, inputs, native_opts); });
 }
 
@@ -522,6 +537,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_allgather_base(
     c.args.out = &output;
   }
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   return dispatch(c, [&](c10d::Backend& e) { return e._allgather_base(output, input, native_opts); });
 }
 
@@ -538,6 +554,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather_into_tensor_coa
   c.args.outputs = outputs;
   add_flat_parts(c, outputs, inputs);
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   c10d::Backend* gloo = engines_.gloo.get();
   auto native = [&](c10d::Backend& e) -> c10::intrusive_ptr<c10d::Work> {
     if (&e != gloo) return e.allgather_into_tensor_coalesced(outputs, inputs, native_opts);
@@ -571,6 +588,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter(
     uniform = uniform && t.numel() == out.numel() && t.device() == out.device();
   }
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
 
   c.tunable = uniform;
@@ -596,6 +614,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_reduce_scatter_base(
     c.args.out = &output;
   }
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
   return dispatch(c, [&](c10d::Backend& e) {
     return e._reduce_scatter_base(output, input, native_opts);
@@ -617,6 +636,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter_tensor_coa
   c.args.rescaled = outputs;
   add_flat_parts(c, outputs, inputs);
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
   c10d::Backend* gloo = engines_.gloo.get();
   auto native = [&](c10d::Backend& e) -> c10::intrusive_ptr<c10d::Work> {
@@ -641,6 +661,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather_coalesced(
   for (auto& t : inputs) c.bytes += nbytes(t);
   c.effective_bytes = c.bytes * size_;
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   return dispatch(c, [&](c10d::Backend& e) {
     return e.allgather_coalesced(outputs, inputs, native_opts);
   });
@@ -655,6 +676,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::gather(
   c.effective_bytes = c.bytes * size_;
   if (!outputs.empty()) c.args.outputs = outputs[0];
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   return dispatch(c, [&](c10d::Backend& e) { return e.gather(outputs, inputs, native_opts); });
 }
 
@@ -667,6 +689,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::scatter(
   c.effective_bytes = c.bytes * size_;
   c.args.outputs = outputs;
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   return dispatch(c, [&](c10d::Backend& e) { return e.scatter(outputs, inputs, native_opts); });
 }
 
@@ -689,6 +712,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall_base(
     c.args.out = &output;
   }
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   return dispatch(c, [&](c10d::Backend& e) {
     return e.alltoall_base(output, input, output_splits, input_splits, native_opts);
   });
@@ -704,6 +728,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall(
   c.effective_bytes = c.bytes;
   c.args.outputs = outputs;
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   c10d::Backend* gloo = engines_.gloo.get();
   auto native = [&](c10d::Backend& e) -> c10::intrusive_ptr<c10d::Work> {
     if (&e != gloo) return e.alltoall(outputs, inputs, native_opts);
@@ -769,6 +794,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::barrier(const c10d::Barri
   // A barrier is host-blocking on every engine: run it on Gloo, which blocks the host in wait().
   Call c(OpKind::kBarrier, c10d::OpType::BARRIER, "dynamiccl:barrier", at::empty({0}, at::kByte));
   auto native_opts = with_timeout(opts, timeout_);
+  c.engine_async_op = &native_opts.asyncOp;
   native_opts.device_ids.clear();
   native_opts.device.reset();
   return dispatch(c, [&](c10d::Backend& e) { return e.barrier(native_opts); });

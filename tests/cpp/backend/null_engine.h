@@ -38,6 +38,7 @@ class NullEngine : public c10d::Backend {
     ++allreduces;
     if (fail) fail();
     if (reduce) reduce(t);
+    if (synchronous) return {};  // as ProcessGroupNCCL for async_op=False: ran on the stream
     if (reuse_work) {
       if (!done_) done_ = c10::make_intrusive<DoneWork>(t);
       return done_;  // the baseline costs no allocation
@@ -47,6 +48,7 @@ class NullEngine : public c10d::Backend {
 
   int allreduces = 0;
   bool reuse_work = false;
+  bool synchronous = false;    // return no Work
   std::function<void()> fail;  // throws the error the engine should raise
   std::function<void(std::vector<at::Tensor>&)> reduce;  // what the other ranks would add
 

@@ -97,6 +97,23 @@ TEST(Dispatch, EngineErrorsKeepTheirClass) {
   }
 }
 
+// An engine may run a call synchronously and return no Work (ProcessGroupNCCL does for
+// async_op=False since torch 2.8): the caller gets no Work either, in every mode, and the call
+// is still counted.
+TEST(Dispatch, AnEngineThatReturnsNoWorkGivesNoWork) {
+  for (Mode mode : {Mode::kOff, Mode::kLearn}) {
+    Group g(config(mode));
+    g.gloo->synchronous = true;
+    std::vector<at::Tensor> t{at::ones({4})};
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_FALSE(g.pg->allreduce(t, c10d::AllreduceOptions()).defined()) << mode_name(mode);
+    }
+    const SummaryCell& cell = g.pg->telemetry().summary(EngineKind::kCpu, OpKind::kAllReduce, size_bin(16));
+    EXPECT_EQ(cell.calls.load(), 10u) << mode_name(mode);
+    EXPECT_EQ(cell.timed.load(), 0u) << mode_name(mode);  // nothing to time
+  }
+}
+
 TEST(Dispatch, UnknownForcedArmIsAValueErrorListingTheArms) {
   BackendConfig cfg = config(Mode::kLearn);
   cfg.force = {{"allreduce", "warp"}};
