@@ -31,7 +31,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-RANK_TIMEOUT_S = 240
+RANK_TIMEOUT_S = int(os.environ.get("RANK_TIMEOUT", "240"))  # run.sh documents it
 
 # Ways to put two ranks on one GPU (stage c), tried in order. NCCL refuses two ranks of one
 # communicator on one GPU ("Duplicate GPU"); a different NCCL_HOSTID per rank makes NCCL see two
@@ -189,6 +189,7 @@ def rank_collectives(rank, world, store_path, args):
     ref = dist.new_group(backend="nccl")
     checks = {}
     for name, fn in _collectives(torch, dist).items():
+        print(f"[rank {rank}] {name}", file=sys.stderr, flush=True)  # which one, should it crash
         try:
             got, want = fn(None, rank, world), fn(ref, rank, world)
             torch.cuda.synchronize()
@@ -196,8 +197,11 @@ def rank_collectives(rank, world, store_path, args):
         except Exception as e:  # noqa: BLE001  recorded, not hidden
             checks[name] = f"error: {type(e).__name__}: {e}"[:300]
     x = torch.ones(1 << 20, device="cuda")  # 4 MiB
-    timing = {"dynamiccl_us": _median_us(torch, lambda: dist.all_reduce(x)),
-              "nccl_us": _median_us(torch, lambda: dist.all_reduce(x, group=ref))}
+    try:
+        timing = {"dynamiccl_us": _median_us(torch, lambda: dist.all_reduce(x)),
+                  "nccl_us": _median_us(torch, lambda: dist.all_reduce(x, group=ref))}
+    except Exception as e:  # noqa: BLE001  the checks above are still worth reporting
+        timing = {"error": f"{type(e).__name__}: {e}"[:300]}
     stats = dynamiccl_pg.stats()
     dist.destroy_process_group()
     return {"checks": checks, "allreduce_4MiB": timing, "nccl_plugin": stats["nccl_plugin"]}
@@ -212,7 +216,7 @@ def stage_multi_rank(args):
     for way, env in MULTI_RANK_WAYS.items():
         ranks = run_ranks("rank_collectives", 2, env)
         ways[way] = ranks
-        if all("ok" in r for r in ranks):
+        if _way_error(ranks) is None:
             return {"world": 2, "ways": ways, "working": way}
     return {"world": 2, "ways": ways, "working": None}
 
@@ -307,6 +311,11 @@ def rank_arm_sweep(rank, world, store_path, args):
             continue
         group = dist.new_group(backend="dynamiccl",
                                pg_options=dynamiccl_pg.Options(force=f"allreduce:{arm}"))
+        # A group's first NCCL call runs NCCL's own choice (it creates the communicator): not
+        # part of the sweep.
+        dist.all_reduce(torch.ones(1, device="cuda"), group=group)
+        torch.cuda.synchronize()
+        last = max([r["id"] for r in _C.nccl_profiler_records(last)] + [last])
         for nbytes in SWEEP_BYTES:
             x = torch.ones(nbytes // 4, device="cuda")
             before = dict(_C.nccl_counters())
@@ -372,6 +381,17 @@ def _rank_error(ranks):
     return errors[0] if errors else None
 
 
+def _way_error(ranks):
+    """Why a way of stage (c) does not work: a rank failed, or one of its collective checks did."""
+    for r in ranks:
+        if "error" in r:
+            return r["error"]
+        for name, verdict in r["ok"].get("checks", {}).items():
+            if verdict != "ok":
+                return f"{name}: " + " ".join(verdict.split())[:240]
+    return None
+
+
 def report(stages: dict) -> str:
     """results.md from the stage results (missing or timed-out stages say so)."""
     pre = stages.get("preflight", {})
@@ -404,8 +424,9 @@ def report(stages: dict) -> str:
             verdicts = {r["ok"]["checks"][name] for r in ranks}
             lines.append(f"| {name} | {' / '.join(sorted(verdicts))} |")
         t = r0["allreduce_4MiB"]
-        lines.extend(["", f"4 MiB all-reduce, median per call: dynamiccl {_fmt(t['dynamiccl_us'], ' µs')}, "
-                          f"nccl {_fmt(t['nccl_us'], ' µs')}. Plugin: {r0['nccl_plugin']}", ""])
+        timing = (f"failed: {t['error']}" if "error" in t else
+                  f"dynamiccl {_fmt(t['dynamiccl_us'], ' µs')}, nccl {_fmt(t['nccl_us'], ' µs')}")
+        lines.extend(["", f"4 MiB all-reduce, median per call: {timing}. Plugin: {r0['nccl_plugin']}", ""])
 
     s = section("(a) every collective at world size 1, CUDA tensors, against `nccl`", "collectives")
     if s:
@@ -420,7 +441,7 @@ def report(stages: dict) -> str:
     s = section("(c) two ranks on one GPU", "multi_rank")
     if s:
         for way, ranks in s["ways"].items():
-            err = _rank_error(ranks)
+            err = _way_error(ranks)
             lines.append(f"- {way}: " + (f"refused: {err}" if err else "works"))
         lines.append("")
         if s["working"]:

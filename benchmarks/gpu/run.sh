@@ -9,7 +9,13 @@
 #
 #   PYTHON          the interpreter with torch (default: python3)
 #   STAGE_TIMEOUT   seconds per stage (default 300); a stage past it is recorded as timed out
+#   RANK_TIMEOUT    seconds a stage waits for its rank processes (default 240); a rank past it
+#                   is killed and recorded as timed out (a way of stage c that hangs)
+#   GPU_PROOF_RAW   folder for the stages' raw JSON results (default: a new temporary folder)
 #   DYNAMICCL_BUILD the CMake build folder (default: build-gpu/ in the checkout)
+#   CXX, CC         the compiler; it must link libstdc++ dynamically, as torch does (a toolchain
+#                   that links it statically puts a second C++ runtime in the process: the module
+#                   crashes at import). The distribution's g++ does.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 HERE="$ROOT/benchmarks/gpu"
@@ -22,12 +28,15 @@ if "$PY" -c "import torch" 2>/dev/null; then
     -DDYNAMICCL_BUILD_TESTS=OFF -DDYNAMICCL_BUILD_BENCHMARKS=OFF >/dev/null || exit 1
   cmake --build "$BUILD" -j "$(nproc)" || exit 1
   export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+  "$PY" -c "import dynamiccl_pg" || { echo "[gpu] the built module does not import; with a" \
+    "compiler that links libstdc++ statically, build with the distribution's (CXX=/usr/bin/g++)" >&2; exit 1; }
 else
   DYNAMICCL_BUILD="$BUILD" source "$ROOT/scripts/env.sh"
   PY=python
 fi
 
-OUT="$(mktemp -d)"
+OUT="${GPU_PROOF_RAW:-$(mktemp -d)}"
+mkdir -p "$OUT"
 "$PY" "$HERE/gpu_proof.py" preflight --out "$OUT/preflight.json" || exit 1
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(collectives ddp multi_rank arm_sweep learn_vs_nccl)

@@ -54,6 +54,7 @@ def test_report_states_every_stage_honestly():
     ok = {"ok": {"checks": {"broadcast": "ok", "reduce": "MISMATCH"},
                  "allreduce_4MiB": {"dynamiccl_us": 101.0, "nccl_us": 100.0},
                  "nccl_plugin": {"loaded_by_nccl": True}}}
+    all_ok = {"ok": dict(ok["ok"], checks={"broadcast": "ok", "reduce": "ok"})}
     stages = {
         "preflight": {"device": "NVIDIA H100", "gpus": 1, "torch": "2.11.0", "cuda": "13.0",
                       "nccl": "2.28.9", "date": "2026-11-24"},
@@ -62,7 +63,8 @@ def test_report_states_every_stage_honestly():
         "multi_rank": {"world": 2, "working": "NCCL_HOSTID per rank",
                        "ways": {"plain": [{"error": "DistBackendError: Duplicate GPU detected"},
                                           {"error": "x"}],
-                                "NCCL_HOSTID per rank": [ok, ok]}},
+                                "NCCL_MULTI_RANK_GPU_ENABLE=1": [ok, ok],  # a check failed
+                                "NCCL_HOSTID per rank": [all_ok, all_ok]}},
         "arm_sweep": {"world": 2, "way": "NCCL_HOSTID per rank", "ranks": [
             {"ok": {"profiler_loaded_by_nccl": True, "rows": [
                 {"arm": "tree/LL", "bytes": 65536, "us": 30.0, "kernel_us": 20.0,
@@ -74,6 +76,7 @@ def test_report_states_every_stage_honestly():
     assert "| reduce | MISMATCH |" in text and "| broadcast | ok |" in text
     assert "timed out after 300 s" in text
     assert "- plain: refused: DistBackendError: Duplicate GPU detected" in text
+    assert "- NCCL_MULTI_RANK_GPU_ENABLE=1: refused: reduce: MISMATCH" in text
     assert "- NCCL_HOSTID per rank: works" in text
     assert "| tree/LL | 65536 | 30.0 | 20.0 | ran as forced |" in text
     assert text.rstrip().endswith("not run")  # (e) has no result
