@@ -521,7 +521,11 @@ void PolicyState::release_all(ArmSlot& a) {
 void PolicyState::freeze() {
   refresh_views();
   frozen_ = true;
-  const int best = best_known();
+  // A guard fires when the job's own step time or loss says learning hurts: keep an arm other
+  // than the default only if it beats the default by the margin a switch needs.
+  int best = best_known();
+  const double bar = slots_[default_slot_].view.center * (1.0 - head_.switch_margin);
+  if (best != default_slot_ && !(slots_[best].view.center < bar)) best = default_slot_;
   note("frozen by a guard", incumbent_, best);
   incumbent_ = best;
   runner_up_ = -1;

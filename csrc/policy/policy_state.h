@@ -198,7 +198,8 @@ class PolicyState {
   // The arm can never run for this state again; an incumbent falls back to the best arm known in
   // the current regime (the default when none is known).
   void drop_arm(uint16_t arm);
-  // Guard freeze: stop exploring, run the best known arm (default when none is known).
+  // Guard freeze: stop exploring, run the best known arm if it beats the default by the switch
+  // margin, else the default.
   void freeze();
   // Warm start from a snapshot of the same (role, op, size bin): exploit immediately.
   void restore(const StateSnapshot& snap, const std::vector<Arm>& arms);

@@ -328,6 +328,32 @@ TEST(Learner, StepTimeRegressionFreezesExploration) {
   EXPECT_TRUE(l.stats().at(late.state_id).frozen);
 }
 
+// The guard fires because the job's own step time says learning hurts: an incumbent that now
+// beats the default per call by less than the switch margin is not kept (the WAN run where a 1%
+// "gain" came with a 14% slower step); one that beats it by more is.
+TEST(Learner, AGuardKeepsAnArmOnlyIfItBeatsTheDefaultByTheMargin) {
+  for (const double later : {99.0, 70.0}) {
+    auto cat = catalog_of(3);
+    Learner l(bulk_config(), cat);
+    // Arm 1 wins clearly, then drifts to `later`; the step slows down from call 6000 on.
+    Driver d{l, [later](uint64_t call, const CollectiveContext&, uint16_t arm) {
+               const double costs[] = {100, call < 3000 ? 80.0 : later, 130};
+               return costs[arm];
+             }};
+    d.signals = [&d](RoundResult& r, const std::vector<Decision>& w) {
+      const bool other = std::any_of(w.begin(), w.end(),
+                                     [](const Decision& x) { return x.arm != kDefaultArm; });
+      r.step_time_us = d.calls > 6000 && other ? 1300.0 : 1000.0;
+    };
+    d.run(make_ctx(Role::kDataParallel, 1 << 20), 3000);
+    ASSERT_EQ(state_stats(l, 0).incumbent, 1);
+    d.run(make_ctx(Role::kDataParallel, 1 << 20), 9000);
+    const StateStats st = state_stats(l, 0);
+    ASSERT_TRUE(st.frozen) << later;
+    EXPECT_EQ(st.incumbent, later < 97.0 ? 1 : kDefaultArm) << later;
+  }
+}
+
 TEST(Learner, StepTimeWithoutRegressionDoesNotFreeze) {
   auto cat = catalog_of(5);
   LearnerConfig cfg = bulk_config();
