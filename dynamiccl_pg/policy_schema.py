@@ -20,18 +20,7 @@ SIZE_BINS = VOCABULARY["size_bins"]
 # checked here for their form only; restoring checks them against the group's own catalog.
 _NCCL_ARM_FORM = (f"default, or ALGO/PROTO or ALGO/PROTO/cN with ALGO one of "
                   f"{', '.join(VOCABULARY['nccl_algos'])}, PROTO one of "
-                  f"{', '.join(VOCABULARY['nccl_protos'])}, N 1..64")
-
-
-def _nccl_arm_form_ok(name: str) -> bool:
-    if name == "default":
-        return True
-    parts = name.split("/")
-    if len(parts) not in (2, 3):
-        return False
-    algo, proto, *cap = parts
-    return (algo in VOCABULARY["nccl_algos"] and proto in VOCABULARY["nccl_protos"] and
-            all(c[:1] == "c" and c[1:].isdigit() and 1 <= int(c[1:]) <= 64 for c in cap))
+                  f"{', '.join(VOCABULARY['nccl_protos'])}, N 1..{VOCABULARY['nccl_max_channels']}")
 _UINT64_MAX = (1 << 64) - 1
 
 # Keys of each object, every one required (save_policy writes them all).
@@ -90,7 +79,7 @@ class _Checker:
 
     def arm(self, value, path: str, engine: str, op: str) -> str:
         if engine == "nccl":
-            if not isinstance(value, str) or not _nccl_arm_form_ok(value):
+            if not (isinstance(value, str) and (value == "default" or _C.is_nccl_arm_name(value))):
                 self.refuse(path, value, _NCCL_ARM_FORM)
             return value
         return self.string(value, path, _C.arm_names(ENGINES[engine], op),

@@ -503,6 +503,7 @@ PYBIND11_MODULE(_C, m) {
     for (int p = 0; p < nccl::kNumProtos; ++p) protos.push_back(nccl::proto_name(p));
     v["nccl_algos"] = algos;
     v["nccl_protos"] = protos;
+    v["nccl_max_channels"] = DYNAMICCL_NCCL_MAX_CHANNELS;
     v["size_bins"] = kNumSizeBins;
     v["gpus"] = nccl::compcap_names();
     v["cpus"] = nccl::cpu_names();
@@ -511,6 +512,15 @@ PYBIND11_MODULE(_C, m) {
     return v;
   }, "Every name list the core defines (ops, roles, modes, engines, ...), indexed by value.");
   m.def("size_bin", &size_bin, "The learner's size bin of a byte count.");
+  m.def(
+      "is_nccl_arm_name",
+      [](const std::string& name) {
+        Action action;
+        return parse_nccl_arm_name(name, &action);
+      },
+      py::arg("name"),
+      "Whether `name` has the form of an NCCL arm (ALGO/PROTO or ALGO/PROTO/cN); whether a group "
+      "offers it depends on the group's topology (arm_names).");
   m.def(
       "nccl_predict",
       [](const py::dict& topology, const std::string& op_str, uint64_t bytes) {

@@ -7,7 +7,7 @@ import datetime
 import torch._C._distributed_c10d
 import typing
 from . import sim
-__all__: list[str] = ['EmulatedNccl', 'Engine', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'nccl_counters', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'set_hint', 'sim', 'size_bin', 'vocabulary']
+__all__: list[str] = ['EmulatedNccl', 'Engine', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'is_nccl_arm_name', 'nccl_counters', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'set_hint', 'sim', 'size_bin', 'vocabulary']
 class EmulatedNccl(torch._C._distributed_c10d.Backend):
     def __init__(self, rank: typing.SupportsInt, size: typing.SupportsInt, gloo: typing.Any, scenario: sim.ScenarioSpec, nodes: typing.SupportsInt, gpus_per_node: typing.SupportsInt, comm_id: typing.SupportsInt, tuner_plugin: str, nccl_algo: str, nccl_proto: str, skip_plugin: bool, unavailable: collections.abc.Sequence[str]) -> None:
         ...
@@ -130,6 +130,10 @@ def get_hint() -> tuple:
 def head_settings() -> list:
     """
     The learner's per-head settings: name, range and meaning (DYNAMICCL_HEADS keys).
+    """
+def is_nccl_arm_name(name: str) -> bool:
+    """
+    Whether `name` has the form of an NCCL arm (ALGO/PROTO or ALGO/PROTO/cN); whether a group offers it depends on the group's topology (arm_names).
     """
 def nccl_counters() -> dict:
     ...

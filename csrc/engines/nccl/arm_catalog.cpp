@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace dynamiccl {
 
@@ -12,6 +13,30 @@ std::string nccl_arm_name(int algo, int proto, int cap) {
   std::string s = std::string(algo_name(algo)) + "/" + proto_name(proto);
   if (cap > 0) s += "/c" + std::to_string(cap);
   return s;
+}
+
+bool parse_nccl_arm_name(const std::string& name, Action* action) {
+  const size_t slash = name.find('/');
+  if (slash == std::string::npos) return false;
+  const size_t cap_slash = name.find('/', slash + 1);
+  const std::vector<std::string> algos = algo_names(), protos = proto_names();
+  const auto algo = std::find(algos.begin(), algos.end(), name.substr(0, slash));
+  const auto proto =
+      std::find(protos.begin(), protos.end(), name.substr(slash + 1, cap_slash - slash - 1));
+  if (algo == algos.end() || proto == protos.end()) return false;
+  int cap = -1;
+  if (cap_slash != std::string::npos) {
+    const std::string c = name.substr(cap_slash + 1);  // "cN"
+    if (c.size() < 2 || c.size() > 3 || c[0] != 'c' ||
+        c.find_first_not_of("0123456789", 1) != std::string::npos) {
+      return false;
+    }
+    cap = std::stoi(c.substr(1));
+    if (cap < 1 || cap > DYNAMICCL_NCCL_MAX_CHANNELS) return false;
+  }
+  *action = Action{static_cast<int8_t>(algo - algos.begin()),
+                   static_cast<int8_t>(proto - protos.begin()), static_cast<int16_t>(cap)};
+  return true;
 }
 
 NcclArmCatalog::NcclArmCatalog(NcclCostModel model, std::vector<int> caps, bool derive_caps)

@@ -37,6 +37,9 @@ class NcclArmCatalog : public ArmCatalog {
 
 // "ring/LL128", or "ring/LL128/c8" with a channel cap.
 std::string nccl_arm_name(int algo, int proto, int cap);
+// Its inverse: true and the arm's action for a well-formed name (a cap in
+// 1..DYNAMICCL_NCCL_MAX_CHANNELS); whether a group offers the arm is its catalog's answer.
+bool parse_nccl_arm_name(const std::string& name, Action* action);
 
 // The catalog of a communicator of `shape` on `topology` (what the backend and the simulator
 // both build).

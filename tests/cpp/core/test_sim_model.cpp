@@ -51,6 +51,26 @@ std::vector<uint64_t> byte_grid() {
   return out;
 }
 
+// Arm names are written (nccl_arm_name) and read (parse_nccl_arm_name, policy files) by one pair.
+TEST(NcclArmNames, ParsingInvertsTheNameOfEveryArmAndRefusesOthers) {
+  const NcclArmCatalog cat = nccl_catalog_for(resolve_topology(h100(2)), GroupShape{2, 8});
+  for (int o = 0; o < kNumOps; ++o) {
+    for (const Arm& arm : cat.arms(static_cast<OpKind>(o))) {
+      if (arm.name == "default") continue;
+      Action got;
+      ASSERT_TRUE(parse_nccl_arm_name(arm.name, &got)) << arm.name;
+      EXPECT_EQ(got.algo, arm.action.algo) << arm.name;
+      EXPECT_EQ(got.proto, arm.action.proto) << arm.name;
+      EXPECT_EQ(got.channels, arm.action.channels) << arm.name;
+    }
+  }
+  Action unused;
+  for (const char* bad : {"", "default", "ring", "ring/", "warp/LL", "ring/LL256", "ring/LL/c",
+                          "ring/LL/c0", "ring/LL/c65", "ring/LL/x4", "ring/LL/c4/c2", "ring/LL/c+4"}) {
+    EXPECT_FALSE(parse_nccl_arm_name(bad, &unused)) << bad;
+  }
+}
+
 TEST(SimModel, TimeIsMonotonicInBytes) {
   std::vector<std::pair<TopologySpec, GroupShape>> cases = {
       {h100(1), {1, 8}},   {h100(4), {4, 8}},    {h100(128), {128, 8}},
