@@ -6,7 +6,19 @@
 Importing registers "dynamiccl" for cpu and cuda devices.
 """
 
-from . import _C  # noqa: F401  (the compiled core)
+import torch as _torch
+
+from . import torch_support as _torch_support
+
+_torch_support.check(_torch.__version__)  # a torch outside the range: one error naming it
+from . import _C  # noqa: E402  (the compiled core)
+
+if _torch_support.minor(_C.built_for_torch) != _torch_support.minor(_torch.__version__):
+    raise _torch_support.UnsupportedTorchError(
+        f"dynamiccl: this build of dynamiccl_pg._C was compiled against torch {_C.built_for_torch}, "
+        f"but torch {_torch.__version__} is installed; rebuild it (pip install "
+        "--no-build-isolation . or scripts/test.sh) in this environment")
+from . import fsdp, pipelining  # noqa: E402,F401  (framework integration: annotate(...))
 from . import fsdp, pipelining  # noqa: F401  (framework integration: annotate(...))
 from .backend import register as _register
 from .config import ConfigError, Options

@@ -8,6 +8,7 @@ communicators whose tuner is our plugin — each on its own store prefix, and wr
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from datetime import timedelta
@@ -57,13 +58,38 @@ def _prepare_nccl_env(cfg: dict) -> bool:
     return True
 
 
-def _make_nccl(store, rank: int, size: int, timeout: timedelta, nccl_options):
+def _make_nccl(store, rank: int, size: int, timeout: timedelta, nccl_options, split_from,
+               global_ranks):
     opts = nccl_options if nccl_options is not None else dist.ProcessGroupNCCL.Options()
     opts._timeout = timeout
     # The decision channel is per calling thread: communicators must be blocking so NCCL calls
     # the tuner on the thread that issued the collective.
     opts.config.blocking = 1
+    # Eager init (a default group bound to a device): torch splits the parent's communicator for
+    # a new group, and so does our inner NCCL, from the parent's inner NCCL, with torch's color.
+    parent_nccl = getattr(split_from, "nccl_engine", None)
+    if isinstance(parent_nccl, dist.ProcessGroupNCCL):
+        opts.split_from = parent_nccl
+        opts.split_color = dist.distributed_c10d._process_group_color(global_ranks)
+        opts.global_ranks_in_group = global_ranks
     return dist.ProcessGroupNCCL(dist.PrefixStore("nccl/", store), rank, size, opts)
+
+
+class _SplitOptions:
+    """What the creator reads of torch's _DistributedBackendOptions, for a child of split()."""
+
+    def __init__(self, store, rank, size, timeout, global_ranks, group_id):
+        self.store, self.group_rank, self.group_size = store, rank, size
+        self.timeout, self.global_ranks_in_group, self.group_id = timeout, global_ranks, group_id
+        self.split_from = None
+
+
+def _split(backend_options, parent_global_ranks, store, ranks, parent_rank, timeout, name, desc):
+    """split()'s creator: the child of ``ranks`` (the parent's numbering) is made as every group
+    is, with the parent's options; its role comes from its description, as for any group."""
+    opts = _SplitOptions(store, ranks.index(parent_rank), len(ranks), timeout,
+                         [parent_global_ranks[r] for r in ranks], name)
+    return _create(opts, backend_options)
 
 
 def _create(dist_opts, backend_options):
@@ -106,11 +132,15 @@ def _create(dist_opts, backend_options):
                                          dist_opts.group_id)
             cfg["nccl_emulated"] = True
         else:
-            nccl = _make_nccl(store, rank, size, timeout, nccl_options)
+            nccl = _make_nccl(store, rank, size, timeout, nccl_options,
+                              getattr(dist_opts, "split_from", None), global_ranks)
         # The cluster NCCL's cost model (the NCCL arms' prior) assumes, as every rank describes it.
         cfg["nccl_topology"] = topology.describe(store, rank, size, cfg["topology_override"],
                                                  facts)
     pg = _C.ProcessGroupDynamicCCL(rank, size, gloo, control, nccl, cfg, timeout)
+    pg.set_split_factory(functools.partial(_split, backend_options, global_ranks))
+    # Eager init: a rank outside a new group still joins the parent communicator's split.
+    pg.perform_nocolor_split = getattr(nccl, "perform_nocolor_split", lambda device: None)
     pg.nccl_engine = nccl  # (the emulated NCCL's record of what it ran: tests, demos)
     pg.nccl_emulated = emulated or None
     pg.group_name_at_creation = dist_opts.group_id  # "0", "1", ...: stable across runs

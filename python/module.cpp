@@ -72,6 +72,22 @@ c10::intrusive_ptr<c10d::Backend> as_backend(const py::object& obj) {
   return c10::intrusive_ptr<c10d::Backend>::reclaim_copy(raw);
 }
 
+// split()'s creator: a Python callable (dynamiccl_pg.backend's) held so that it is released
+// under the GIL, whichever thread drops the last reference.
+PG::SplitFactory python_split_factory(py::object fn) {
+  std::shared_ptr<py::object> held(new py::object(std::move(fn)), [](py::object* o) {
+    if (!Py_IsInitialized()) return;  // at exit: leak rather than touch a finalized interpreter
+    py::gil_scoped_acquire gil;
+    delete o;
+  });
+  return [held](const PG::SplitRequest& r) -> c10::intrusive_ptr<c10d::Backend> {
+    py::gil_scoped_acquire gil;
+    py::object child = (*held)(r.store, r.ranks, r.parent_rank, r.timeout, r.group_name,
+                               r.group_desc);
+    return as_backend(child);
+  };
+}
+
 template <typename T>
 T get_or(const py::dict& d, const char* key, T fallback) {
   return d.contains(key) ? d[key].cast<T>() : fallback;
@@ -407,6 +423,7 @@ std::string loaded_plugin_path() {
 PYBIND11_MODULE(_C, m) {
   using namespace dynamiccl;
   m.doc() = "DynamICCL core: the c10d backend, the learner and the simulator";
+  m.attr("built_for_torch") = DYNAMICCL_BUILT_FOR_TORCH;  // checked against torch at import
 
   py::enum_<EngineKind>(m, "Engine", "The engines a group runs calls on.")
       .value("cpu", EngineKind::kCpu)
@@ -481,6 +498,9 @@ PYBIND11_MODULE(_C, m) {
                           " engine is not available in this group");
         pg.mutable_learner(engine)->restore(snapshot_from_py(snap, *catalog));
       })
+      .def("set_split_factory",
+           [](PG& pg, py::object fn) { pg.set_split_factory(python_split_factory(std::move(fn))); },
+           "The creator split() calls: fn(store, ranks, parent_rank, timeout, name, desc).")
       .def_property_readonly("shut_down", &PG::is_shut_down,
                              "True once the group was destroyed (shutdown() or abort()).");
 

@@ -4,6 +4,7 @@
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <numeric>
 #include <sstream>
 
@@ -308,7 +309,7 @@ ProcessGroupDynamicCCL::Issued ProcessGroupDynamicCCL::issue(const Call& c, cons
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::attach_completion(const Call& c,
                                                                          const CallRecord& rec,
-                                                                         Issued issued) {
+                                                                         Issued&& issued) {
   auto work = c10::make_intrusive<DynamicWork>(rank_, c.type, profiling_title(c.title),
                                                issued.inner, issued.future, c.args.outputs.vec());
   SummaryCell& cell = telemetry_.summary(rec.engine, c.op, size_bin(c.effective_bytes));
@@ -860,9 +861,38 @@ void ProcessGroupDynamicCCL::setTimeout(std::chrono::milliseconds timeout) {
   if (engines_.nccl) engines_.nccl->setTimeout(timeout);
 }
 
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupDynamicCCL::getBackendOptions() {
+  auto opts = c10::make_intrusive<Options>(getBackendName(), timeout_);
+  opts->group_name = getGroupUid();
+  opts->group_desc = getGroupDesc();
+  return opts;
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupDynamicCCL::split(
+    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+    const c10::intrusive_ptr<Options>& opts) {
+  TORCH_CHECK(!shut_down_, "dynamiccl: split() after shutdown()");
+  TORCH_CHECK(split_factory_, "dynamiccl: this group cannot be split (no creator was given)");
+  // A rank outside the child takes no part: our engines are made afresh, not split.
+  if (std::find(ranks.begin(), ranks.end(), rank_) == ranks.end()) return nullptr;
+  for (int r : ranks) check_rank("split", "rank", r, size_);
+  SplitRequest req{store, ranks, rank_, opts ? opts->timeout : timeout_, "", ""};
+  if (opts) {
+    req.group_name = opts->group_name;
+    req.group_desc = opts->group_desc;
+  }
+  return split_factory_(req);
+}
+
+// Eager init (init_process_group(device_id=...)) connects NCCL's communicator at once.
+void ProcessGroupDynamicCCL::eagerConnectSingleDevice(at::Device device) {
+  if (device.is_cuda() && engines_.nccl) engines_.nccl->eagerConnectSingleDevice(device);
+}
+
 void ProcessGroupDynamicCCL::shutdown() {
   if (shut_down_) return;
   shut_down_ = true;
+  split_factory_ = nullptr;
   cpu_->stop();
   consensus_.drain();
   for (auto* e : {engines_.gloo.get(), engines_.control.get(), engines_.nccl.get()}) {

@@ -11,6 +11,7 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "backend/config.h"
 #include "backend/consensus.h"
 #include "backend/telemetry.h"
+#include "backend/torch_compat.h"
 #include "engines/cpu/cpu_engine.h"
 #include "policy/arm_catalog.h"
 #include "policy/learner.h"
@@ -34,11 +36,32 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
     c10::intrusive_ptr<c10d::Backend> nccl;     // CUDA collectives; null without CUDA
   };
 
+  // What split() asks of the creator: a child group of `ranks` (this group's numbering, in the
+  // child's order) over `store`, with the options torch hands a child.
+  struct SplitRequest {
+    c10::intrusive_ptr<c10d::Store> store;
+    std::vector<int> ranks;
+    int parent_rank = 0;
+    std::chrono::milliseconds timeout;
+    std::string group_name, group_desc;
+  };
+  // The creator of a child: the Python creator, so that a split group is built as every group is
+  // (its own engines, learner and policy state, the agreement on settings, the topology).
+  using SplitFactory = std::function<c10::intrusive_ptr<c10d::Backend>(const SplitRequest&)>;
+
   ProcessGroupDynamicCCL(int rank, int size, Engines engines, BackendConfig config,
                          std::chrono::milliseconds timeout);
   ~ProcessGroupDynamicCCL() override;
 
   const std::string getBackendName() const override { return "dynamiccl"; }
+  c10::intrusive_ptr<Options> getBackendOptions() override;
+  // torch.distributed.split_group (and what splits through it, e.g. DeviceMesh's eager init).
+  void set_split_factory(SplitFactory factory) { split_factory_ = std::move(factory); }
+  bool supportsSplitting() const override { return static_cast<bool>(split_factory_); }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  void eagerConnectSingleDevice(at::Device device) override;
   bool supportsCoalescing() const override { return true; }
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
@@ -85,6 +108,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
                                                std::vector<int64_t>& output_splits,
                                                std::vector<int64_t>& input_splits,
                                                const c10d::AllToAllOptions& opts) override;
+  DYNAMICCL_C10D_SINGLE_NAME_OVERRIDES
   c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs,
                                           std::vector<at::Tensor>& inputs,
                                           const c10d::AllToAllOptions& opts) override;
@@ -145,7 +169,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   Issued issue(const Call& call, const CallRecord& rec, NativeFn native);
   void add_flat_parts(Call& c, std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs);
   c10::intrusive_ptr<c10d::Work> attach_completion(const Call& call, const CallRecord& rec,
-                                                   Issued issued);
+                                                   Issued&& issued);
   void finish(const Call& call, const CallRecord& rec, const c10::intrusive_ptr<c10d::Work>& w);
   // The end of a call whose completion is observed locally (CPU).
   void call_done(const CallTiming& timing, int64_t end_ns);
@@ -157,6 +181,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   void agree_on_nccl_plugin();
 
   Engines engines_;
+  SplitFactory split_factory_;
   BackendConfig config_;
   std::chrono::milliseconds timeout_;
 
