@@ -88,13 +88,16 @@ ENV_VARS = {
     "DYNAMICCL_EMULATE_NCCL": ("", "a simulator scenario file: CPU tensors take the NCCL branch, "
                                "run by an emulated NCCL on the scenario's cluster and truth "
                                "(tests and demos without a GPU)"),
+    "DYNAMICCL_EMULATE_NCCL_VERSION": ("2.28", "the NCCL release the emulated NCCL behaves as "
+                                       "towards the tuner: 2.28 (ABI v5) | 2.30 (ABI v6 first, "
+                                       "getChunkSize)"),
     "DYNAMICCL_EMULATE_NCCL_FAULT": ("", "tests only, on the ranks it is set on: no_plugin (that "
                                      "rank's emulated NCCL does not load the tuner) or "
                                      "unavailable=ALGO/PROTO[,ALGO/PROTO...]"),
 }
 # Read by the project's scripts (scripts/env.sh, train.sh), not by the backend; exported to every rank by
 # scripts/train.sh, so they are not typos.
-SCRIPT_VARS = ("DYNAMICCL_VENV", "DYNAMICCL_BUILD", "DYNAMICCL_REPORT_DIR")
+SCRIPT_VARS = ("DYNAMICCL_TORCH", "DYNAMICCL_VENV", "DYNAMICCL_BUILD", "DYNAMICCL_REPORT_DIR")
 
 
 def _env(name: str) -> str:
@@ -259,6 +262,9 @@ def resolve(options: Optional[Options] = None) -> dict:
         "test_slow_arm": parse_slow_arm(_env("DYNAMICCL_TEST_SLOW_ARM")),
         "emulate_nccl": _emulated_scenario(_env("DYNAMICCL_EMULATE_NCCL")),
         "emulate_nccl_fault": parse_emulation_fault(_env("DYNAMICCL_EMULATE_NCCL_FAULT")),
+        "emulate_nccl_version": _choice("DYNAMICCL_EMULATE_NCCL_VERSION",
+                                        _env("DYNAMICCL_EMULATE_NCCL_VERSION"),
+                                        _C.EMULATED_NCCL_RELEASES),
     }
     _choice("DYNAMICCL_SUMMARY", _env("DYNAMICCL_SUMMARY"), ("0", "1"))
     _policy_file(_env("DYNAMICCL_POLICY"))

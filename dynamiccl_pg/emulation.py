@@ -72,4 +72,4 @@ def make_engine(store, rank: int, size: int, global_ranks: List[int], timeout: t
         int(hashlib.sha256(f"{group_id}".encode()).hexdigest()[:15], 16),
         os.environ.get("NCCL_TUNER_PLUGIN", ""), os.environ.get("NCCL_ALGO", ""),
         os.environ.get("NCCL_PROTO", ""), fault.get("skip_plugin", False),
-        fault.get("unavailable", []))
+        fault.get("unavailable", []), cfg["emulate_nccl_version"])

@@ -28,6 +28,20 @@ std::pair<int, int> parse_pair(const std::string& text) {
   return {algo, proto};
 }
 
+// The NCCL releases the emulation can behave as, by name (DYNAMICCL_EMULATE_NCCL_VERSION).
+const std::vector<std::pair<std::string, emulated_nccl::NcclRelease>> kReleases = {
+    {"2.28", emulated_nccl::NcclRelease::k2_28}, {"2.30", emulated_nccl::NcclRelease::k2_30}};
+
+emulated_nccl::NcclRelease parse_release(const std::string& name) {
+  std::string accepted;
+  for (const auto& [n, r] : kReleases) {
+    if (n == name) return r;
+    accepted += (accepted.empty() ? "" : ", ") + n;
+  }
+  throw py::value_error("emulated NCCL release '" + name + "' is not accepted; accepted: " +
+                        accepted);
+}
+
 }  // namespace
 
 void bind_emulated_nccl(py::module_& m) {
@@ -37,7 +51,8 @@ void bind_emulated_nccl(py::module_& m) {
                        const sim::ScenarioSpec& scenario, int nodes, int gpus_per_node,
                        uint64_t comm_id, const std::string& tuner_plugin,
                        const std::string& nccl_algo, const std::string& nccl_proto,
-                       bool skip_plugin, const std::vector<std::string>& unavailable) {
+                       bool skip_plugin, const std::vector<std::string>& unavailable,
+                       const std::string& release) {
              emulated_nccl::EmulationConfig c;
              c.scenario = scenario;
              c.shape = nccl::GroupShape{nodes, gpus_per_node};
@@ -46,6 +61,7 @@ void bind_emulated_nccl(py::module_& m) {
              c.nccl_algo = nccl_algo;
              c.nccl_proto = nccl_proto;
              c.skip_plugin = skip_plugin;
+             c.release = parse_release(release);
              for (const auto& pair : unavailable) c.unavailable.push_back(parse_pair(pair));
              auto engine = c10::intrusive_ptr<c10d::Backend>::reclaim_copy(
                  gloo.cast<c10d::Backend*>());
@@ -59,7 +75,7 @@ void bind_emulated_nccl(py::module_& m) {
            py::arg("rank"), py::arg("size"), py::arg("gloo"), py::arg("scenario"),
            py::arg("nodes"), py::arg("gpus_per_node"), py::arg("comm_id"),
            py::arg("tuner_plugin"), py::arg("nccl_algo"), py::arg("nccl_proto"),
-           py::arg("skip_plugin"), py::arg("unavailable"))
+           py::arg("skip_plugin"), py::arg("unavailable"), py::arg("release") = "2.28")
       .def_property_readonly("plugin_loaded", &EmulatedNccl::plugin_loaded)
       .def(
           "runs",
@@ -75,13 +91,17 @@ void bind_emulated_nccl(py::module_& m) {
               d["proto"] = r.proto >= 0 ? py::object(py::str(nccl::proto_name(r.proto)))
                                         : py::object(py::none());
               d["channels"] = r.channels;
+              d["chunk_bytes"] = r.chunk_bytes;
               d["duration_us"] = r.duration_us;
               out.append(d);
             }
             return out;
           },
           "What it ran, oldest first: per call the op, whether NCCL's tuner saw it, bytes, "
-          "algorithm, protocol, channel cap (-1: all) and the modelled duration.");
+          "algorithm, protocol, channel cap (-1: all), chunk size and the modelled duration.");
+  std::vector<std::string> releases;
+  for (const auto& [name, r] : kReleases) releases.push_back(name);
+  m.attr("EMULATED_NCCL_RELEASES") = releases;
 }
 
 }  // namespace dynamiccl

@@ -633,6 +633,8 @@ PYBIND11_MODULE(_C, m) {
     d["unavailable"] = c.unavailable;
     d["mismatched"] = c.mismatched;
     d["init_calls"] = c.init_calls;
+    d["abi_version"] = c.abi_version;
+    d["chunk_size_calls"] = c.chunk_size_calls;
     d["active_comms"] = c.active_comms;
     d["loaded_by_nccl"] = dynamiccl_nccl_loaded_by_nccl() != 0;
     d["profiler_loaded_by_nccl"] = dynamiccl_nccl_profiler_loaded_by_nccl() != 0;

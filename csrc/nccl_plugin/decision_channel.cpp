@@ -21,6 +21,8 @@ std::atomic<uint64_t> g_unavailable{0};
 std::atomic<uint64_t> g_mismatched{0};
 std::atomic<uint64_t> g_init_calls{0};
 std::atomic<int64_t> g_active_comms{0};
+std::atomic<uint64_t> g_abi_version{0};
+std::atomic<uint64_t> g_chunk_size_calls{0};
 
 void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
 
@@ -56,12 +58,15 @@ void finish_match(ThreadSlot& slot, int outcome, bool consume) {
   if (consume) slot.armed = false;
 }
 
-void note_comm_init(bool has_context) {
+void note_comm_init(int abi_version, bool has_context) {
   bump(g_init_calls);
+  g_abi_version.store(static_cast<uint64_t>(abi_version), std::memory_order_relaxed);
   if (has_context) g_active_comms.fetch_add(1, std::memory_order_relaxed);
 }
 
 void note_comm_destroy() { g_active_comms.fetch_sub(1, std::memory_order_relaxed); }
+
+void note_chunk_size_call() { bump(g_chunk_size_calls); }
 
 }  // namespace nccl_plugin
 }  // namespace dynamiccl
@@ -94,6 +99,8 @@ DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_get_counters(struct dynamiccl_nccl_cou
   out->init_calls = g_init_calls.load(relaxed);
   const int64_t active = g_active_comms.load(relaxed);
   out->active_comms = active > 0 ? static_cast<uint64_t>(active) : 0;
+  out->abi_version = g_abi_version.load(relaxed);
+  out->chunk_size_calls = g_chunk_size_calls.load(relaxed);
 }
 
 DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_loaded_by_nccl(void) {

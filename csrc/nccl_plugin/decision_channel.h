@@ -48,8 +48,9 @@ void finish_match(ThreadSlot& slot, int outcome, bool consume);
 // Communicator life cycle, reported by the tuner's init and destroy/finalize.
 // `has_context`: init could allocate the per-communicator context (only those count as
 // active, since only those are destroyed with a context).
-void note_comm_init(bool has_context);
+void note_comm_init(int abi_version, bool has_context);
 void note_comm_destroy();
+void note_chunk_size_call();
 
 }  // namespace nccl_plugin
 }  // namespace dynamiccl

@@ -131,6 +131,8 @@ struct dynamiccl_nccl_counters {
   uint64_t mismatched;   /* calls that did not match the published decision */
   uint64_t init_calls;   /* tuner init calls (one per communicator NCCL created) */
   uint64_t active_comms; /* communicators initialised and not yet destroyed/finalized */
+  uint64_t abi_version;  /* the tuner ABI of the most recent init (2..6; 0 before any) */
+  uint64_t chunk_size_calls; /* v6 getChunkSize calls (NCCL >= 2.30); the chunk size is kept */
 };
 DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_get_counters(struct dynamiccl_nccl_counters* out);
 

@@ -39,7 +39,7 @@ ncclResult_t create_context(int abi_version, uint64_t comm_id, size_t n_ranks, s
   // Returning an error here would fail the communicator's creation: never do that.
   if (context == nullptr) return ncclSuccess;
   void* memory = std::malloc(sizeof(CommContext));
-  note_comm_init(memory != nullptr);
+  note_comm_init(abi_version, memory != nullptr);
   if (memory == nullptr) {
     // A NULL context means "not tuned" for this communicator; NCCL runs as usual.
     *context = nullptr;
@@ -171,6 +171,15 @@ ncclResult_t getCollInfoV3(void* context, ncclFunc_t collType, size_t nBytes, in
                      nChannels);
 }
 
+// v6 (NCCL 2.30): asked after NCCL settled algorithm, protocol and channels. The chunk size is
+// not an action of ours yet: NCCL's value is kept (the call is counted, so that tests see which
+// ABI NCCL drives).
+ncclResult_t getChunkSize(void* /*context*/, ncclFunc_t /*collType*/, size_t /*nBytes*/,
+                          int /*algo*/, int /*proto*/, int /*nChannels*/, size_t* /*chunkSize*/) {
+  note_chunk_size_call();
+  return ncclSuccess;
+}
+
 // destroy (v2..v4) and finalize (v5, v6).
 ncclResult_t finalize(void* context) {
   if (context != nullptr) {
@@ -199,6 +208,5 @@ extern "C" DYNAMICCL_NCCL_EXPORT const ncclTuner_v4_t ncclTunerPlugin_v4 = {
 extern "C" DYNAMICCL_NCCL_EXPORT const ncclTuner_v5_t ncclTunerPlugin_v5 = {
     np::kPluginName, np::initV5, np::getCollInfo, np::finalize};
 
-// getChunkSize stays NULL: NCCL keeps its own chunk size.
 extern "C" DYNAMICCL_NCCL_EXPORT const ncclTuner_v6_t ncclTunerPlugin_v6 = {
-    np::kPluginName, np::initV6, np::getCollInfo, np::finalize, nullptr};
+    np::kPluginName, np::initV6, np::getCollInfo, np::finalize, np::getChunkSize};

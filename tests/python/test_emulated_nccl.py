@@ -1,7 +1,10 @@
 """The backend's NCCL branch end to end, on the emulated NCCL (DYNAMICCL_EMULATE_NCCL): our tuner
 plugin loaded by the emulated NCCL as NCCL loads it, decisions published on the calling thread
 and applied, unavailable arms dropped on every rank, the plugin-loaded agreement, NCCL_ALGO
-respected, GPU times read from the inner works — with results checked against exact values."""
+respected, GPU times read from the inner works — with results checked against exact values.
+
+Every test runs twice: with the emulated NCCL behaving as NCCL 2.28 (tuner ABI v5, the NCCL of
+torch 2.11) and as NCCL 2.30 (ABI v6 first, getChunkSize after the choice: torch 2.14+)."""
 
 from __future__ import annotations
 
@@ -35,8 +38,18 @@ def scenario(tmp_path, **truth) -> str:
     return str(path)
 
 
+RELEASE = {"name": "2.28"}  # the emulated NCCL release of the running test (fixture below)
+
+
+@pytest.fixture(autouse=True, params=dynamiccl_pg._C.EMULATED_NCCL_RELEASES)
+def nccl_release(request):
+    RELEASE["name"] = request.param
+    return request.param
+
+
 def emulated(path: str, **extra) -> dict:
-    return {"DYNAMICCL_EMULATE_NCCL": path, **extra}
+    return {"DYNAMICCL_EMULATE_NCCL": path,
+            "DYNAMICCL_EMULATE_NCCL_VERSION": RELEASE["name"], **extra}
 
 
 def runs_of(group=None):
@@ -119,7 +132,7 @@ def _parse_arm(name):
     return algo, proto, int(cap[0][1:]) if cap else -1
 
 
-def test_decisions_reach_the_emulated_nccl_through_the_plugin_it_loaded(tmp_path):
+def test_decisions_reach_the_emulated_nccl_through_the_plugin_it_loaded(tmp_path, nccl_release):
     results = run_ranks(learn_allreduces, 4, 300, 4 << 20,
                         env=emulated(scenario(tmp_path, **{"ring/*": {"bw": 0.25}})))
     hashes = {r[5] for r in results}
@@ -128,6 +141,12 @@ def test_decisions_reach_the_emulated_nccl_through_the_plugin_it_loaded(tmp_path
         assert wrong == 0
         plugin = st["nccl_plugin"]
         assert plugin["loaded_by_nccl"] and plugin["tuning_active"], plugin
+        # NCCL 2.30 loads ABI v6 and asks for each tuned call's chunk size, which the plugin keeps
+        # (the emulation's default for the protocol, at most the message); 2.28 loads v5.
+        v6 = nccl_release == "2.30"
+        assert plugin["abi_version"] == (6 if v6 else 5), plugin
+        assert (plugin["chunk_size_calls"] == len(runs)) if v6 else plugin["chunk_size_calls"] == 0
+        assert all(0 < r["chunk_bytes"] <= 4 << 20 for r in runs if r["tuner_saw"]), runs[:3]
         assert st["nccl_emulated"].endswith("cluster.json")
         assert st["nccl_topology"]["nodes"] == 2 and st["nccl_topology"]["gpus_per_node"] == 2
         # The first NCCL call runs NCCL's own choice (the plugin agreement); every later one was

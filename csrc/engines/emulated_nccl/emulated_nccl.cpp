@@ -151,6 +151,16 @@ std::function<void()> scaling(const Reduction& plan, std::vector<at::Tensor> ten
   };
 }
 
+// NCCL's chunk before the tuner speaks: a protocol's default buffer over its NCCL_STEPS (8)
+// slots (Simple 4 MiB, LL128 120x640x8x8 bytes, LL 8x512x8x16 bytes), at most the message.
+size_t default_chunk_bytes(int proto, uint64_t bytes) {
+  constexpr size_t kSteps = 8;
+  const size_t buffer = proto == NCCL_PROTO_LL ? 8 * 512 * kSteps * 16
+                        : proto == NCCL_PROTO_LL128 ? 120 * 640 * kSteps * 8
+                                                    : size_t{4} << 20;
+  return std::max<size_t>(1, std::min<size_t>(buffer / kSteps, bytes));
+}
+
 }  // namespace
 
 EmulatedNccl::EmulatedNccl(int rank, int size, c10::intrusive_ptr<c10d::Backend> gloo,
@@ -159,8 +169,9 @@ EmulatedNccl::EmulatedNccl(int rank, int size, c10::intrusive_ptr<c10d::Backend>
       gloo_(std::move(gloo)),
       config_(std::move(config)),
       world_(make_world(config_)),
-      tuner_(config_.skip_plugin ? std::string() : config_.tuner_plugin, config_.comm_id,
-             static_cast<size_t>(size), static_cast<size_t>(config_.shape.nodes)),
+      tuner_(config_.skip_plugin ? std::string() : config_.tuner_plugin, config_.release,
+             config_.comm_id, static_cast<size_t>(size),
+             static_cast<size_t>(config_.shape.nodes)),
       rng_(config_.scenario.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(rank)) {
   TORCH_CHECK(gloo_, "emulated NCCL: a Gloo engine is required to move the data");
   const auto algos = parse_selection("NCCL_ALGO", config_.nccl_algo, nccl::algo_names());
@@ -222,6 +233,10 @@ EmulatedRun EmulatedNccl::decide(OpKind op, uint64_t bytes) {
               " of ", bytes, " bytes (NCCL_ALGO='", config_.nccl_algo, "', NCCL_PROTO='",
               config_.nccl_proto, "')");
   if (n_channels > 0) run.channels = std::min(n_channels, model.graph_channels(run.algo));
+  size_t chunk = default_chunk_bytes(run.proto, bytes);
+  tuner_.get_chunk_size(func, bytes, run.algo, run.proto,
+                        run.channels > 0 ? run.channels : model.graph_channels(run.algo), &chunk);
+  run.chunk_bytes = chunk;
   const Action chosen{static_cast<int8_t>(run.algo), static_cast<int8_t>(run.proto),
                       static_cast<int16_t>(run.channels)};
   run.duration_us = world_.truth_us(op, chosen, bytes) * noise();

@@ -1,5 +1,5 @@
-// An emulated NCCL: a host-only stand-in for ProcessGroupNCCL that behaves as NCCL 2.28 does
-// towards our tuner plugin, so that the backend's NCCL branch runs end to end without a GPU
+// An emulated NCCL: a host-only stand-in for ProcessGroupNCCL that behaves as NCCL 2.28 or 2.30
+// does towards our tuner plugin, so that the backend's NCCL branch runs end to end without a GPU
 // (DYNAMICCL_EMULATE_NCCL=<scenario.json>). Per collective it builds NCCL's cost table from NCCL's
 // cost model of the emulated communicator (nccl_model/), lets the plugin it loaded as NCCL does
 // (tuner_loader.h) adjust it on the calling thread, picks the cheapest entry and the channel cap
@@ -31,6 +31,7 @@ struct EmulationConfig {
   sim::ScenarioSpec scenario;      // the cluster (topology), the truth, the noise, the seed
   nccl::GroupShape shape;          // this communicator on that cluster
   uint64_t comm_id = 0;            // the same on every rank of the communicator
+  NcclRelease release = NcclRelease::k2_28;  // how it treats the tuner (ABI v5, or v6 + chunks)
   std::string tuner_plugin;        // NCCL_TUNER_PLUGIN ("" = none)
   std::string nccl_algo;           // NCCL_ALGO as the user set it ("" = unset)
   std::string nccl_proto;          // NCCL_PROTO
@@ -46,6 +47,7 @@ struct EmulatedRun {
   int algo = -1;
   int proto = -1;
   int channels = -1;      // the cap applied, -1 = all of the communicator's
+  uint64_t chunk_bytes = 0;  // the chunk size it ran with (NCCL 2.30 asks the tuner for it)
   double duration_us = 0; // what the truth says it took
 };
 

@@ -66,15 +66,21 @@ void logger(ncclDebugLogLevel level, unsigned long flags, const char* file, int 
 
 }  // namespace
 
-LoadedTuner::LoadedTuner(const std::string& path, uint64_t comm_id, size_t n_ranks,
-                         size_t n_nodes) {
+LoadedTuner::LoadedTuner(const std::string& path, NcclRelease release, uint64_t comm_id,
+                         size_t n_ranks, size_t n_nodes) {
   if (path.empty()) return;
   handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle_ == nullptr) {
     const char* why = dlerror();
     failure_ = "could not load " + path + ": " + (why ? why : "unknown error");
+  } else if (release == NcclRelease::k2_30 && dlsym(handle_, "ncclTunerPlugin_v6") != nullptr) {
+    const auto* v6 = static_cast<const ncclTuner_v6_t*>(dlsym(handle_, "ncclTunerPlugin_v6"));
+    tuner_ = reinterpret_cast<const ncclTuner_v5_t*>(v6);
+    get_chunk_size_ = v6->getChunkSize;
+    abi_ = 6;
   } else {
     tuner_ = static_cast<const ncclTuner_v5_t*>(dlsym(handle_, "ncclTunerPlugin_v5"));
+    abi_ = 5;
     if (tuner_ == nullptr) failure_ = path + " has no ncclTunerPlugin_v5";
   }
   if (!failure_.empty()) {
@@ -94,8 +100,8 @@ LoadedTuner::LoadedTuner(const std::string& path, uint64_t comm_id, size_t n_ran
     tuner_ = nullptr;
     return;
   }
-  logger(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __func__, __LINE__, "TUNER/Plugin: Using %s (v5)",
-         tuner_->name);
+  logger(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __func__, __LINE__, "TUNER/Plugin: Using %s (v%d)",
+         tuner_->name, abi_);
 }
 
 LoadedTuner::~LoadedTuner() {
@@ -112,6 +118,13 @@ void LoadedTuner::get_coll_info(int coll_type, size_t n_bytes, float table[][NCC
   tuner_->getCollInfo(context_, static_cast<ncclFunc_t>(coll_type), n_bytes, /*numPipeOps=*/1,
                       reinterpret_cast<float**>(table), NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS,
                       /*regBuff=*/0, n_channels);
+}
+
+void LoadedTuner::get_chunk_size(int coll_type, size_t n_bytes, int algo, int proto,
+                                 int n_channels, size_t* chunk) const {
+  if (tuner_ == nullptr || get_chunk_size_ == nullptr) return;
+  get_chunk_size_(context_, static_cast<ncclFunc_t>(coll_type), n_bytes, algo, proto, n_channels,
+                  chunk);
 }
 
 }  // namespace emulated_nccl

@@ -1,25 +1,31 @@
-// The emulated NCCL's side of the tuner plugin ABI, done as NCCL 2.28 does it: dlopen the file
-// NCCL_TUNER_PLUGIN names (RTLD_NOW | RTLD_LOCAL), resolve ncclTunerPlugin_v5 (the version 2.28
-// asks for first; our plugin always exports it, so the older fallbacks NCCL would try are not
-// emulated), init it once per communicator with the rank and node counts and a logger, call
-// getCollInfo on the calling thread for every collective, finalize at the end. Torch-free.
+// The emulated NCCL's side of the tuner plugin ABI, done as NCCL does it: dlopen the file
+// NCCL_TUNER_PLUGIN names (RTLD_NOW | RTLD_LOCAL), resolve the newest ncclTunerPlugin_vN the
+// emulated release knows (2.28: v5; 2.30: v6, then v5), init it once per communicator with the
+// rank and node counts and a logger, call getCollInfo on the calling thread for every
+// collective and, on 2.30, getChunkSize once algorithm, protocol and channels are settled,
+// finalize at the end. (Our plugin exports every version, so the older fallbacks NCCL would try
+// are not emulated.) Torch-free.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "nccl_plugin/abi/tuner_v5.h"
+#include "nccl_plugin/abi/tuner_v6.h"
 
 namespace dynamiccl {
 namespace emulated_nccl {
+
+// The NCCL release the emulation behaves as towards the tuner (DYNAMICCL_EMULATE_NCCL_VERSION).
+enum class NcclRelease { k2_28, k2_30 };
 
 class LoadedTuner {
  public:
   // Loads and inits the plugin at `path` for a communicator; "" = no plugin. A file that does
   // not load or lacks the symbol leaves the communicator untuned, with one line on stderr, as
   // NCCL does (it never fails a communicator for its tuner).
-  LoadedTuner(const std::string& path, uint64_t comm_id, size_t n_ranks, size_t n_nodes);
+  LoadedTuner(const std::string& path, NcclRelease release, uint64_t comm_id, size_t n_ranks,
+              size_t n_nodes);
   ~LoadedTuner();
   LoadedTuner(const LoadedTuner&) = delete;
   LoadedTuner& operator=(const LoadedTuner&) = delete;
@@ -31,10 +37,16 @@ class LoadedTuner {
   // *n_channels. No plugin: nothing changes.
   void get_coll_info(int coll_type, size_t n_bytes, float table[][NCCL_NUM_PROTOCOLS],
                      int* n_channels) const;
+  // NCCL 2.30's getChunkSize (ABI v6, when the plugin offers it): *chunk holds NCCL's value and
+  // may be rewritten. Otherwise nothing changes.
+  void get_chunk_size(int coll_type, size_t n_bytes, int algo, int proto, int n_channels,
+                      size_t* chunk) const;
 
  private:
   void* handle_ = nullptr;
-  const ncclTuner_v5_t* tuner_ = nullptr;
+  const ncclTuner_v5_t* tuner_ = nullptr;  // v6 begins as v5 does
+  decltype(ncclTuner_v6_t::getChunkSize) get_chunk_size_ = nullptr;
+  int abi_ = 0;
   void* context_ = nullptr;
   std::string failure_;
 };

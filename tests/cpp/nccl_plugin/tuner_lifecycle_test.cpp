@@ -22,7 +22,7 @@ TEST_F(PluginTunerLifecycleTest, EveryAbiIsExportedUnderItsNcclName) {
   EXPECT_STREQ(plugin().v6()->name, "DynamICCL");
   EXPECT_NE(plugin().v6()->getCollInfo, nullptr);
   EXPECT_NE(plugin().v6()->finalize, nullptr);
-  EXPECT_EQ(plugin().v6()->getChunkSize, nullptr) << "optional: NULL keeps NCCL's chunk size";
+  EXPECT_NE(plugin().v6()->getChunkSize, nullptr);
   // v1 (NCCL 2.19-2.20) has no per-communicator context; it is deliberately not offered.
   EXPECT_EQ(dlsym(plugin().handle(), "ncclTunerPlugin_v1"), nullptr);
 }
@@ -48,6 +48,21 @@ TEST_F(PluginTunerLifecycleTest, InitAndFinalizeTrackActiveCommunicators) {
   const auto after = plugin().counters();
   EXPECT_EQ(after.active_comms, before.active_comms);
   EXPECT_EQ(after.init_calls, during.init_calls);
+}
+
+// NCCL 2.30 asks for the chunk size after settling algorithm, protocol and channels; the plugin
+// keeps NCCL's value (chunk size is not one of its actions yet) and counts the call.
+TEST_F(PluginTunerLifecycleTest, V6KeepsNcclsChunkSizeAndCountsTheCall) {
+  void* ctx = nullptr;
+  ASSERT_EQ(plugin().v6()->init(&ctx, 0xabc, 4, 1, nullptr, nullptr, nullptr), ncclSuccess);
+  EXPECT_EQ(plugin().counters().abi_version, 6u);
+  const auto before = plugin().counters().chunk_size_calls;
+  size_t chunk = 131072;
+  EXPECT_EQ(plugin().v6()->getChunkSize(ctx, ncclFuncAllReduce, kBytes, 1, 2, 8, &chunk),
+            ncclSuccess);
+  EXPECT_EQ(chunk, 131072u);
+  EXPECT_EQ(plugin().counters().chunk_size_calls, before + 1);
+  EXPECT_EQ(plugin().v6()->finalize(ctx), ncclSuccess);
 }
 
 TEST_F(PluginTunerLifecycleTest, NullArgumentsNeverFailNccl) {
