@@ -22,14 +22,19 @@ context P2P arms will read.
 
 How: the stage's op builders are wrapped per stage object to tag the P2P ops they return, and
 the schedules' batching helper (``torch.distributed.pipelining.schedules._batch_p2p``, the one
-funnel of every schedule in torch 2.11) is wrapped once per process to put the tags of a
+funnel of every schedule in torch 2.11 to 2.15) is wrapped once per process to put the tags of a
 batch in scope. Untagged batches pass through untouched. Shape inference
 (``send_object_list``) is one-time and stays untagged.
+
+These are torch internals: ``annotate`` first checks that they have the shape it expects (the
+funnel takes the batch's ops first; each stage has the four builders) and otherwise tags nothing,
+with one warning, rather than tag traffic wrongly.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import warnings
 from typing import Iterable, List, Optional, Tuple
 
@@ -84,17 +89,37 @@ def _hinted_batch(batch_p2p):
     return issue
 
 
-def _install_batch_wrapper() -> bool:
+def _batch_funnel():
+    """torch's batching helper, if it has the shape annotate expects (ops first), else None."""
     try:
         from torch.distributed.pipelining import schedules
     except ImportError:
-        return False
-    current = getattr(schedules, "_batch_p2p", None)
-    if current is None:
-        return False
-    if not getattr(current, _MARK, False):
-        schedules._batch_p2p = _hinted_batch(current)
-    return True
+        return None
+    funnel = getattr(schedules, "_batch_p2p", None)
+    if funnel is None:
+        return None
+    try:
+        first = next(iter(inspect.signature(funnel).parameters), None)
+    except (TypeError, ValueError):
+        return None
+    return schedules if first in ("p2p_ops", "ops") else None
+
+
+def _unexpected_shape(stages) -> Optional[str]:
+    """Why this torch's pipelining is not what annotate knows how to tag, or None."""
+    if _batch_funnel() is None:
+        return "no schedules._batch_p2p(p2p_ops, ...)"
+    for stage in stages:
+        missing = [n for n, d in _BUILDERS.items() if d and not callable(getattr(stage, n, None))]
+        if missing:
+            return f"stage {getattr(stage, 'stage_index', '?')} has no {', '.join(missing)}"
+    return None
+
+
+def _install_batch_wrapper() -> None:
+    schedules = _batch_funnel()
+    if not getattr(schedules._batch_p2p, _MARK, False):
+        schedules._batch_p2p = _hinted_batch(schedules._batch_p2p)
 
 
 def _stages_of(target) -> List:
@@ -112,14 +137,16 @@ def _stages_of(target) -> List:
 def annotate(target) -> int:
     """Tags the P2P traffic of a schedule's stages (or of one stage) with role "pp", the stage
     index and the direction. Call once per schedule, before ``step``; idempotent. Returns the
-    number of stages annotated (0, with a warning, when this torch's pipelining lacks the
-    batching helper: the traffic then keeps its group's role)."""
+    number of stages annotated (0, with one warning, when this torch's pipelining is not shaped
+    as annotate expects: the traffic then keeps its group's role and no hint)."""
     stages = _stages_of(target)
-    if not _install_batch_wrapper():
-        warnings.warn("dynamiccl: torch.distributed.pipelining has no schedules._batch_p2p in "
-                      "this torch version; pipeline P2P traffic keeps its group's role",
-                      stacklevel=2)
+    why = _unexpected_shape(stages)
+    if why is not None:
+        warnings.warn(f"dynamiccl: torch.distributed.pipelining in this torch is not shaped as "
+                      f"dynamiccl_pg.pipelining.annotate expects ({why}); pipeline P2P traffic "
+                      "keeps its group's role, untagged", stacklevel=2)
         return 0
+    _install_batch_wrapper()
     for stage in stages:
         for name, direction in _BUILDERS.items():
             builder = getattr(stage, name, None)

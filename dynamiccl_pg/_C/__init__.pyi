@@ -7,13 +7,13 @@ import datetime
 import torch._C._distributed_c10d
 import typing
 from . import sim
-__all__: list[str] = ['EmulatedNccl', 'Engine', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'is_nccl_arm_name', 'nccl_counters', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'set_hint', 'sim', 'size_bin', 'vocabulary']
+__all__: list[str] = ['EMULATED_NCCL_RELEASES', 'EmulatedNccl', 'Engine', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'built_for_torch', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'is_nccl_arm_name', 'nccl_counters', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'set_hint', 'sim', 'size_bin', 'vocabulary']
 class EmulatedNccl(torch._C._distributed_c10d.Backend):
-    def __init__(self, rank: typing.SupportsInt, size: typing.SupportsInt, gloo: typing.Any, scenario: sim.ScenarioSpec, nodes: typing.SupportsInt, gpus_per_node: typing.SupportsInt, comm_id: typing.SupportsInt, tuner_plugin: str, nccl_algo: str, nccl_proto: str, skip_plugin: bool, unavailable: collections.abc.Sequence[str]) -> None:
+    def __init__(self, rank: typing.SupportsInt | typing.SupportsIndex, size: typing.SupportsInt | typing.SupportsIndex, gloo: typing.Any, scenario: sim.ScenarioSpec, nodes: typing.SupportsInt | typing.SupportsIndex, gpus_per_node: typing.SupportsInt | typing.SupportsIndex, comm_id: typing.SupportsInt | typing.SupportsIndex, tuner_plugin: str, nccl_algo: str, nccl_proto: str, skip_plugin: bool, unavailable: collections.abc.Sequence[str], release: str = '2.28') -> None:
         ...
     def runs(self) -> list:
         """
-        What it ran, oldest first: per call the op, whether NCCL's tuner saw it, bytes, algorithm, protocol, channel cap (-1: all) and the modelled duration.
+        What it ran, oldest first: per call the op, whether NCCL's tuner saw it, bytes, algorithm, protocol, channel cap (-1: all), chunk size and the modelled duration.
         """
     @property
     def plugin_loaded(self) -> bool:
@@ -31,6 +31,10 @@ class Engine:
     __members__: typing.ClassVar[dict[str, Engine]]  # value = {'cpu': <Engine.cpu: 0>, 'nccl': <Engine.nccl: 1>}
     cpu: typing.ClassVar[Engine]  # value = <Engine.cpu: 0>
     nccl: typing.ClassVar[Engine]  # value = <Engine.nccl: 1>
+    @typing.overload
+    def __eq__(self, other: Engine) -> bool:
+        ...
+    @typing.overload
     def __eq__(self, other: typing.Any) -> bool:
         ...
     def __getstate__(self) -> int:
@@ -39,15 +43,19 @@ class Engine:
         ...
     def __index__(self) -> int:
         ...
-    def __init__(self, value: typing.SupportsInt) -> None:
+    def __init__(self, value: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
     def __int__(self) -> int:
         ...
+    @typing.overload
+    def __ne__(self, other: Engine) -> bool:
+        ...
+    @typing.overload
     def __ne__(self, other: typing.Any) -> bool:
         ...
     def __repr__(self) -> str:
         ...
-    def __setstate__(self, state: typing.SupportsInt) -> None:
+    def __setstate__(self, state: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
     def __str__(self) -> str:
         ...
@@ -58,11 +66,11 @@ class Engine:
     def value(self) -> int:
         ...
 class ProcessGroupDynamicCCL(torch._C._distributed_c10d.Backend):
-    def __init__(self, rank: typing.SupportsInt, size: typing.SupportsInt, gloo: typing.Any, control: typing.Any, nccl: typing.Any, config: dict, timeout: datetime.timedelta) -> None:
+    def __init__(self, rank: typing.SupportsInt | typing.SupportsIndex, size: typing.SupportsInt | typing.SupportsIndex, gloo: typing.Any, control: typing.Any, nccl: typing.Any, config: dict, timeout: datetime.timedelta) -> None:
         ...
-    def add_loss(self, arg0: typing.SupportsFloat) -> None:
+    def add_loss(self, arg0: typing.SupportsFloat | typing.SupportsIndex) -> None:
         ...
-    def add_step_time(self, arg0: typing.SupportsFloat) -> None:
+    def add_step_time(self, arg0: typing.SupportsFloat | typing.SupportsIndex) -> None:
         ...
     def arms(self, arg0: Engine, arg1: str) -> list[str]:
         ...
@@ -80,6 +88,10 @@ class ProcessGroupDynamicCCL(torch._C._distributed_c10d.Backend):
         ...
     def restore(self, arg0: Engine, arg1: dict) -> None:
         ...
+    def set_split_factory(self, arg0: typing.Any) -> None:
+        """
+        The creator split() calls: fn(store, ranks, parent_rank, timeout, name, desc).
+        """
     def snapshot(self, arg0: Engine) -> typing.Any:
         ...
     def stats(self, arg0: Engine) -> typing.Any:
@@ -121,11 +133,11 @@ def default_heads() -> dict:
     """
     Every role head's default settings.
     """
-def described_topology(nodes: typing.SupportsInt, gpus_per_node: typing.SupportsInt, gpu: str, pcie: bool) -> dict:
+def described_topology(nodes: typing.SupportsInt | typing.SupportsIndex, gpus_per_node: typing.SupportsInt | typing.SupportsIndex, gpu: str, pcie: bool) -> dict:
     """
     The topology a group describes from what its ranks see, links at their assumed bandwidths.
     """
-def get_hint() -> tuple:
+def get_hint() -> tuple[int, int, int, int, int, int]:
     ...
 def head_settings() -> list:
     """
@@ -141,15 +153,15 @@ def nccl_plugin_path() -> str:
     """
     Path of the tuner plugin library this module is linked with (give NCCL this one).
     """
-def nccl_predict(topology: dict, op: str, bytes: typing.SupportsInt) -> dict:
+def nccl_predict(topology: dict, op: str, bytes: typing.SupportsInt | typing.SupportsIndex) -> dict:
     """
     NCCL's modelled time (us) of every arm of `op` at `bytes` on the described communicator (a topology dict as dynamiccl_pg.topology describes it); 'default' names NCCL's pick.
     """
-def nccl_profiler_records(arg0: typing.SupportsInt) -> list:
+def nccl_profiler_records(arg0: typing.SupportsInt | typing.SupportsIndex) -> list:
     ...
-def set_hint(arg0: typing.SupportsInt, arg1: typing.SupportsInt, arg2: typing.SupportsInt, arg3: typing.SupportsInt, arg4: typing.SupportsInt, arg5: typing.SupportsInt) -> None:
+def set_hint(arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: typing.SupportsInt | typing.SupportsIndex, arg3: typing.SupportsInt | typing.SupportsIndex, arg4: typing.SupportsInt | typing.SupportsIndex, arg5: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
-def size_bin(arg0: typing.SupportsInt) -> int:
+def size_bin(arg0: typing.SupportsInt | typing.SupportsIndex) -> int:
     """
     The learner's size bin of a byte count.
     """
@@ -157,3 +169,5 @@ def vocabulary() -> dict:
     """
     Every name list the core defines (ops, roles, modes, engines, ...), indexed by value.
     """
+EMULATED_NCCL_RELEASES: list = ['2.28', '2.30']
+built_for_torch: str = '2.15.0+cu132'

@@ -135,13 +135,13 @@ class StateResult:
     @property
     def totals(self) -> CostTotals:
         ...
-def arm_costs(spec: ScenarioSpec, group: str, op: str, bytes: typing.SupportsInt, step: typing.SupportsInt = 0) -> list[ArmCost]:
+def arm_costs(spec: ScenarioSpec, group: str, op: str, bytes: typing.SupportsInt | typing.SupportsIndex, step: typing.SupportsInt | typing.SupportsIndex = 0) -> list[ArmCost]:
     """
     Arms a scenario's group offers for one call, with NCCL's nominal and the true cost.
     """
 def calls_per_step(spec: ScenarioSpec) -> int:
     ...
-def ddp_buckets(param_bytes: collections.abc.Sequence[typing.SupportsInt], cap_bytes: typing.SupportsInt, first_cap_bytes: typing.SupportsInt) -> list[int]:
+def ddp_buckets(param_bytes: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex], cap_bytes: typing.SupportsInt | typing.SupportsIndex, first_cap_bytes: typing.SupportsInt | typing.SupportsIndex) -> list[int]:
     """
     DDP's bucket sizes (issue order) for parameter sizes.
     """

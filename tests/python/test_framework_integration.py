@@ -184,20 +184,23 @@ def pipeline_1f1b(rank, world, microbatches):
     import dynamiccl_pg
     import dynamiccl_pg.pipelining
     from dynamiccl_pg import _C
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, schedules
 
     modules = _stage_modules(world)
     stage = PipelineStage(modules[rank], rank, world, torch.device("cpu"))
     schedule = Schedule1F1B(stage, microbatches, loss_fn=torch.nn.functional.mse_loss)
-    assert dynamiccl_pg.pipelining.annotate(schedule) == 1
     batches = []
-    issue = dist.batch_isend_irecv
+    issue = schedules._batch_p2p
 
-    def spy(ops):  # what the backend reads when the batch's sends/recvs are issued
-        batches.append((_C.get_hint(), sorted(op.op.__name__ for op in ops)))
-        return issue(ops)
+    def spy(ops, *args, **kwargs):  # what the backend reads when a batch's ops are issued
+        if ops:  # (torch 2.14+ also funnels empty batches through it)
+            batches.append((_C.get_hint(), sorted(op.op.__name__ for op in ops)))
+        return issue(ops, *args, **kwargs)
 
-    dist.batch_isend_irecv = spy
+    # Installed under annotate's wrapper (torch 2.14+ issues one-direction batches without
+    # batch_isend_irecv, so the funnel every schedule uses is where to look).
+    schedules._batch_p2p = spy
+    assert dynamiccl_pg.pipelining.annotate(schedule) == 1
     try:
         g = torch.Generator().manual_seed(5)
         x, y = torch.randn(8, 12, generator=g), torch.randn(8, 12, generator=g)
@@ -209,7 +212,7 @@ def pipeline_1f1b(rank, world, microbatches):
         else:
             schedule.step()
     finally:
-        dist.batch_isend_irecv = issue
+        schedules._batch_p2p = issue
     grads = [p.grad.tolist() for p in modules[rank].parameters()]
     # Sequential reference on one process: the same layers, the same microbatches.
     ref = _stage_modules(world)
@@ -239,7 +242,7 @@ def test_pipeline_1f1b_matches_sequential_and_carries_pp_hints(tmp_path):
         assert r["hint_after"] == (-1,) * 6
         # Every batch of P2P ops was issued with role pp and this rank's stage in scope.
         assert r["batches"], f"rank {rank} issued no P2P batch"
-        assert {h[0] for h, _ in r["batches"]} == {pp}
+        assert {h[0] for h, _ in r["batches"]} == {pp}, r["batches"]
         assert {h[3] for h, _ in r["batches"]} == {rank}
         directions = {h[4] for h, _ in r["batches"]}
         # Forward activations and backward gradients are told apart (mixed batches: unset).
@@ -347,3 +350,35 @@ def test_megatron_group_desc_and_role_map(role_results):
         assert m["CONTEXT_PARALLEL_GROUP"] == "ep"
         assert m["my_unmapped_group"] == "default"
         assert r["calls"]["megatron_tp"] == [("tp", "allreduce")]
+
+
+def test_pipelining_of_another_shape_is_left_untagged_with_one_warning(monkeypatch):
+    """A torch whose pipelining internals differ (here: the funnel takes other arguments first,
+    then a stage lacks a builder) gets no hints and one warning, never a wrong tag."""
+    import warnings
+
+    import dynamiccl_pg.pipelining as pipelining
+    from torch.distributed.pipelining import schedules
+
+    class Stage:  # quacks like a PipelineStage
+        stage_index = 0
+
+        def __init__(self):
+            for name in pipelining._BUILDERS:
+                setattr(self, name, lambda *a: [])
+
+    monkeypatch.setattr(schedules, "_batch_p2p", lambda group, ops: None)
+    stage = Stage()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert pipelining.annotate(stage) == 0
+    assert len(caught) == 1 and "_batch_p2p(p2p_ops" in str(caught[0].message)
+    assert not hasattr(stage.get_fwd_send_ops, pipelining._MARK)
+
+    monkeypatch.setattr(schedules, "_batch_p2p", lambda p2p_ops, desc=None: [])
+    del stage.get_bwd_send_ops
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert pipelining.annotate(stage) == 0
+    assert len(caught) == 1 and "get_bwd_send_ops" in str(caught[0].message)
+    assert not getattr(schedules._batch_p2p, pipelining._MARK, False)
