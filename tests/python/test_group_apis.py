@@ -78,3 +78,15 @@ def test_split_child_has_its_own_learner():
     for child_states, parent_states, _ in results:
         assert child_states >= 1 and parent_states == 0, results
     assert results[0][2] == results[1][2] and results[2][2] == results[3][2]
+
+
+def test_torchcomms_mode_leaves_dynamiccl_on_the_process_group_path():
+    """TORCH_DISTRIBUTED_USE_TORCHCOMMS=1: torch routes only the backends torchcomms owns through
+    it; a c10d plugin such as ours stays on the ProcessGroup path (and without the torchcomms
+    package the switch does nothing). Every group API still works, with gloo's results."""
+    env = {"TORCH_DISTRIBUTED_USE_TORCHCOMMS": "1"}
+    gloo = run_ranks(every_group_api, 4, backend="gloo", env=env)
+    ours = run_ranks(every_group_api, 4, env=env)
+    for g, o in zip(gloo, ours):
+        assert o["local_sync"] == g["local_sync"] and o["mesh_dp"] == g["mesh_dp"]
+        assert o["new_subgroups"][0] == g["new_subgroups"][0]
