@@ -11,7 +11,8 @@ cd "$BUILD"
 ctest --output-on-failure -j "$(nproc)"
 cd "$ROOT"
 if [ "$SHORT" = 1 ]; then
-  python -m pytest tests/python/test_collectives.py tests/python/test_group_apis.py \
+  python -m pytest tests/python/test_torch_support.py tests/python/test_collectives.py \
+    tests/python/test_group_apis.py \
     tests/python/test_torch_suite.py "$@"
 else
   python -m pytest tests/python "$@"
