@@ -1,5 +1,6 @@
 """The cluster a group runs on, as NCCL's cost model needs it: nodes and GPUs per node, the GPU
-generation, the link between local GPUs and the network (DESIGN.md §5, the NCCL prior).
+generation, the link between local GPUs and the network (the NCCL prior: docs/architecture.md,
+"Priors").
 
 Local facts (host, GPU, NVLink or PCIe) are agreed through the group's store, so every rank
 builds the same prior; ``DYNAMICCL_TOPOLOGY`` overrides what a user knows better, e.g.

@@ -1,8 +1,9 @@
-// The consensus controller of one group (DESIGN.md §2.6), on the round schedule every group and
-// the simulator share (policy/round_scheduler.h): the measured costs of each round of K learned
-// calls are all-reduced asynchronously on the control plane and applied K calls later, so every
-// rank applies the same numbers at the same call index and enters the next policy epoch with the
-// same table. Local timings never reach decide() except through here.
+// The consensus controller of one group (docs/architecture.md, "Consensus rounds"), on the
+// round schedule every group and the simulator share (policy/round_scheduler.h): the measured
+// costs of each round of K learned calls are all-reduced asynchronously on the control plane and
+// applied K calls later, so every rank applies the same numbers at the same call index and
+// enters the next policy epoch with the same table. Local timings never reach decide() except
+// through here.
 //
 // Every round also carries a hash of the decisions each rank made in it: ranks whose settings or
 // hints differ decide differently, and the round that shows it fails the group on every rank

@@ -10,8 +10,9 @@ namespace nccl {
 
 namespace {
 
-// NCCL 2.28.9 tuning constants (latencies in us, bandwidths in GB/s); see
-// research notes "NCCL's internal cost model" §6.4-6.5 for where each number comes from.
+// NCCL 2.28.9 tuning constants (latencies in us, bandwidths in GB/s): each table is the
+// like-named default of NCCL's src/graph/tuning.cc (base and hardware latencies, llMaxBws, the
+// perChMax*Bws caps, nvlsEfficiency, treeCorrectionFactor).
 constexpr int kHwNvlink = 0, kHwPci = 1, kHwNet = 2;
 
 constexpr float kBaseLat[kNumAlgos][kNumProtos] = {

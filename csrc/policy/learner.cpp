@@ -133,7 +133,7 @@ struct Learner::Impl {
     for (PolicyState& s : states) s.freeze();
   }
 
-  // Guards (DESIGN.md §4), fed only by the rank-reduced signals of the round:
+  // Guards (docs/architecture.md, "Guards"), fed only by the rank-reduced signals of the round:
   //  - step time: the baseline is the mean step time of rounds whose window ran the default arm
   //    only (no non-default decision, no non-default cost reported); until one exists, the mean
   //    of the first kFirstRounds rounds. kRegressionRounds consecutive rounds slower than

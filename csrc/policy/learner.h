@@ -1,13 +1,14 @@
 // The online learner of one process group: per-state (role, op, size bin) choice among an
 // engine's arms, updated only from consensus rounds so that every rank decides identically.
 //
-// Contract (DESIGN.md §2.6, §3): decide() is a pure function of (the sequence of contexts seen
-// so far, the RoundResults applied so far, the config). Nothing local — clocks, this rank's
-// timings, unseeded randomness, pointer values, hash-map iteration order — may influence it.
-// The caller (the backend's consensus controller or the simulator) feeds apply_round() with
-// numbers that are identical on every rank, at the same call index on every rank.
+// Contract (docs/architecture.md, "Rank consistency" and "Consensus rounds"): decide() is a
+// pure function of (the sequence of contexts seen so far, the RoundResults applied so far, the
+// config). Nothing local — clocks, this rank's timings, unseeded randomness, pointer values,
+// hash-map iteration order — may influence it. The caller (the backend's consensus controller or
+// the simulator) feeds apply_round() with numbers that are identical on every rank, at the same
+// call index on every rank.
 //
-// Per state, the life cycle (DESIGN.md §4):
+// Per state, the life cycle (docs/architecture.md, "A state's life cycle"):
 //   warm-up   : the first `warmup_calls` calls run the engine default (the baseline);
 //   probing   : candidates (the default plus the best arms by the catalog's prior; arms priced
 //               far beyond the best prior are left out; each gets one probe and waits for its

@@ -245,8 +245,9 @@ bool PolicyState::hopeless(const ArmSlot& c, const ArmSlot& inc) const {
 // it tracks what a call costs on average, without letting a few outliers (a preempted rank, which
 // hits any arm) decide between arms. The raw mean and the median serve reporting.
 //
-// Reward view: reward = -cost. The two penalties of DESIGN.md §4 enter as constraints rather
-// than as terms added to the cost:
+// Reward view: reward = -cost. The two penalties, for switching and for probing
+// (docs/architecture.md, "A state's life cycle"), enter as constraints rather than as terms
+// added to the cost:
 //   - switching: a challenger takes over only if its expected reward beats the incumbent's by
 //     switch_margin * incumbent cost, confidently (its upper bound below the incumbent's lower
 //     bound). The margin is the price a switch has to pay back (hysteresis);

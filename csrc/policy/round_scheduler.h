@@ -1,6 +1,6 @@
-// When a group's learned calls have their costs agreed on (DESIGN.md §2.6). The backend's
-// consensus controller and the simulator both follow it, so the simulator's figures are the
-// product's.
+// When a group's learned calls have their costs agreed on (docs/architecture.md, "Consensus
+// rounds"). The backend's consensus controller and the simulator both follow it, so the
+// simulator's figures are the product's.
 //
 // Learned calls are numbered 0, 1, ... in the group's call order. Every K of them close a round.
 // A round that holds at least one measured call (the learner asked for its cost) is reduced
