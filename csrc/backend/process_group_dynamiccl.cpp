@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <numeric>
 #include <sstream>
+#include <type_traits>
 
 #include "backend/dynamic_work.h"
 #include "backend/hint_scope.h"
@@ -24,16 +25,16 @@ constexpr EngineKind kNccl = EngineKind::kNccl;
 
 uint64_t nbytes(const at::Tensor& t) { return static_cast<uint64_t>(t.numel()) * t.element_size(); }
 
+uint64_t total_bytes(const std::vector<at::Tensor>& tensors) {
+  uint64_t bytes = 0;
+  for (const at::Tensor& t : tensors) bytes += nbytes(t);
+  return bytes;
+}
+
 // Work's constructor prepares a profiler range (allocating) whenever it gets a title: give it
 // one only while the profiler has callbacks installed.
 const char* profiling_title(const char* title) {
   return at::hasCallbacks() ? title : nullptr;
-}
-
-template <typename Opts>
-Opts with_timeout(Opts opts, std::chrono::milliseconds timeout) {
-  if (opts.timeout == c10d::kUnsetTimeout) opts.timeout = timeout;
-  return opts;
 }
 
 // The reduce op the engine is asked for: the CPU engine's is the plan's (AVG runs as SUM, then a
@@ -420,35 +421,112 @@ void ProcessGroupDynamicCCL::add_flat_parts(Call& c, std::vector<at::Tensor>& ou
 }
 
 // ---------------------------------------------------------------------------------------------
-// Collectives: each one describes itself as a Call and goes through dispatch().
+// Describing a call. Every collective is the same recipe: validate its arguments, describe it
+// with the builder of its shape (one tensor, a flat pair, a coalesced batch, a list), prepare the
+// engine's copy of its options, dispatch.
+
+ProcessGroupDynamicCCL::Call ProcessGroupDynamicCCL::one_tensor_call(
+    OpKind op, c10d::OpType type, const char* title, std::vector<at::Tensor>& tensors) {
+  TORCH_CHECK(tensors.size() == 1, "dynamiccl: ", op_name(op), " takes one tensor per call, got ",
+              tensors.size());
+  at::Tensor& t = tensors[0];
+  Call c(op, type, title, t);
+  c.args.outputs = tensors;
+  c.tunable = !c.p2p && t.is_contiguous();
+  c.args.out = &t;
+  return c;
+}
+
+ProcessGroupDynamicCCL::Call ProcessGroupDynamicCCL::flat_pair_call(OpKind op, c10d::OpType type,
+                                                                    const char* title,
+                                                                    at::Tensor& output,
+                                                                    at::Tensor& input) {
+  Call c(op, type, title, input);
+  c.args.outputs = output;
+  c.tunable = input.is_contiguous() && output.is_contiguous();
+  if (c.tunable) {
+    c.args.in = &input;
+    c.args.out = &output;
+  }
+  return c;
+}
+
+ProcessGroupDynamicCCL::Call ProcessGroupDynamicCCL::coalesced_call(
+    OpKind op, const char* title, std::vector<at::Tensor>& outputs,
+    std::vector<at::Tensor>& inputs, const c10d::ReduceOp* reduce_op) {
+  TORCH_CHECK(!inputs.empty() && inputs.size() == outputs.size(), title,
+              " needs as many outputs as inputs (got ", outputs.size(), " and ", inputs.size(),
+              ")");
+  Call c(op, c10d::OpType::COALESCED, title, inputs[0]);
+  c.bytes = total_bytes(inputs);
+  c.effective_bytes = op == OpKind::kAllGather ? c.bytes * size_ : c.bytes;
+  c.args.outputs = outputs;
+  if (reduce_op) set_reduction(c, *reduce_op, outputs);  // before the parts copy the arguments
+  add_flat_parts(c, outputs, inputs);
+  return c;
+}
+
+// AVG and PREMUL_SUM on CPU run as SUM, then `rescaled` is rescaled (cpu/reduction.h).
+void ProcessGroupDynamicCCL::set_reduction(Call& c, const c10d::ReduceOp& op,
+                                          c10::ArrayRef<at::Tensor> rescaled) {
+  c.args.reduction = plan_reduction(op, c.sample, cpu_engine(c.sample));
+  c.args.rescaled = rescaled;
+}
+
+namespace {
+
+// Which engine options carry a reduce op (the CPU engine may be asked for another one).
+template <typename T, typename = void>
+struct HasReduceOp : std::false_type {};
+template <typename T>
+struct HasReduceOp<T, std::void_t<decltype(std::declval<T&>().reduceOp)>> : std::true_type {};
+
+}  // namespace
+
+// The engine's copy of a call's options: our timeout where the caller set none, the reduce op the
+// engine runs (CPU: the plan's, see set_reduction), and its asyncOp tied to the call (see
+// Call::engine_async_op). `engine_opts` must outlive the dispatch.
+template <typename Opts>
+void ProcessGroupDynamicCCL::prepare_engine_options(Call& c, Opts& engine_opts) {
+  if (engine_opts.timeout == c10d::kUnsetTimeout) engine_opts.timeout = timeout_;
+  c.engine_async_op = &engine_opts.asyncOp;
+  if constexpr (HasReduceOp<Opts>::value) {
+    engine_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample),
+                                            engine_opts.reduceOp);
+  }
+}
+
+// Gloo has no coalesced form of the flat collectives: one call per (output, input) pair and one
+// Work for the batch.
+template <typename PerPair>
+c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::one_call_per_pair(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, PerPair per_pair) {
+  std::vector<c10::intrusive_ptr<c10d::Work>> works;
+  for (size_t i = 0; i < inputs.size(); ++i) works.push_back(per_pair(outputs[i], inputs[i]));
+  return c10::make_intrusive<CoalescedWork>(rank_, std::move(works));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Collectives.
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allreduce(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-  TORCH_CHECK(tensors.size() == 1, "dynamiccl: allreduce takes one tensor per call, got ",
-              tensors.size());
-  at::Tensor& t = tensors[0];
-  Call c(OpKind::kAllReduce, c10d::OpType::ALLREDUCE, "dynamiccl:all_reduce", t);
-  c.args.reduction = plan_reduction(opts.reduceOp, t, cpu_engine(t));
-  c.args.outputs = tensors;
-  c.args.rescaled = tensors;
-  c.tunable = t.is_contiguous();
-  c.args.out = &t;
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
-  native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
-  return dispatch(c, [&](c10d::Backend& e) { return e.allreduce(tensors, native_opts); });
+  Call c = one_tensor_call(OpKind::kAllReduce, c10d::OpType::ALLREDUCE, "dynamiccl:all_reduce",
+                           tensors);
+  set_reduction(c, opts.reduceOp, tensors);
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
+  return dispatch(c, [&](c10d::Backend& e) { return e.allreduce(tensors, engine_opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   TORCH_CHECK(!tensors.empty(), "dynamiccl: allreduce_coalesced needs at least one tensor");
-  Call c(OpKind::kAllReduce, c10d::OpType::ALLREDUCE_COALESCED, "dynamiccl:all_reduce_coalesced", tensors[0]);
-  c.bytes = 0;
-  for (auto& t : tensors) c.bytes += nbytes(t);
-  c.effective_bytes = c.bytes;
-  c.args.reduction = plan_reduction(opts.reduceOp, tensors[0], cpu_engine(tensors[0]));
+  Call c(OpKind::kAllReduce, c10d::OpType::ALLREDUCE_COALESCED, "dynamiccl:all_reduce_coalesced",
+         tensors[0]);
+  c.bytes = c.effective_bytes = total_bytes(tensors);
   c.args.outputs = tensors;
-  c.args.rescaled = tensors;
+  set_reduction(c, opts.reduceOp, tensors);
   c.tunable = cpu_engine(c.sample);
   for (const at::Tensor& t : tensors) {
     c.tunable = c.tunable && t.is_contiguous() && t.scalar_type() == c.sample.scalar_type();
@@ -457,45 +535,34 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allreduce_coalesced(
     part.out = &t;
     c.parts.push_back(part);
   }
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
-  native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
-  return dispatch(c, [&](c10d::Backend& e) { return e.allreduce_coalesced(tensors, native_opts); });
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
+  return dispatch(c, [&](c10d::Backend& e) { return e.allreduce_coalesced(tensors, engine_opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::broadcast(
     std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
-  TORCH_CHECK(tensors.size() == 1, "dynamiccl: broadcast takes one tensor per call, got ",
-              tensors.size());
   check_rank("broadcast", "root", opts.rootRank, size_);
-  at::Tensor& t = tensors[0];
-  Call c(OpKind::kBroadcast, c10d::OpType::BROADCAST, "dynamiccl:broadcast", t);
-  c.args.outputs = tensors;
-  c.tunable = t.is_contiguous();
-  c.args.out = &t;
+  Call c = one_tensor_call(OpKind::kBroadcast, c10d::OpType::BROADCAST, "dynamiccl:broadcast",
+                           tensors);
   c.args.root = static_cast<int>(opts.rootRank);
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
-  return dispatch(c, [&](c10d::Backend& e) { return e.broadcast(tensors, native_opts); });
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
+  return dispatch(c, [&](c10d::Backend& e) { return e.broadcast(tensors, engine_opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce(std::vector<at::Tensor>& tensors,
                                                               const c10d::ReduceOptions& opts) {
-  TORCH_CHECK(tensors.size() == 1, "dynamiccl: reduce takes one tensor per call, got ",
-              tensors.size());
   check_rank("reduce", "root", opts.rootRank, size_);
-  at::Tensor& t = tensors[0];
-  Call c(OpKind::kReduce, c10d::OpType::REDUCE, "dynamiccl:reduce", t);
-  c.args.reduction = plan_reduction(opts.reduceOp, t, cpu_engine(t));
-  c.args.outputs = tensors;
-  if (rank_ == opts.rootRank) c.args.rescaled = tensors;
-  c.tunable = t.is_contiguous();
-  c.args.out = &t;
+  Call c = one_tensor_call(OpKind::kReduce, c10d::OpType::REDUCE, "dynamiccl:reduce", tensors);
+  // Only the root's result is defined: only it is rescaled.
+  set_reduction(c, opts.reduceOp,
+                rank_ == opts.rootRank ? c10::ArrayRef<at::Tensor>(tensors)
+                                       : c10::ArrayRef<at::Tensor>());
   c.args.root = static_cast<int>(opts.rootRank);
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
-  native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
-  return dispatch(c, [&](c10d::Backend& e) { return e.reduce(tensors, native_opts); });
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
+  return dispatch(c, [&](c10d::Backend& e) { return e.reduce(tensors, engine_opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather(
@@ -505,21 +572,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather(
               "dynamiccl: allgather takes one input tensor and one output list per call");
   check_per_rank("allgather", "output list", outputs[0].size(), size_);
   at::Tensor& in = inputs[0];
-  Call c(OpKind::kAllGather, c10d::OpType::ALLGATHER, "dynamiccl:all_gather", in);
-  c.effective_bytes = c.bytes * size_;
-  c.args.outputs = outputs[0];
   bool uniform = in.is_contiguous();
   for (const auto& o : outputs[0]) {
     TORCH_CHECK(o.dtype() == in.dtype(), "dynamiccl: allgather output dtype ", o.scalar_type(),
                 " does not match the input dtype ", in.scalar_type());
     uniform = uniform && o.numel() == in.numel() && o.device() == in.device();
   }
+  Call c(OpKind::kAllGather, c10d::OpType::ALLGATHER, "dynamiccl:all_gather", in);
+  c.effective_bytes = c.bytes * size_;
+  c.args.outputs = outputs[0];
   c.tunable = uniform;
   c.args.in = &in;
   c.args.gather_into = outputs[0];
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
-  return dispatch(c, [&](c10d::Backend& e) { return e.allgather(outputs, inputs, native_opts); });
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
+  return dispatch(c, [&](c10d::Backend& e) { return e.allgather(outputs, inputs, engine_opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_allgather_base(
@@ -529,44 +596,29 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_allgather_base(
               input.numel() * size_);
   TORCH_CHECK(output.dtype() == input.dtype(), "dynamiccl: all_gather_into_tensor output dtype ",
               output.scalar_type(), " does not match the input dtype ", input.scalar_type());
-  Call c(OpKind::kAllGather, c10d::OpType::_ALLGATHER_BASE, "dynamiccl:all_gather_into_tensor", input);
+  Call c = flat_pair_call(OpKind::kAllGather, c10d::OpType::_ALLGATHER_BASE,
+                          "dynamiccl:all_gather_into_tensor", output, input);
   c.effective_bytes = nbytes(output);
-  c.args.outputs = output;
-  c.tunable = input.is_contiguous() && output.is_contiguous();
-  if (c.tunable) {
-    c.args.in = &input;
-    c.args.out = &output;
-  }
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
-  return dispatch(c, [&](c10d::Backend& e) { return e._allgather_base(output, input, native_opts); });
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
+  return dispatch(c, [&](c10d::Backend& e) { return e._allgather_base(output, input, engine_opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK(!inputs.empty() && inputs.size() == outputs.size(),
-              "dynamiccl: allgather_into_tensor_coalesced needs as many outputs as inputs (got ",
-              outputs.size(), " and ", inputs.size(), ")");
-  Call c(OpKind::kAllGather, c10d::OpType::COALESCED, "dynamiccl:all_gather_into_tensor_coalesced", inputs[0]);
-  c.bytes = 0;
-  for (auto& t : inputs) c.bytes += nbytes(t);
-  c.effective_bytes = c.bytes * size_;
-  c.args.outputs = outputs;
-  add_flat_parts(c, outputs, inputs);
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
-  c10d::Backend* gloo = engines_.gloo.get();
-  auto native = [&](c10d::Backend& e) -> c10::intrusive_ptr<c10d::Work> {
-    if (&e != gloo) return e.allgather_into_tensor_coalesced(outputs, inputs, native_opts);
-    // Gloo has no coalesced form: one all-gather per pair, one Work for the batch.
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      works.push_back(e._allgather_base(outputs[i], inputs[i], native_opts));
+  Call c = coalesced_call(OpKind::kAllGather, "dynamiccl:all_gather_into_tensor_coalesced",
+                          outputs, inputs);
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
+  return dispatch(c, [&](c10d::Backend& e) {
+    if (&e != engines_.gloo.get()) {
+      return e.allgather_into_tensor_coalesced(outputs, inputs, engine_opts);
     }
-    return c10::make_intrusive<CoalescedWork>(rank_, std::move(works));
-  };
-  return dispatch(c, native);
+    return one_call_per_pair(outputs, inputs, [&](at::Tensor& out, at::Tensor& in) {
+      return e._allgather_base(out, in, engine_opts);
+    });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter(
@@ -576,26 +628,24 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter(
               "dynamiccl: reduce_scatter takes one output tensor and one input list per call");
   check_per_rank("reduce_scatter", "input list", inputs[0].size(), size_);
   at::Tensor& out = outputs[0];
-  Call c(OpKind::kReduceScatter, c10d::OpType::REDUCE_SCATTER, "dynamiccl:reduce_scatter", out);
-  c.bytes = nbytes(out) * size_;
-  c.effective_bytes = c.bytes;
-  c.args.reduction = plan_reduction(opts.reduceOp, out, cpu_engine(out));
-  c.args.outputs = outputs;
-  c.args.rescaled = outputs;
   bool uniform = out.is_contiguous();
   for (const auto& t : inputs[0]) {
     TORCH_CHECK(t.dtype() == out.dtype(), "dynamiccl: reduce_scatter input dtype ",
                 t.scalar_type(), " does not match the output dtype ", out.scalar_type());
     uniform = uniform && t.numel() == out.numel() && t.device() == out.device();
   }
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
-  native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
-
+  Call c(OpKind::kReduceScatter, c10d::OpType::REDUCE_SCATTER, "dynamiccl:reduce_scatter", out);
+  c.bytes = c.effective_bytes = nbytes(out) * size_;
+  c.args.outputs = outputs;
+  set_reduction(c, opts.reduceOp, outputs);
   c.tunable = uniform;
   c.args.out = &out;
   c.args.scatter_from = inputs[0];
-  return dispatch(c, [&](c10d::Backend& e) { return e.reduce_scatter(outputs, inputs, native_opts); });
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
+  return dispatch(c, [&](c10d::Backend& e) {
+    return e.reduce_scatter(outputs, inputs, engine_opts);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_reduce_scatter_base(
@@ -605,50 +655,31 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_reduce_scatter_base(
               output.numel() * size_);
   TORCH_CHECK(output.dtype() == input.dtype(), "dynamiccl: reduce_scatter_tensor output dtype ",
               output.scalar_type(), " does not match the input dtype ", input.scalar_type());
-  Call c(OpKind::kReduceScatter, c10d::OpType::_REDUCE_SCATTER_BASE, "dynamiccl:reduce_scatter_tensor", input);
-  c.args.reduction = plan_reduction(opts.reduceOp, input, cpu_engine(input));
-  c.args.outputs = output;
-  c.args.rescaled = output;
-  c.tunable = input.is_contiguous() && output.is_contiguous();
-  if (c.tunable) {
-    c.args.in = &input;
-    c.args.out = &output;
-  }
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
-  native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
+  Call c = flat_pair_call(OpKind::kReduceScatter, c10d::OpType::_REDUCE_SCATTER_BASE,
+                          "dynamiccl:reduce_scatter_tensor", output, input);
+  set_reduction(c, opts.reduceOp, output);
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
   return dispatch(c, [&](c10d::Backend& e) {
-    return e._reduce_scatter_base(output, input, native_opts);
+    return e._reduce_scatter_base(output, input, engine_opts);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK(!inputs.empty() && inputs.size() == outputs.size(),
-              "dynamiccl: reduce_scatter_tensor_coalesced needs as many outputs as inputs (got ",
-              outputs.size(), " and ", inputs.size(), ")");
-  Call c(OpKind::kReduceScatter, c10d::OpType::COALESCED, "dynamiccl:reduce_scatter_tensor_coalesced", inputs[0]);
-  c.bytes = 0;
-  for (auto& t : inputs) c.bytes += nbytes(t);
-  c.effective_bytes = c.bytes;
-  c.args.reduction = plan_reduction(opts.reduceOp, inputs[0], cpu_engine(inputs[0]));
-  c.args.outputs = outputs;
-  c.args.rescaled = outputs;
-  add_flat_parts(c, outputs, inputs);
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
-  native_opts.reduceOp = engine_reduce_op(c.args.reduction, cpu_engine(c.sample), opts.reduceOp);
-  c10d::Backend* gloo = engines_.gloo.get();
-  auto native = [&](c10d::Backend& e) -> c10::intrusive_ptr<c10d::Work> {
-    if (&e != gloo) return e.reduce_scatter_tensor_coalesced(outputs, inputs, native_opts);
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      works.push_back(e._reduce_scatter_base(outputs[i], inputs[i], native_opts));
+  Call c = coalesced_call(OpKind::kReduceScatter, "dynamiccl:reduce_scatter_tensor_coalesced",
+                          outputs, inputs, &opts.reduceOp);
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
+  return dispatch(c, [&](c10d::Backend& e) {
+    if (&e != engines_.gloo.get()) {
+      return e.reduce_scatter_tensor_coalesced(outputs, inputs, engine_opts);
     }
-    return c10::make_intrusive<CoalescedWork>(rank_, std::move(works));
-  };
-  return dispatch(c, native);
+    return one_call_per_pair(outputs, inputs, [&](at::Tensor& out, at::Tensor& in) {
+      return e._reduce_scatter_base(out, in, engine_opts);
+    });
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather_coalesced(
@@ -658,13 +689,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather_coalesced(
   TORCH_CHECK(!inputs.empty(), "dynamiccl: allgather_coalesced needs input tensors");
   Call c(OpKind::kAllGather, c10d::OpType::ALLGATHER_COALESCED, "dynamiccl:all_gather_coalesced",
          inputs[0]);
-  c.bytes = 0;
-  for (auto& t : inputs) c.bytes += nbytes(t);
+  c.bytes = total_bytes(inputs);
   c.effective_bytes = c.bytes * size_;
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
   return dispatch(c, [&](c10d::Backend& e) {
-    return e.allgather_coalesced(outputs, inputs, native_opts);
+    return e.allgather_coalesced(outputs, inputs, engine_opts);
   });
 }
 
@@ -676,9 +706,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::gather(
   Call c(OpKind::kGather, c10d::OpType::GATHER, "dynamiccl:gather", inputs[0]);
   c.effective_bytes = c.bytes * size_;
   if (!outputs.empty()) c.args.outputs = outputs[0];
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
-  return dispatch(c, [&](c10d::Backend& e) { return e.gather(outputs, inputs, native_opts); });
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
+  return dispatch(c, [&](c10d::Backend& e) { return e.gather(outputs, inputs, engine_opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::scatter(
@@ -689,33 +719,29 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::scatter(
   Call c(OpKind::kScatter, c10d::OpType::SCATTER, "dynamiccl:scatter", outputs[0]);
   c.effective_bytes = c.bytes * size_;
   c.args.outputs = outputs;
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
-  return dispatch(c, [&](c10d::Backend& e) { return e.scatter(outputs, inputs, native_opts); });
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
+  return dispatch(c, [&](c10d::Backend& e) { return e.scatter(outputs, inputs, engine_opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall_base(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
     std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
-  Call c(OpKind::kAllToAll, c10d::OpType::ALLTOALL_BASE, "dynamiccl:all_to_all_single", input);
-  c.args.outputs = output;
+  Call c = flat_pair_call(OpKind::kAllToAll, c10d::OpType::ALLTOALL_BASE,
+                          "dynamiccl:all_to_all_single", output, input);
   // Our schedules run equal splits (every block the same size); uneven ones stay Gloo's.
   auto equal = [&](const std::vector<int64_t>& splits, const at::Tensor& t) {
     return std::all_of(splits.begin(), splits.end(),
                        [&](int64_t s) { return s * size_ == t.size(0); });
   };
-  c.tunable = cpu_engine(input) && input.is_contiguous() && output.is_contiguous() &&
-              input.dim() > 0 && output.sizes() == input.sizes() &&
-              output.scalar_type() == input.scalar_type() && input.size(0) % size_ == 0 &&
-              equal(input_splits, input) && equal(output_splits, output);
-  if (c.tunable) {
-    c.args.in = &input;
-    c.args.out = &output;
-  }
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
+  c.tunable = c.tunable && cpu_engine(input) && input.dim() > 0 &&
+              output.sizes() == input.sizes() && output.scalar_type() == input.scalar_type() &&
+              input.size(0) % size_ == 0 && equal(input_splits, input) &&
+              equal(output_splits, output);
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
   return dispatch(c, [&](c10d::Backend& e) {
-    return e.alltoall_base(output, input, output_splits, input_splits, native_opts);
+    return e.alltoall_base(output, input, output_splits, input_splits, engine_opts);
   });
 }
 
@@ -724,88 +750,87 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall(
     const c10d::AllToAllOptions& opts) {
   TORCH_CHECK(!inputs.empty(), "dynamiccl: alltoall needs input tensors");
   Call c(OpKind::kAllToAll, c10d::OpType::ALLTOALL, "dynamiccl:all_to_all", inputs[0]);
-  c.bytes = 0;
-  for (auto& t : inputs) c.bytes += nbytes(t);
-  c.effective_bytes = c.bytes;
+  c.bytes = c.effective_bytes = total_bytes(inputs);
   c.args.outputs = outputs;
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
-  c10d::Backend* gloo = engines_.gloo.get();
-  auto native = [&](c10d::Backend& e) -> c10::intrusive_ptr<c10d::Work> {
-    if (&e != gloo) return e.alltoall(outputs, inputs, native_opts);
-    // Gloo has only the single-tensor form: exchange concatenated buffers with splits, then
-    // copy the received pieces into the caller's list.
-    std::vector<int64_t> in_splits, out_splits;
-    std::vector<at::Tensor> flat_ins;
-    for (auto& t : inputs) {
-      in_splits.push_back(t.numel());
-      flat_ins.push_back(t.reshape({-1}));
-    }
-    for (auto& t : outputs) out_splits.push_back(t.numel());
-    at::Tensor in = at::cat(flat_ins);
-    at::Tensor out = at::empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})},
-                               in.options());
-    // The engine may take its split vectors (it gets non-const references): hand it copies.
-    std::vector<int64_t> engine_out_splits = out_splits, engine_in_splits = in_splits;
-    auto work = e.alltoall_base(out, in, engine_out_splits, engine_in_splits, native_opts);
-    auto copied = work->getFuture()->then(
-        [out, outs = outputs, out_splits](c10::ivalue::Future&) -> c10::IValue {
-          int64_t offset = 0;
-          for (size_t i = 0; i < outs.size(); ++i) {
-            at::Tensor dst = outs[i].detach();
-            dst.copy_(out.narrow(0, offset, out_splits[i]).view_as(dst));
-            offset += out_splits[i];
-          }
-          return c10::IValue(outs);
-        },
-        c10::ListType::create(c10::TensorType::get()));
-    return c10::make_intrusive<DynamicWork>(rank_, c10d::OpType::ALLTOALL, nullptr,
-                                            std::move(work), std::move(copied), outputs);
-  };
-  return dispatch(c, native);
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
+  return dispatch(c, [&](c10d::Backend& e) {
+    if (&e != engines_.gloo.get()) return e.alltoall(outputs, inputs, engine_opts);
+    return alltoall_list_on_gloo(e, outputs, inputs, engine_opts);
+  });
+}
+
+// Gloo has only the single-tensor all-to-all: exchange concatenated buffers with splits, then
+// copy the received pieces into the caller's list.
+c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall_list_on_gloo(
+    c10d::Backend& gloo, std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllToAllOptions& opts) {
+  std::vector<int64_t> in_splits, out_splits;
+  std::vector<at::Tensor> flat_ins;
+  for (auto& t : inputs) {
+    in_splits.push_back(t.numel());
+    flat_ins.push_back(t.reshape({-1}));
+  }
+  for (auto& t : outputs) out_splits.push_back(t.numel());
+  at::Tensor in = at::cat(flat_ins);
+  at::Tensor out = at::empty({std::accumulate(out_splits.begin(), out_splits.end(), int64_t{0})},
+                             in.options());
+  // The engine may take its split vectors (it gets non-const references): hand it copies.
+  std::vector<int64_t> engine_out_splits = out_splits, engine_in_splits = in_splits;
+  auto work = gloo.alltoall_base(out, in, engine_out_splits, engine_in_splits, opts);
+  auto copied = work->getFuture()->then(
+      [out, outs = outputs, out_splits](c10::ivalue::Future&) -> c10::IValue {
+        int64_t offset = 0;
+        for (size_t i = 0; i < outs.size(); ++i) {
+          at::Tensor dst = outs[i].detach();
+          dst.copy_(out.narrow(0, offset, out_splits[i]).view_as(dst));
+          offset += out_splits[i];
+        }
+        return c10::IValue(outs);
+      },
+      c10::ListType::create(c10::TensorType::get()));
+  return c10::make_intrusive<DynamicWork>(rank_, c10d::OpType::ALLTOALL, nullptr, std::move(work),
+                                          std::move(copied), outputs);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::send(std::vector<at::Tensor>& tensors,
                                                             int dst, int tag) {
-  TORCH_CHECK(tensors.size() == 1, "dynamiccl: send takes one tensor per call");
   check_rank("send", "destination", dst, size_, rank_);
-  Call c(OpKind::kSend, c10d::OpType::SEND, "dynamiccl:send", tensors[0]);
-  c.args.outputs = tensors;
+  Call c = one_tensor_call(OpKind::kSend, c10d::OpType::SEND, "dynamiccl:send", tensors);
   return dispatch(c, [&](c10d::Backend& e) { return e.send(tensors, dst, tag); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::recv(std::vector<at::Tensor>& tensors,
                                                             int src, int tag) {
-  TORCH_CHECK(tensors.size() == 1, "dynamiccl: recv takes one tensor per call");
   check_rank("recv", "source", src, size_, rank_);
-  Call c(OpKind::kRecv, c10d::OpType::RECV, "dynamiccl:recv", tensors[0]);
-  c.args.outputs = tensors;
+  Call c = one_tensor_call(OpKind::kRecv, c10d::OpType::RECV, "dynamiccl:recv", tensors);
   return dispatch(c, [&](c10d::Backend& e) { return e.recv(tensors, src, tag); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::recvAnysource(
     std::vector<at::Tensor>& tensors, int tag) {
-  TORCH_CHECK(tensors.size() == 1, "dynamiccl: recv takes one tensor per call");
-  Call c(OpKind::kRecv, c10d::OpType::RECVANYSOURCE, "dynamiccl:recv_anysource", tensors[0]);
-  c.args.outputs = tensors;
+  Call c = one_tensor_call(OpKind::kRecv, c10d::OpType::RECVANYSOURCE, "dynamiccl:recv_anysource",
+                           tensors);
   return dispatch(c, [&](c10d::Backend& e) { return e.recvAnysource(tensors, tag); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::barrier(const c10d::BarrierOptions& opts) {
   // A barrier is host-blocking on every engine: run it on Gloo, which blocks the host in wait().
   Call c(OpKind::kBarrier, c10d::OpType::BARRIER, "dynamiccl:barrier", at::empty({0}, at::kByte));
-  auto native_opts = with_timeout(opts, timeout_);
-  c.engine_async_op = &native_opts.asyncOp;
-  native_opts.device_ids.clear();
-  native_opts.device.reset();
-  return dispatch(c, [&](c10d::Backend& e) { return e.barrier(native_opts); });
+  auto engine_opts = opts;
+  prepare_engine_options(c, engine_opts);
+  engine_opts.device_ids.clear();
+  engine_opts.device.reset();
+  return dispatch(c, [&](c10d::Backend& e) { return e.barrier(engine_opts); });
 }
 
 void ProcessGroupDynamicCCL::monitoredBarrier(const c10d::BarrierOptions& opts,
                                               bool wait_all_ranks) {
   // Gloo's monitored barrier names the ranks that did not arrive: exactly what a user wants.
   TORCH_CHECK(!shut_down_, "dynamiccl: monitored_barrier issued after shutdown()");
-  engines_.gloo->monitoredBarrier(with_timeout(opts, timeout_), wait_all_ranks);
+  auto engine_opts = opts;
+  if (engine_opts.timeout == c10d::kUnsetTimeout) engine_opts.timeout = timeout_;
+  engines_.gloo->monitoredBarrier(engine_opts, wait_all_ranks);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -3,7 +3,8 @@
 // A decorator over real engines (built by the Python creator): ProcessGroupGloo for CPU tensors
 // and ProcessGroupNCCL for CUDA tensors, plus a second Gloo group for the control plane and our
 // own CPU schedules. Every collective method validates its arguments, describes the call (Call)
-// and hands it to dispatch(), which runs the same steps for all of them (DESIGN.md §2):
+// and hands it to dispatch(), which runs the same steps for all of them (docs/architecture.md,
+// "The path of one collective"):
 //   route (which engine) -> decide (the policy's arm) -> issue (on the engine) ->
 //   attach completion (the wrapped Work, timing) -> finish (consensus round, coalescing).
 #pragma once
@@ -167,7 +168,25 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   EngineKind route(const Call& call);
   CallRecord decide(const Call& call, EngineKind engine);
   Issued issue(const Call& call, const CallRecord& rec, NativeFn native);
+  // Describing a call, by the shape of its arguments (see the .cpp).
+  Call one_tensor_call(OpKind op, c10d::OpType type, const char* title,
+                       std::vector<at::Tensor>& tensors);
+  Call flat_pair_call(OpKind op, c10d::OpType type, const char* title, at::Tensor& output,
+                      at::Tensor& input);
+  Call coalesced_call(OpKind op, const char* title, std::vector<at::Tensor>& outputs,
+                      std::vector<at::Tensor>& inputs, const c10d::ReduceOp* reduce_op = nullptr);
   void add_flat_parts(Call& c, std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs);
+  void set_reduction(Call& c, const c10d::ReduceOp& op, c10::ArrayRef<at::Tensor> rescaled);
+  template <typename Opts>
+  void prepare_engine_options(Call& c, Opts& engine_opts);
+  template <typename PerPair>
+  c10::intrusive_ptr<c10d::Work> one_call_per_pair(std::vector<at::Tensor>& outputs,
+                                                   std::vector<at::Tensor>& inputs,
+                                                   PerPair per_pair);
+  c10::intrusive_ptr<c10d::Work> alltoall_list_on_gloo(c10d::Backend& gloo,
+                                                       std::vector<at::Tensor>& outputs,
+                                                       std::vector<at::Tensor>& inputs,
+                                                       const c10d::AllToAllOptions& opts);
   c10::intrusive_ptr<c10d::Work> attach_completion(const Call& call, const CallRecord& rec,
                                                    Issued&& issued);
   void finish(const Call& call, const CallRecord& rec, const c10::intrusive_ptr<c10d::Work>& w);
