@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -50,8 +51,9 @@ def _own_options():
     return opts
 
 
-def read_skips(path: str) -> dict:
-    """skips.txt: `test_name  # reason` per line; blank lines and comment lines are ignored."""
+def read_skips(path: str, torch_version: str = "") -> dict:
+    """skips.txt: `test_name  # reason` per line; blank lines and comment lines are ignored. A
+    reason whose tag carries a bound (`TORCH<2.14: ...`) skips the test only on older torch."""
     skips = {}
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
@@ -62,8 +64,15 @@ def read_skips(path: str) -> dict:
             name, reason = name.strip(), reason.strip()
             if not sep or not reason or " " in name:
                 raise ValueError(f"{path}:{lineno}: expected 'test_name  # reason', got {text!r}")
+            bound = re.match(r"[A-Z]+<(\d+)\.(\d+):", reason)
+            if bound and torch_version and _minor(torch_version) >= tuple(map(int, bound.groups())):
+                continue
             skips[name] = reason
     return skips
+
+
+def _minor(version: str) -> tuple:
+    return tuple(int(p) for p in version.split("+")[0].split(".")[:2])
 
 
 OPTS = _own_options()
@@ -129,7 +138,7 @@ GLOO_BODY_TESTS = {
     "test_accumulate_gradients_no_sync_grad_is_view",
 }
 
-SKIPS = {} if OPTS.no_skips else read_skips(OPTS.skips)
+SKIPS = {} if OPTS.no_skips else read_skips(OPTS.skips, torch.__version__)
 SKIP_LOG = os.environ.get("SUITE_SKIP_LOG")
 START_METHOD = OPTS.start_method
 
