@@ -1,20 +1,37 @@
-"""Command line: ``python -m dynamiccl_pg <command>``.
+"""Command line: ``python -m dynamiccl_pg COMMAND [options]``; ``COMMAND --help`` lists its options.
 
-    actions                    the arms (candidate configurations) per op and engine
-    config                     every DYNAMICCL_* variable: default and current value
-    sim --scenario FILE|DIR    run scenarios through the learner (see benchmarks/scenarios)
-    report PREFIX --out DIR    a page with plots of what a job learned, from its DYNAMICCL_TRACE files
+One argparse parser with a subparser per command. A command is an entry of COMMANDS: its line in
+the command list, the function that defines its options (in the module that runs it) and the
+function that runs it; a new command (e.g. ``prior``) is one more entry.
 """
+
+from __future__ import annotations
 
 import argparse
 import os
 import sys
+from typing import Callable, List, NamedTuple, Optional
+
+from .sim import cli as _sim_cli
+
+PROG = "python -m dynamiccl_pg"
 
 
-def _actions(argv) -> int:
+class Command(NamedTuple):
+    help: str  # its line in the command list
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    # (parsed options, the command's own words as typed, its parser for usage errors) -> status
+    run: Callable[[argparse.Namespace, List[str], argparse.ArgumentParser], int]
+    # True: the command parses its own words (and --help), which argparse passes on unrecognised
+    own_words: bool = False
+
+
+def _no_options(_parser: argparse.ArgumentParser) -> None:
+    """config and actions take no options; their subparser gives them --help."""
+
+
+def _run_actions(_args, _words, _parser) -> int:
     from . import _C, config
-    p = argparse.ArgumentParser(prog="python -m dynamiccl_pg actions")
-    p.parse_args(argv)
     print(f"{'op':<15} {'engine':<6} arms (first = engine default)")
     for op in config.OPS:
         for i, (name, engine) in enumerate(_C.Engine.__members__.items()):
@@ -23,9 +40,8 @@ def _actions(argv) -> int:
     return 0
 
 
-def _config(argv) -> int:
+def _run_config(_args, _words, _parser) -> int:
     from . import _C, config
-    argparse.ArgumentParser(prog="python -m dynamiccl_pg config").parse_args(argv)
     for name, (default, doc) in config.ENV_VARS.items():
         current = os.environ.get(name)
         shown = f"{current!r}" if current is not None else "(unset)"
@@ -40,26 +56,50 @@ def _config(argv) -> int:
     return 0
 
 
-def _sim(argv) -> int:
-    from .sim.cli import main as sim_main
-    return sim_main(argv)
+def _run_report(_args, words, _parser) -> int:
+    from .trace_report import main as report_main  # its options live in trace_report.main
+    return report_main(words)
 
 
-def _report(argv) -> int:
-    from .trace_report import main as report_main
-    return report_main(argv)
+COMMANDS = {
+    "config": Command("every DYNAMICCL_* variable (default and current value) and the learner "
+                      "head settings", _no_options, _run_config),
+    "actions": Command("the arms (candidate configurations) per op and engine", _no_options,
+                       _run_actions),
+    "report": Command("PREFIX --out DIR: a page with plots of what a job learned, from its "
+                      "DYNAMICCL_TRACE files", _no_options, _run_report, own_words=True),
+    "sim": Command("--scenario FILE|DIR: run scenarios through the learner (see "
+                   "benchmarks/scenarios)", _sim_cli.add_arguments, _sim_cli.run),
+}
 
 
-def main(argv) -> int:
-    commands = {"actions": _actions, "config": _config, "sim": _sim, "report": _report}
-    if not argv or argv[0] in ("-h", "--help"):
-        print(__doc__.strip())
-        return 0
-    if argv[0] not in commands:
-        print(__doc__.strip(), file=sys.stderr)
-        return 2
-    return commands[argv[0]](argv[1:])
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.ArgumentParser]]:
+    """The top-level parser and each command's subparser, by name."""
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="DynamICCL's command line; COMMAND --help lists its options.")
+    # required: no command is a usage error (status 2) naming the commands, like a wrong one
+    sub = parser.add_subparsers(dest="command", title="commands", required=True)
+    subparsers = {}
+    for name, command in COMMANDS.items():
+        # a command that parses its own words must see --help itself
+        p = sub.add_parser(name, help=command.help, description=command.help,
+                           add_help=not command.own_words)
+        command.add_arguments(p)
+        subparsers[name] = p
+    return parser, subparsers
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser, subparsers = build_parser()
+    # parse_known_args, not parse_args: report's words are parsed by trace_report.main
+    args, extra = parser.parse_known_args(argv)
+    command, own_parser = COMMANDS[args.command], subparsers[args.command]
+    if extra and not command.own_words:
+        own_parser.error(f"unrecognized arguments: {' '.join(extra)}")  # what parse_args says
+    words = extra if command.own_words else argv[argv.index(args.command) + 1:]
+    return command.run(args, words, own_parser)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

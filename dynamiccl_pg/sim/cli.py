@@ -22,14 +22,14 @@ from . import report
 from .schema_doc import schema_markdown
 from .scenario import Scenario, ScenarioError, check_key, load_scenario, scenario_files
 
-__all__ = ["main"]
+__all__ = ["add_arguments", "main", "run"]
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="python -m dynamiccl_pg sim",
-        description="Simulate NCCL collectives with the real learner against NCCL's default "
-                    "choice and the oracle.")
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The simulator's description and options, on `p` (`python -m dynamiccl_pg sim`'s
+    subparser, or this module's own parser when run as `python -m dynamiccl_pg.sim.cli`)."""
+    p.description = ("Simulate NCCL collectives with the real learner against NCCL's default "
+                     "choice and the oracle.")
     p.add_argument("--scenario", "-s", nargs="+", action="extend", default=[],
                    metavar="PATH", help="scenario JSON file(s) or directories of them")
     p.add_argument("--schema", action="store_true",
@@ -47,7 +47,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--check", action="store_true",
                    help="exit with status 1 when a target is missed")
     p.add_argument("--quiet", "-q", action="store_true", help="print only the table")
-    return p
 
 
 def _parse_head(text: str) -> tuple[str, str, Any]:
@@ -96,17 +95,48 @@ def run_one(sc: Scenario) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    """Entry point; `argv` are the arguments after `sim` (a leading "sim" is ignored)."""
+    """`python -m dynamiccl_pg.sim.cli`: `argv` are the simulator's own arguments, as after
+    `python -m dynamiccl_pg sim`."""
     argv = list(argv)
-    if argv and argv[0] == "sim":
-        argv = argv[1:]
-    parser = _parser()
-    args = parser.parse_args(argv)
+    parser = argparse.ArgumentParser(prog="python -m dynamiccl_pg sim")
+    add_arguments(parser)
+    return run(parser.parse_args(argv), argv, parser)
+
+
+def run(args: argparse.Namespace, words: list[str], parser: argparse.ArgumentParser) -> int:
+    """Runs the parsed command; `words` are its arguments as typed (summary.md and
+    results.json record them so a run can be repeated), `parser` reports usage errors."""
     if args.schema:
         print(schema_markdown())
         return 0
-    if not args.scenario:
+    if not args.scenario:  # not argparse's required=True: --schema needs no scenario
         parser.error("--scenario is required")
+    scenarios = _load(args)
+    if scenarios is None:
+        return 2
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
+    summaries = _simulate(scenarios, args)
+    if summaries is None:
+        return 2
+    total = report.overall(summaries)
+    print(report.format_table(summaries))
+    verdict = _verdict(total)
+    print("\n" + verdict)
+    if not args.quiet:
+        print(f"{total['calls']} simulated calls in {total['wall_s']:.2f} s "
+              f"({total['calls'] / max(total['wall_s'], 1e-9) / 1e6:.2f} M calls/s)")
+    if args.out:
+        command = "python -m dynamiccl_pg sim " + " ".join(shlex.quote(a) for a in words)
+        _write_results(args.out, command, summaries, total, verdict)
+    missed = not total["met"] or any(not v["met"] for s in summaries
+                                     for v in s["targets"].values())
+    return 1 if (args.check and missed) else 0
+
+
+def _load(args: argparse.Namespace) -> list[Scenario] | None:
+    """The scenarios with the command line's overrides applied; None (every problem printed
+    first) when an option, a file or a scenario is wrong."""
     try:
         files = scenario_files(args.scenario)
         heads = [_parse_head(h) for h in args.head]
@@ -116,9 +146,9 @@ def main(argv: list[str]) -> int:
             _check_override(f"--prior {args.prior}", "prior", args.prior)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
-        return 2
+        return None
     scenarios, failed = [], False
-    for path in files:
+    for path in files:  # every broken file is named, not just the first
         try:
             scenarios.append(load_scenario(path))
         except ScenarioError as e:
@@ -126,21 +156,24 @@ def main(argv: list[str]) -> int:
             failed = True
     names = [s.name for s in scenarios]
     dup = sorted({n for n in names if names.count(n) > 1})
-    if dup:
+    if dup:  # the outputs are named after the scenarios
         print(f"error: scenario names must be unique, repeated: {', '.join(dup)}",
               file=sys.stderr)
         failed = True
     if failed:
-        return 2
+        return None
     if args.steps is not None or heads or args.prior is not None:
         try:
             scenarios = [sc.with_overrides(args.steps, heads, args.prior) for sc in scenarios]
         except ScenarioError as e:  # e.g. a congestion episode past a shortened run
             print(f"error: {e}", file=sys.stderr)
-            return 2
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
+            return None
+    return scenarios
 
+
+def _simulate(scenarios: list[Scenario], args: argparse.Namespace) -> list[dict] | None:
+    """Runs each scenario, writing <name>.json (and .png) under --out as it goes; None when
+    the C++ side rejects one."""
     summaries = []
     for sc in scenarios:
         if not args.quiet:
@@ -149,7 +182,7 @@ def main(argv: list[str]) -> int:
             s = run_one(sc)
         except ValueError as e:  # the C++ side re-validates and names the field
             print(f"error: {sc.source}: {e}", file=sys.stderr)
-            return 2
+            return None
         summaries.append(s)
         if args.out:
             _write_json(os.path.join(args.out, f"{sc.name}.json"), s)
@@ -157,28 +190,22 @@ def main(argv: list[str]) -> int:
                 from .plot import plot_summary
 
                 plot_summary(s, os.path.join(args.out, f"{sc.name}.png"))
+    return summaries
 
-    total = report.overall(summaries)
-    print(report.format_table(summaries))
-    verdict = _verdict(total)
-    print("\n" + verdict)
-    if not args.quiet:
-        print(f"{total['calls']} simulated calls in {total['wall_s']:.2f} s "
-              f"({total['calls'] / max(total['wall_s'], 1e-9) / 1e6:.2f} M calls/s)")
-    command = "python -m dynamiccl_pg sim " + " ".join(shlex.quote(a) for a in argv)
-    if args.out:
-        brief = [{k: v for k, v in s.items() if k not in ("series", "state_detail")}
-                 for s in summaries]
-        _write_json(os.path.join(args.out, "results.json"),
-                    {"command": command, "targets": report.TARGETS, "overall": total,
-                     "scenarios": brief})
-        with open(os.path.join(args.out, "summary.md"), "w", encoding="utf-8") as f:
-            f.write(f"Command: `{command}`\n\n")
-            f.write(report.format_table(summaries, markdown=True) + "\n\n")
-            f.write(verdict + "\n")
-    missed = not total["met"] or any(not v["met"] for s in summaries
-                                     for v in s["targets"].values())
-    return 1 if (args.check and missed) else 0
+
+def _write_results(out: str, command: str, summaries: list[dict], total: dict[str, Any],
+                   verdict: str) -> None:
+    """results.json (all scenarios without their series, and the overall verdict) and
+    summary.md (the table as Markdown with the command that produced it)."""
+    brief = [{k: v for k, v in s.items() if k not in ("series", "state_detail")}
+             for s in summaries]
+    _write_json(os.path.join(out, "results.json"),
+                {"command": command, "targets": report.TARGETS, "overall": total,
+                 "scenarios": brief})
+    with open(os.path.join(out, "summary.md"), "w", encoding="utf-8") as f:
+        f.write(f"Command: `{command}`\n\n")
+        f.write(report.format_table(summaries, markdown=True) + "\n\n")
+        f.write(verdict + "\n")
 
 
 def _verdict(total: dict[str, Any]) -> str:

@@ -125,7 +125,7 @@ def test_readme_schema_section_is_the_generated_table(capsys):
     readme = (LIBRARY / "README.md").read_text()
     section = readme.split(README_BEGIN + "\n", 1)[1].split("\n" + README_END, 1)[0]
     assert section == schema_markdown(), "regenerate it: python -m dynamiccl_pg sim --schema"
-    assert cli.main(["sim", "--schema"]) == 0
+    assert cli.main(["--schema"]) == 0
     assert capsys.readouterr().out == section + "\n"
 
 
@@ -260,7 +260,8 @@ def test_rules_relating_keys_are_reported_with_their_paths():
 def test_overrides_are_checked_like_the_file():
     sc = parse_scenario(GOOD).with_overrides(steps=150, heads=[("tp", "probe_budget", 0.1)])
     assert sc.data["steps"] == 150 and sc.data["learner"] == {"tp": {"probe_budget": 0.1}}
-    with pytest.raises(ScenarioError, match=r"congestion\[0\].from_step: 100 is not before the end"):
+    with pytest.raises(ScenarioError,
+                       match=r"congestion\[0\].from_step: 100 is not before the end"):
         parse_scenario(GOOD).with_overrides(steps=100)
 
 
@@ -319,7 +320,8 @@ def test_the_spec_carries_the_keys_that_need_their_own_setter():
                  learner={"all": {"probe_budget": 0, "converged_budget": 0}})
     assert _C.sim.run(parse_scenario(quiet).to_spec()).total.probes == 0
     one_node = copy.deepcopy(GOOD)
-    one_node["topology"] = {"nodes": 1, "gpus_per_node": 8, "intra": {"type": "pcie", "bw_GBps": 24}}
+    one_node["topology"] = {"nodes": 1, "gpus_per_node": 8,
+                            "intra": {"type": "pcie", "bw_GBps": 24}}
     assert "inter" not in parse_scenario(one_node).data["topology"]  # no network to give
 
 
@@ -350,7 +352,7 @@ def test_cli_writes_table_json_and_png(tmp_path, capsys):
     quiet.update(name="tiny_right", truth={}, congestion=[], expect="no_gain")
     (scen / "tiny_right.json").write_text(json.dumps(quiet))
     out = tmp_path / "out"
-    rc = cli.main(["sim", "--scenario", str(scen), "--out", str(out), "--steps", "200"])
+    rc = cli.main(["--scenario", str(scen), "--out", str(out), "--steps", "200"])
     assert rc == 0
     table = capsys.readouterr().out
     assert "tiny" in table and "tiny_right" in table and "speedup" in table
