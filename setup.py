@@ -38,8 +38,8 @@ def installed_torch() -> str:
 
 def library_version() -> str:
     """The version every rank's fingerprint compares, defined once in dynamiccl_pg/config.py."""
-    m = re.search(r'^LIBRARY_VERSION = "([^"]+)"', (ROOT / "dynamiccl_pg" / "config.py").read_text(),
-                  re.M)
+    m = re.search(r'^LIBRARY_VERSION = "([^"]+)"',
+                  (ROOT / "dynamiccl_pg" / "config.py").read_text(), re.M)
     if not m:
         raise RuntimeError("dynamiccl_pg/config.py must define LIBRARY_VERSION")
     return m.group(1)

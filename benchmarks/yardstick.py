@@ -25,9 +25,9 @@ import torch
 import torch.distributed as dist
 
 os.environ.setdefault("DYNAMICCL_TRACE", os.path.join(tempfile.mkdtemp(), "yardstick"))
-import dynamiccl_pg  # noqa: E402  (reads DYNAMICCL_TRACE)
-from dynamiccl_pg import _C  # noqa: E402
-from dynamiccl_pg.backend import backend_of  # noqa: E402
+import dynamiccl_pg  # reads DYNAMICCL_TRACE
+from dynamiccl_pg import _C
+from dynamiccl_pg.backend import backend_of
 
 YARDSTICKS = ("max", "min", "span")
 

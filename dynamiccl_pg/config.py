@@ -68,7 +68,8 @@ ENV_VARS = {
     "DYNAMICCL_TRACE": ("", "path prefix in an existing, writable folder: write "
                         "<prefix>.rank<N>.jsonl and .trace.json at exit"),
     "DYNAMICCL_CHECK": ("0", "1: before each collective, check that every rank issues the same "
-                        "one (op, dtype, sizes, root); also on with TORCH_DISTRIBUTED_DEBUG=DETAIL"),
+                        "one (op, dtype, sizes, root); also on with "
+                        "TORCH_DISTRIBUTED_DEBUG=DETAIL"),
     "DYNAMICCL_SUMMARY": ("0", "1: print the learned-policy summary on rank 0 at exit"),
     "DYNAMICCL_DECISION_LOG": ("65536", "decisions kept per group for decision_log(), "
                                "%d..%d" % DECISION_LOG_RANGE),
@@ -95,8 +96,8 @@ ENV_VARS = {
                                      "rank's emulated NCCL does not load the tuner) or "
                                      "unavailable=ALGO/PROTO[,ALGO/PROTO...]"),
 }
-# Read by the project's scripts (scripts/env.sh, train.sh), not by the backend; exported to every rank by
-# scripts/train.sh, so they are not typos.
+# Read by the project's scripts (scripts/env.sh, train.sh), not by the backend; exported to every
+# rank by scripts/train.sh, so they are not typos.
 SCRIPT_VARS = ("DYNAMICCL_TORCH", "DYNAMICCL_VENV", "DYNAMICCL_BUILD", "DYNAMICCL_REPORT_DIR")
 
 
@@ -322,7 +323,8 @@ def fingerprint(cfg: dict) -> dict:
     if policy:
         try:
             with open(policy, "rb") as f:
-                out["DYNAMICCL_POLICY"] = f"{policy} (sha256 {hashlib.sha256(f.read()).hexdigest()[:12]})"
+                digest = hashlib.sha256(f.read()).hexdigest()[:12]
+                out["DYNAMICCL_POLICY"] = f"{policy} (sha256 {digest})"
         except OSError as e:
             out["DYNAMICCL_POLICY"] = f"{policy} (unreadable: {e.strerror})"
     else:

@@ -12,7 +12,8 @@ from .hints import hint
 
 
 # DDP checks the hook's annotations at registration: they must be the real types, not strings.
-def _allreduce_with_bucket_hint(group, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+def _allreduce_with_bucket_hint(group,
+                                bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     tensor = bucket.buffer()
     group_to_use = group if group is not None else dist.group.WORLD
     # Same arithmetic as DDP's default hook: divide by the world size, then sum.

@@ -1,4 +1,4 @@
-"""What DynamICCL chose and why: stats(), decision_log(), signals, the summary table, traces."""
+"""What DynamICCL chose and why: stats(), decision_log(), the summary table, traces."""
 
 from __future__ import annotations
 
@@ -6,8 +6,6 @@ import atexit
 import json
 import os
 import sys
-import threading
-import time
 from typing import List, Optional
 
 from . import _C
@@ -48,30 +46,6 @@ def decision_log(group=None) -> List[tuple]:
 def decision_hash(group=None) -> int:
     """A hash over every decision of the group so far: compare it across ranks."""
     return _backend.backend_of(group).decision_hash()
-
-
-_step_clock = threading.local()
-
-
-def step() -> None:
-    """Marks the end of a training step; the time since the previous call is the step time,
-    which the step-time guard watches (it travels through consensus like everything else)."""
-    now = time.perf_counter()
-    last = getattr(_step_clock, "t", None)
-    _step_clock.t = now
-    if last is None:
-        return
-    for pg in _backend.backends():
-        if pg.mode != "off":
-            pg.add_step_time((now - last) * 1e6)
-
-
-def report_loss(loss) -> None:
-    """Reports the step's loss (a float or a 0-d tensor) for the loss-stall guard."""
-    value = float(loss.detach().item() if hasattr(loss, "detach") else loss)
-    for pg in _backend.backends():
-        if pg.mode != "off":
-            pg.add_loss(value)
 
 
 def size_label(bin_: int) -> str:

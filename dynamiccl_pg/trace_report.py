@@ -120,7 +120,8 @@ def _plot(key, s, path: str) -> None:
     ax.set_yscale("log")
     ax.set_xlabel("call of this state (x: probe; red: switch; orange dashed: probing resumed)")
     ax.set_ylabel("cost per call (µs, slowest rank)")
-    ax.set_title(f"group {group} · {engine} · {role} · {op} · >= {size_label(size_bin)}", fontsize=9)
+    ax.set_title(f"group {group} · {engine} · {role} · {op} · >= {size_label(size_bin)}",
+                 fontsize=9)
     ax.legend(fontsize=7, markerscale=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=90)
@@ -160,7 +161,8 @@ def write(prefix: str, out: str) -> str:
             png = f"state{n}.png"
             _plot(key, s, os.path.join(out, png))
             figures.append(f'<h3>group {e(str(group))} · {engine} · {role} · {op} · '
-                           f'&ge;{size_label(size_bin)}</h3><img src="{png}" alt="cost per call of this state">')
+                           f'&ge;{size_label(size_bin)}</h3>'
+                           f'<img src="{png}" alt="cost per call of this state">')
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>DynamICCL report</title>
 <style>body{{font-family:sans-serif;max-width:1000px;margin:auto}}td,th{{padding:2px 6px;
 text-align:right}}table{{border-collapse:collapse}}tr:nth-child(even){{background:#f3f3f3}}</style>
@@ -170,14 +172,16 @@ text-align:right}}table{{border-collapse:collapse}}tr:nth-child(even){{backgroun
 <li>{len(states)} learned states ({len(states) - len(ordered)} with fewer than {MIN_CALLS} calls not
 shown); bytes under a learned state: {learned_bytes / total_bytes:.1%}</li>
 <li>time in collectives (slowest rank per call): {time_us / 1e3:,.1f} ms</li>
-<li>estimated saving over the default (default median − final median, per call): {saved / 1e3:,.1f} ms;
-probes cost {probe_cost / 1e3:,.1f} ms over the default (negative: the probes were faster)</li></ul>
+<li>estimated saving over the default (default median − final median, per call):
+{saved / 1e3:,.1f} ms; probes cost {probe_cost / 1e3:,.1f} ms over the default (negative: the probes
+were faster)</li></ul>
 <h2>Per role, op and size</h2><table><tr><th>group</th><th>engine</th><th>role</th><th>op</th>
 <th>size</th><th>calls</th><th>final arm</th><th>default µs</th><th>final µs</th><th>gain</th>
 <th>probes</th><th>probe cost µs</th><th>switches</th><th>probing resumed</th></tr>
 {''.join(rows)}</table>
 <p>Costs: median per call, the slowest rank's local duration; "final" over the second half of the
-state's calls, probes excluded. Plots: the {min(len(ordered), MAX_PLOTS)} states that took the most time.</p>
+state's calls, probes excluded. Plots: the {min(len(ordered), MAX_PLOTS)} states that took the most
+time.</p>
 <h2>States</h2>{''.join(figures)}</body></html>"""
     index = os.path.join(out, "index.html")
     with open(index, "w") as f:

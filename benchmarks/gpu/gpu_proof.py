@@ -2,7 +2,8 @@
 NCCL branch. Each stage runs its ranks as separate processes (a real FileStore) and writes one JSON
 result; ``report`` turns a folder of them into results.md.
 
-    python benchmarks/gpu/gpu_proof.py preflight     --out F   device and versions (fails without one)
+    python benchmarks/gpu/gpu_proof.py preflight     --out F   device and versions (fails
+                                                               without one)
     python benchmarks/gpu/gpu_proof.py collectives   --out F   (a) every collective at world size 1
                                                                on CUDA tensors, against `nccl`
     python benchmarks/gpu/gpu_proof.py ddp           --out F   (b) a DDP step loop, against `nccl`
@@ -10,7 +11,8 @@ result; ``report`` turns a folder of them into results.md.
                                                                NCCL accepts it, collectives checked
     python benchmarks/gpu/gpu_proof.py arm_sweep     --out F   (d) every NCCL all-reduce arm forced;
                                                                the profiler plugin says what ran
-    python benchmarks/gpu/gpu_proof.py learn_vs_nccl --out F   (e) DDP: `dynamiccl` learning vs `nccl`
+    python benchmarks/gpu/gpu_proof.py learn_vs_nccl --out F   (e) DDP: `dynamiccl` learning
+                                                               vs `nccl`
     python benchmarks/gpu/gpu_proof.py report --dir D --results results.md
 
 Stages (d) and (e) need two ranks, so they run on the first way of (c) that worked
@@ -52,7 +54,8 @@ def run_ranks(fn: str, world: int, env_of_rank=lambda rank: {}, args=None) -> li
     with tempfile.TemporaryDirectory() as tmp:
         procs = []
         for rank in range(world):
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
+            env = dict(os.environ,
+                       PYTHONPATH=os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")]))
             env.update(env_of_rank(rank))
             out = os.path.join(tmp, f"rank{rank}.json")
             cmd = [sys.executable, __file__, "_rank", fn, str(rank), str(world),
@@ -81,7 +84,8 @@ def _rank_main(fn: str, rank: int, world: int, store_path: str, out: str, args: 
         result = {"ok": globals()[fn](rank, world, store_path, json.loads(args))}
     except BaseException as e:  # every failure is a finding: keep its last line
         traceback.print_exc()
-        result = {"error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1] if str(e).strip() else ''}"[:400]}
+        last = str(e).strip().splitlines()[-1] if str(e).strip() else ""
+        result = {"error": f"{type(e).__name__}: {last}"[:400]}
     with open(out, "w") as f:
         json.dump(result, f)
 
@@ -97,7 +101,8 @@ def _init(rank: int, world: int, store_path: str, backend: str = "dynamiccl"):
 
 
 def _median_us(torch, fn, calls: int = 50, repeats: int = 5) -> float:
-    """Median over repeats of the mean time per call of ``calls`` back-to-back calls (CUDA events)."""
+    """Median over repeats of the mean time per call of ``calls`` back-to-back calls (CUDA
+    events)."""
     fn()
     torch.cuda.synchronize()
     samples = []
@@ -194,13 +199,13 @@ def rank_collectives(rank, world, store_path, args):
             got, want = fn(None, rank, world), fn(ref, rank, world)
             torch.cuda.synchronize()
             checks[name] = "ok" if all(torch.equal(a, b) for a, b in zip(got, want)) else "MISMATCH"
-        except Exception as e:  # noqa: BLE001  recorded, not hidden
+        except Exception as e:  # recorded, not hidden
             checks[name] = f"error: {type(e).__name__}: {e}"[:300]
     x = torch.ones(1 << 20, device="cuda")  # 4 MiB
     try:
         timing = {"dynamiccl_us": _median_us(torch, lambda: dist.all_reduce(x)),
                   "nccl_us": _median_us(torch, lambda: dist.all_reduce(x, group=ref))}
-    except Exception as e:  # noqa: BLE001  the checks above are still worth reporting
+    except Exception as e:  # the checks above are still worth reporting
         timing = {"error": f"{type(e).__name__}: {e}"[:300]}
     stats = dynamiccl_pg.stats()
     dist.destroy_process_group()
@@ -226,7 +231,8 @@ class StageSkipped(Exception):
 
 
 def _two_ranks_env(args):
-    """The env of the first way of stage (c) that worked; StageSkipped, saying why, when none did."""
+    """The env of the first way of stage (c) that worked; StageSkipped, saying why, when none
+    did."""
     path = args.multi_rank
     working = json.load(open(path)).get("working") if path and os.path.exists(path) else None
     if working is None:
@@ -355,7 +361,8 @@ def arm_verdict(arm: str, row: dict) -> str:
     algo, proto, *cap = arm.split("/")
     limit = int(cap[0][1:]) if cap else None
     ok = all(a == algo and p == proto and (limit is None or n <= limit) for a, p, n in row["ran"])
-    return "ran as forced" if ok else "DIFFERENT: " + ", ".join(f"{a}/{p}/c{n}" for a, p, n in row["ran"])
+    return "ran as forced" if ok else "DIFFERENT: " + ", ".join(
+        f"{a}/{p}/c{n}" for a, p, n in row["ran"])
 
 
 # ---- preflight and report ---------------------------------------------------------------------
@@ -426,7 +433,8 @@ def report(stages: dict) -> str:
         t = r0["allreduce_4MiB"]
         timing = (f"failed: {t['error']}" if "error" in t else
                   f"dynamiccl {_fmt(t['dynamiccl_us'], ' µs')}, nccl {_fmt(t['nccl_us'], ' µs')}")
-        lines.extend(["", f"4 MiB all-reduce, median per call: {timing}. Plugin: {r0['nccl_plugin']}", ""])
+        lines.extend(["", f"4 MiB all-reduce, median per call: {timing}. "
+                          f"Plugin: {r0['nccl_plugin']}", ""])
 
     s = section("(a) every collective at world size 1, CUDA tensors, against `nccl`", "collectives")
     if s:
@@ -436,7 +444,8 @@ def report(stages: dict) -> str:
         err = _rank_error(s["ranks"])
         r = s["ranks"][0].get("ok", {})
         lines.extend([f"failed: {err}" if err else
-                      f"median step {_fmt(r['step_ms'], ' ms')} (dynamiccl) vs {_fmt(r['nccl_step_ms'], ' ms')} "
+                      f"median step {_fmt(r['step_ms'], ' ms')} (dynamiccl) vs "
+                      f"{_fmt(r['nccl_step_ms'], ' ms')} "
                       f"(nccl); replicas identical after training: {r['replicas_identical']}", ""])
     s = section("(c) two ranks on one GPU", "multi_rank")
     if s:
@@ -446,15 +455,18 @@ def report(stages: dict) -> str:
         lines.append("")
         if s["working"]:
             checks_table(s["ways"][s["working"]])
-    s = section("(d) every NCCL all-reduce arm forced; what NCCL ran (profiler plugin)", "arm_sweep")
+    s = section("(d) every NCCL all-reduce arm forced; what NCCL ran (profiler plugin)",
+                "arm_sweep")
     if s:
         err = _rank_error(s["ranks"])
         if err:
             lines.extend([f"failed: {err}", ""])
         else:
             r0 = s["ranks"][0]["ok"]
-            lines.extend([f"On {s['way']}; profiler loaded by NCCL: {r0['profiler_loaded_by_nccl']}.", "",
-                          "| arm | bytes | µs per call | kernel µs | NCCL ran |", "|---|---|---|---|---|"])
+            lines.extend([f"On {s['way']}; profiler loaded by NCCL: "
+                          f"{r0['profiler_loaded_by_nccl']}.", "",
+                          "| arm | bytes | µs per call | kernel µs | NCCL ran |",
+                          "|---|---|---|---|---|"])
             for row in r0["rows"]:
                 lines.append(f"| {row['arm']} | {row['bytes']} | {_fmt(row['us'])} | "
                              f"{_fmt(row['kernel_us'])} | {arm_verdict(row['arm'], row)} |")
@@ -469,7 +481,8 @@ def report(stages: dict) -> str:
             base = max(r["ok"]["step_ms"] for r in s["nccl"])
             hashes = {r["ok"]["decision_hash"] for r in s["dynamiccl"]}
             lines.extend([f"On {s['way']}: median step (second half, slowest rank) nccl "
-                          f"{_fmt(base, ' ms')}, dynamiccl {_fmt(ours, ' ms')}: {base / ours:.3f}x; "
+                          f"{_fmt(base, ' ms')}, dynamiccl {_fmt(ours, ' ms')}: "
+                          f"{base / ours:.3f}x; "
                           f"ranks agree on every decision: {len(hashes) == 1}; learned: "
                           f"{s['dynamiccl'][0]['ok']['incumbents']}", ""])
     return "\n".join(lines)
@@ -488,7 +501,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("stage", choices=[*STAGES, "report"])
     p.add_argument("--out", help="where a stage writes its JSON result")
-    p.add_argument("--multi-rank", help="the multi_rank stage's result (for arm_sweep, learn_vs_nccl)")
+    p.add_argument("--multi-rank",
+                   help="the multi_rank stage's result (for arm_sweep, learn_vs_nccl)")
     p.add_argument("--dir", help="report: the folder of stage results")
     p.add_argument("--results", help="report: the markdown file to write")
     args = p.parse_args(argv)
@@ -509,7 +523,7 @@ def main(argv=None) -> int:
         raise
     except StageSkipped as e:
         result = {"skipped": str(e)}
-    except Exception as e:  # noqa: BLE001  a stage that fails is recorded as failed
+    except Exception as e:  # a stage that fails is recorded as failed
         result = {"error": f"{type(e).__name__}: {e}"}
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)

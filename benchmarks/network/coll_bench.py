@@ -20,7 +20,6 @@ reduce-scatter input (rounded up to a multiple of 4 bytes x ranks for the last t
 
 import argparse
 import json
-import os
 import statistics
 import time
 from datetime import timedelta

@@ -202,8 +202,8 @@ def _targets_cell(s: dict[str, Any]) -> str:
 
 
 HEADER = ["scenario", "expect", "calls", "default ms", "learned ms", "oracle ms", "speedup",
-          "headroom", "captured", "gap after conv.", "calls to conv. (med/max)", "probe %", "recovery calls",
-          "targets"]
+          "headroom", "captured", "gap after conv.", "calls to conv. (med/max)", "probe %",
+          "recovery calls", "targets"]
 
 
 def table_rows(summaries: list[dict[str, Any]]) -> list[list[str]]:

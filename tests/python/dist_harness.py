@@ -15,7 +15,6 @@ import multiprocessing as mp
 import os
 import pickle
 import queue as queue_module
-import sys
 import tempfile
 import traceback
 from datetime import timedelta

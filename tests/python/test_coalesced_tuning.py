@@ -39,11 +39,13 @@ def funcol_calls(rank, world, calls):
             for t in xs:
                 dist.all_reduce(t)
         cm.wait()
-        wrong += int(not all(torch.equal(t, torch.full_like(t, world * (world - 1) / 2)) for t in xs))
+        want = world * (world - 1) / 2
+        wrong += int(not all(torch.equal(t, torch.full_like(t, want)) for t in xs))
     return wrong, _ops_logged(), dynamiccl_pg.decision_hash()
 
 
-@pytest.mark.parametrize("force", ["", "allgather:ring_s4;reduce_scatter:rd", "allgather:rd;reduce_scatter:ring"])
+@pytest.mark.parametrize("force", ["", "allgather:ring_s4;reduce_scatter:rd",
+                                   "allgather:rd;reduce_scatter:ring"])
 def test_functional_collectives_are_decided_once_per_batch_and_right(force):
     env = {"DYNAMICCL_ROUND_CALLS": "4"}
     if force:
@@ -103,7 +105,8 @@ def compiled(rank, world, calls):
 
     outs = [float(step(torch.full((256,), float(rank)))) for _ in range(calls)]
     want = 2 * 256 * sum(range(world))
-    return all(o == want for o in outs), _ops_logged().count("allgather"), dynamiccl_pg.decision_hash()
+    return (all(o == want for o in outs), _ops_logged().count("allgather"),
+            dynamiccl_pg.decision_hash())
 
 
 def test_compiled_graphs_are_tuned():

@@ -298,7 +298,7 @@ def integer_avg(rank, world):
                     if async_op:
                         work.wait()
                     outcome = ("no error", x.tolist())
-                except Exception as e:  # noqa: BLE001  the class is what is compared
+                except Exception as e:  # the class is what is compared
                     outcome = (where, type(e).__name__, str(e).splitlines()[0])
                 outcomes[(str(dtype), name, async_op)] = outcome
     t = torch.ones(3)

@@ -44,7 +44,8 @@ def row(ran, unavailable=0):
 def test_arm_verdict_compares_what_ran_with_the_forced_arm():
     assert gpu_proof.arm_verdict("tree/LL", row([("tree", "LL", 2)])) == "ran as forced"
     assert gpu_proof.arm_verdict("ring/Simple/c4", row([("ring", "Simple", 4)])) == "ran as forced"
-    assert gpu_proof.arm_verdict("ring/Simple/c4", row([("ring", "Simple", 8)])).startswith("DIFFERENT")
+    assert gpu_proof.arm_verdict("ring/Simple/c4",
+                                 row([("ring", "Simple", 8)])).startswith("DIFFERENT")
     assert gpu_proof.arm_verdict("tree/LL", row([("ring", "LL", 2)])) == "DIFFERENT: ring/LL/c2"
     assert gpu_proof.arm_verdict("tree/LL", row([])) == "NO PROFILER RECORDS"
     assert gpu_proof.arm_verdict("nvls/Simple", row([], 1)).startswith("unavailable here")

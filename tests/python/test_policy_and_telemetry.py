@@ -2,7 +2,6 @@
 (stats as JSON, traces, the summary); hints reject bad values by name."""
 
 import json
-import os
 
 import pytest
 import torch

@@ -29,7 +29,8 @@ def train(rank, world, steps):
     arms = []
     if dist.get_backend() == "dynamiccl":  # the arms the all-reduces (DDP's buckets) ran
         allreduce = dynamiccl_pg._C.vocabulary()["ops"].index("allreduce")
-        arms = sorted({e[4] for e in dynamiccl_pg.decision_log() if e[1] in (allreduce, "allreduce")})
+        arms = sorted({e[4] for e in dynamiccl_pg.decision_log()
+                       if e[1] in (allreduce, "allreduce")})
     return [p.detach().clone() for p in model.parameters()], arms
 
 

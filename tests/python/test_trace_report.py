@@ -8,7 +8,6 @@ import sys
 
 import pytest
 import torch
-import torch.distributed as dist
 
 from dist_harness import ROOT, run_ranks
 
@@ -46,7 +45,8 @@ def test_report_from_a_real_run(tmp_path):
     assert "4 ranks" in page
     # DDP's buckets are one all-reduce state with hundreds of calls, plotted; every byte of the job
     # (DDP's set-up broadcasts too) went through a learned state.
-    rows = re.findall(r"<tr><td>0</td><td>cpu</td><td>\w+</td><td>(\w+)</td><td>[^<]+</td><td>(\d+)</td>", page)
+    rows = re.findall(r"<tr><td>0</td><td>cpu</td><td>\w+</td><td>(\w+)</td><td>[^<]+</td>"
+                      r"<td>(\d+)</td>", page)
     assert any(op == "allreduce" and int(n) > 500 for op, n in rows), rows
     assert all(int(n) >= 8 for _, n in rows)  # one-off set-up calls are counted, not shown
     share = float(re.search(r"bytes under a learned state: ([\d.]+)%", page).group(1))
