@@ -138,8 +138,189 @@ int func_of(OpKind op) {
 
 NcclCostModel::NcclCostModel(const CommInputs& in) : in_(in) { tune(); }
 
-void NcclCostModel::tune() {
-  const int n_ranks = in_.n_ranks, n_nodes = in_.n_nodes;
+namespace {
+
+// What ncclTopoTuneModel derives once per communicator before its loop: the compcap and node
+// count indices (compCapIndex, index2, index1), the table entries they pick, ppn and hardware.
+struct TuneScope {
+  const CommInputs& in;
+  int cc;
+  double ll_max_bw;
+  double per_ch_tree;
+  double per_ch_ring_ll128;
+  double per_ch_tree_ll128;
+  double per_ch_nvls_tree;
+  double ppn;
+  int ippn;
+  int intra_hw;
+  int hw;
+  double net_overhead;
+  int log_nodes;
+};
+
+TuneScope tune_scope(const CommInputs& in) {
+  const int n_ranks = in.n_ranks, n_nodes = in.n_nodes;
+  const int cc = std::clamp(in.compcap, 0, 3);
+  const int scale = n_nodes <= 2 ? n_nodes - 1 : 2;
+  const int ll_row = n_nodes == 1 ? cc : (in.cpu_amd ? 1 : 0);
+  const int intra_hw = in.intra_nvlink ? kHwNvlink : kHwPci;
+  return TuneScope{in,
+                   cc,
+                   kLlMaxBw[ll_row][scale],
+                   kPerChMaxTreeBw[cc][scale],
+                   kPerChMaxRingLL128Bw[cc][scale],
+                   kPerChMaxTreeLL128Bw[cc][scale],
+                   kPerChMaxNvlsTreeBw[cc][scale],
+                   static_cast<double>(n_ranks) / n_nodes,
+                   n_ranks / n_nodes,
+                   intra_hw,
+                   n_nodes == 1 ? intra_hw : kHwNet,
+                   in.cpu_amd ? 2.0 : 1.0,
+                   log2i(static_cast<uint64_t>(n_nodes))};
+}
+
+// NCCL: nsteps, the ring steps of one call of the function.
+int ring_steps(int f, int n_ranks) {
+  return f == kFuncAllReduce ? 2 * (n_ranks - 1) : is_ag_rs(f) ? n_ranks - 1 : n_ranks;
+}
+
+// NCCL: the loop's `continue`s, the (function, algorithm, protocol) triples it models.
+bool modelled(const CommInputs& in, int f, int a, int p) {
+  if ((f == kFuncBroadcast || f == kFuncReduce) && a != kAlgoRing) return false;
+  if (is_ag_rs(f) && a != kAlgoPat && a != kAlgoRing && a != kAlgoNvls && a != kAlgoCollNetDirect)
+    return false;
+  if (f == kFuncAllReduce && a == kAlgoPat) return false;
+  if ((a == kAlgoNvls || a == kAlgoNvlsTree) && p != kProtoSimple) return false;
+  if (a == kAlgoPat && (p != kProtoSimple || !in.pat_enabled)) return false;
+  // NVLS/NVLSTree needs at least 2 channels.
+  return !((a == kAlgoNvls || a == kAlgoNvlsTree) && in.graphs[a].n_channels < 2);
+}
+
+// NCCL: bw per channel, intra- or inter-node, converted to NVLS busBW/channel for NVLS.
+double channel_bw(const TuneScope& s, int f, int a) {
+  const GraphInputs& g = s.in.graphs[a];
+  const bool collnet = a == kAlgoCollNetDirect || a == kAlgoCollNetChain;
+  double bw = s.in.n_nodes <= 2 || collnet ? g.bw_intra : g.bw_inter;
+  if (a == kAlgoNvls || a == kAlgoNvlsTree) {
+    double intra_bw = g.bw_intra * kNvlsEfficiency[s.cc] * (g.n_channels - 1) / g.n_channels;
+    intra_bw *= f == kFuncAllReduce ? 2.0 : (s.ppn - 1) / s.ppn;
+    const double inter_bw = g.bw_inter * ((s.in.n_nodes <= 2 && a == kAlgoNvlsTree) ? 2.0 : 1.0);
+    bw = std::min({intra_bw, inter_bw,
+                   a == kAlgoNvlsTree ? s.per_ch_nvls_tree : std::numeric_limits<double>::max()});
+  }
+  return bw;
+}
+
+// NCCL: "Various model refinements" of busBw, and the CollNet/NVLS all-gather and
+// reduce-scatter disables.
+double refine_bus_bw(const TuneScope& s, int f, int a, int p, double bus_bw) {
+  const GraphInputs& g = s.in.graphs[a];
+  const bool collnet = a == kAlgoCollNetDirect || a == kAlgoCollNetChain;
+  if (a == kAlgoRing && p == kProtoLL) bus_bw = std::min(s.ll_max_bw, bus_bw * 0.5);
+  if (a == kAlgoRing && p == kProtoLL128)
+    bus_bw = std::min(bus_bw * 0.92, g.n_channels * s.per_ch_ring_ll128);
+  if (a == kAlgoTree && f == kFuncAllReduce)
+    bus_bw = std::min(bus_bw * 0.92, g.n_channels * s.per_ch_tree);
+  if (a == kAlgoTree && p == kProtoLL) bus_bw = std::min(bus_bw / 3.8, s.ll_max_bw);
+  if (a == kAlgoTree && p == kProtoLL128)
+    bus_bw = std::min(bus_bw * (s.in.n_nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0),
+                      g.n_channels * s.per_ch_tree_ll128);
+  if (a == kAlgoPat) bus_bw *= 0.75;
+  if (collnet && p != kProtoSimple) bus_bw = 0;
+  if (a == kAlgoCollNetDirect && p == kProtoSimple) {
+    if (is_ag_rs(f)) {
+      bus_bw = s.ppn * std::min(g.bw_intra, g.bw_inter * 0.9);
+    } else {
+      double factor = s.ppn / g.n_channels;  // GPUs per NIC
+      factor -= (factor - 1) / 2;
+      bus_bw /= factor;
+      if (s.cc >= kHopper) bus_bw *= 0.85;
+    }
+  }
+  // Across nodes, NVLS / CollNetDirect all-gather and reduce-scatter need a CollNet
+  // plugin with those collectives; the simulated fabric offers none.
+  if ((a == kAlgoNvls || a == kAlgoCollNetDirect) && is_ag_rs(f) && s.in.n_nodes > 1) bus_bw = 0;
+  return bus_bw;
+}
+
+// NCCL: "Convert bus BW to algorithm BW".
+double algo_bw(int f, int a, int n_ranks, int nsteps, double bus_bw) {
+  if (!(a != kAlgoRing && is_ag_rs(f))) {
+    const bool per_step = a == kAlgoRing || a == kAlgoNvls || a == kAlgoNvlsTree;
+    bus_bw *= per_step ? static_cast<double>(n_ranks) / nsteps : 0.5;
+  }
+  return bus_bw;
+}
+
+// NCCL: the ring's share of latencies[coll][a][p] (hwLat per step, netOverhead across nodes).
+double ring_latency(const TuneScope& s, int f, int p, int nsteps, double intra_lat,
+                    double inter_lat) {
+  const CommInputs& in = s.in;
+  const int n_nodes = in.n_nodes;
+  double hop = (kHwLat[s.hw][kAlgoRing][p] + (n_nodes == 1 ? in.intra_extra_us : 0.0)) *
+               (n_nodes == 1 ? in.intra_lat_scale : in.inter_lat_scale);
+  if (f == kFuncReduce || f == kFuncBroadcast) {
+    if (in.same_channels) return hop;
+    if (p == kProtoSimple)
+      hop = (kHwLat[s.hw][kAlgoTree][p] + (n_nodes == 1 ? in.intra_extra_us : 0.0)) *
+            (n_nodes == 1 ? in.intra_lat_scale : in.inter_lat_scale);
+    return nsteps * hop;
+  }
+  double overhead = 0;
+  if (n_nodes > 1) overhead = s.net_overhead * (p == kProtoSimple ? 3.0 : 1.0);
+  intra_lat = std::max(intra_lat, overhead);
+  const int inter_steps = n_nodes == 1 ? 0 : f == kFuncAllReduce ? 2 * (n_nodes - 1) : n_nodes - 1;
+  return (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
+}
+
+// NCCL: latencies[coll][a][p], baseLatencies plus each algorithm's intra- and inter-node hops.
+double latency(const TuneScope& s, int f, int a, int p, int nsteps) {
+  const CommInputs& in = s.in;
+  double lat = kBaseLat[a][p];
+  const double intra_lat = (kHwLat[s.intra_hw][a][p] + in.intra_extra_us) * in.intra_lat_scale;
+  // With ppn=1 latencies are fully exposed: the tree's network latency.
+  double inter_lat = s.ippn == 1 ? kHwLat[kHwNet][kAlgoTree][p] : kHwLat[kHwNet][a][p];
+  inter_lat += in.latency_inter_us;
+  if (p == kProtoSimple) inter_lat += in.latency_inter_us;  // flush
+  inter_lat *= in.inter_lat_scale;
+  const int ippn = s.ippn, log_nodes = s.log_nodes;
+  if (a == kAlgoRing) {
+    lat += ring_latency(s, f, p, nsteps, intra_lat, inter_lat);
+  } else if (a == kAlgoTree) {
+    if (f == kFuncAllReduce) lat += 2 * ((ippn - 1) * intra_lat + log_nodes * inter_lat);
+  } else if (a == kAlgoCollNetDirect) {
+    lat += 2 * (std::min(1, ippn - 1) * intra_lat + (ippn - 1) * 0.4) + inter_lat;
+  } else if (a == kAlgoCollNetChain) {
+    lat += 2 * (ippn - 1) * intra_lat + inter_lat;
+  } else if (a == kAlgoNvls) {
+    lat = intra_lat + (in.n_nodes > 1 ? inter_lat : 0.0);
+  } else if (a == kAlgoNvlsTree) {
+    lat += intra_lat + 2 * log_nodes * inter_lat;
+  } else if (a == kAlgoPat) {
+    lat += log_nodes * (inter_lat / 3.5) + in.n_ranks * 2.8;
+  }
+  return lat;
+}
+
+// NCCL: "Protocols/Algorithms enable/disable". NVLS needs its hardware, NVLSTree more than one
+// node, CollNet (and NVLS across nodes) in-network reduction, CollNetDirect NVSwitch; LL128
+// NCCL's auto rule.
+bool enabled(const CommInputs& in, int a, int p) {
+  const bool collnet = a == kAlgoCollNetDirect || a == kAlgoCollNetChain;
+  bool on = true;
+  if ((a == kAlgoNvls || a == kAlgoNvlsTree) && !in.nvls_supported) on = false;
+  if (a == kAlgoNvlsTree && in.n_nodes == 1) on = false;
+  if ((collnet || (a == kAlgoNvls && in.n_nodes > 1)) && !in.collnet_enabled) on = false;
+  if (a == kAlgoCollNetDirect && !in.nvls_supported) on = false;
+  if (p == kProtoLL128 && !in.ll128_enabled) on = false;
+  return on;
+}
+
+}  // namespace
+
+// NCCL: maxThreads (simpleDefaultThreads) and threadThresholds, its "per-thread amount of work
+// before we increase nThreads and nChannels".
+void NcclCostModel::set_thread_limits() {
   const GraphInputs& ring = in_.graphs[kAlgoRing];
   const int ring_simple_threads =
       ring.bw_intra * ring.n_channels <= kPciBw ? 256 : kSimpleMaxThreads;
@@ -153,139 +334,27 @@ void NcclCostModel::tune() {
   }
   max_threads_[kAlgoRing][kProtoSimple] = ring_simple_threads;
   max_threads_[kAlgoTree][kProtoSimple] = kSimpleMaxThreads;
-  thread_threshold_[kAlgoRing][kProtoLL] *= std::max(1, n_ranks);
+  thread_threshold_[kAlgoRing][kProtoLL] *= std::max(1, in_.n_ranks);
   thread_threshold_[kAlgoCollNetDirect][kProtoSimple] = 512;
   thread_threshold_[kAlgoCollNetChain][kProtoSimple] = 512;
+}
 
-  if (n_ranks <= 1 || n_nodes < 1) return;  // nothing to communicate: all unavailable
-
-  const int cc = std::clamp(in_.compcap, 0, 3);
-  const int scale = n_nodes <= 2 ? n_nodes - 1 : 2;
-  const int ll_row = n_nodes == 1 ? cc : (in_.cpu_amd ? 1 : 0);
-  const double ll_max_bw = kLlMaxBw[ll_row][scale];
-  const double per_ch_tree = kPerChMaxTreeBw[cc][scale];
-  const double per_ch_ring_ll128 = kPerChMaxRingLL128Bw[cc][scale];
-  const double per_ch_tree_ll128 = kPerChMaxTreeLL128Bw[cc][scale];
-  const double per_ch_nvls_tree = kPerChMaxNvlsTreeBw[cc][scale];
-  const double ppn = static_cast<double>(n_ranks) / n_nodes;
-  const int ippn = n_ranks / n_nodes;
-  const int intra_hw = in_.intra_nvlink ? kHwNvlink : kHwPci;
-  const int hw = n_nodes == 1 ? intra_hw : kHwNet;
-  const double net_overhead = in_.cpu_amd ? 2.0 : 1.0;
-
+// ncclTopoTuneModel: per (function, algorithm, protocol), NCCL's bandwidth and latency.
+void NcclCostModel::tune() {
+  set_thread_limits();
+  if (in_.n_ranks <= 1 || in_.n_nodes < 1) return;  // nothing to communicate: all unavailable
+  const TuneScope s = tune_scope(in_);
   for (int f = 0; f < kNumFuncs; ++f) {
-    const int nsteps = f == kFuncAllReduce ? 2 * (n_ranks - 1)
-                       : is_ag_rs(f)       ? n_ranks - 1
-                                           : n_ranks;
+    const int nsteps = ring_steps(f, in_.n_ranks);
     for (int a = 0; a < kNumAlgos; ++a) {
-      if ((f == kFuncBroadcast || f == kFuncReduce) && a != kAlgoRing) continue;
-      if (is_ag_rs(f) && a != kAlgoPat && a != kAlgoRing && a != kAlgoNvls &&
-          a != kAlgoCollNetDirect)
-        continue;
-      if (f == kFuncAllReduce && a == kAlgoPat) continue;
-      const GraphInputs& g = in_.graphs[a];
       for (int p = 0; p < kNumProtos; ++p) {
-        if ((a == kAlgoNvls || a == kAlgoNvlsTree) && p != kProtoSimple) continue;
-        if (a == kAlgoPat && (p != kProtoSimple || !in_.pat_enabled)) continue;
-        const bool collnet = a == kAlgoCollNetDirect || a == kAlgoCollNetChain;
-        double bw = n_nodes <= 2 || collnet ? g.bw_intra : g.bw_inter;
-        if (a == kAlgoNvls || a == kAlgoNvlsTree) {
-          if (g.n_channels < 2) continue;
-          double intra_bw = g.bw_intra * kNvlsEfficiency[cc] * (g.n_channels - 1) / g.n_channels;
-          intra_bw *= f == kFuncAllReduce ? 2.0 : (ppn - 1) / ppn;
-          const double inter_bw =
-              g.bw_inter * ((n_nodes <= 2 && a == kAlgoNvlsTree) ? 2.0 : 1.0);
-          bw = std::min({intra_bw, inter_bw,
-                         a == kAlgoNvlsTree ? per_ch_nvls_tree
-                                            : std::numeric_limits<double>::max()});
-        }
-        double bus_bw = g.n_channels * bw;
-
-        if (a == kAlgoRing && p == kProtoLL) bus_bw = std::min(ll_max_bw, bus_bw * 0.5);
-        if (a == kAlgoRing && p == kProtoLL128)
-          bus_bw = std::min(bus_bw * 0.92, g.n_channels * per_ch_ring_ll128);
-        if (a == kAlgoTree && f == kFuncAllReduce)
-          bus_bw = std::min(bus_bw * 0.92, g.n_channels * per_ch_tree);
-        if (a == kAlgoTree && p == kProtoLL) bus_bw = std::min(bus_bw / 3.8, ll_max_bw);
-        if (a == kAlgoTree && p == kProtoLL128)
-          bus_bw = std::min(bus_bw * (n_nodes == 1 ? 7.0 / 9.0 : 120.0 / 128.0),
-                            g.n_channels * per_ch_tree_ll128);
-        if (a == kAlgoPat) bus_bw *= 0.75;
-        if (collnet && p != kProtoSimple) bus_bw = 0;
-        if (a == kAlgoCollNetDirect && p == kProtoSimple) {
-          if (is_ag_rs(f)) {
-            bus_bw = ppn * std::min(g.bw_intra, g.bw_inter * 0.9);
-          } else {
-            double factor = ppn / g.n_channels;  // GPUs per NIC
-            factor -= (factor - 1) / 2;
-            bus_bw /= factor;
-            if (cc >= kHopper) bus_bw *= 0.85;
-          }
-        }
-        // Across nodes, NVLS / CollNetDirect all-gather and reduce-scatter need a CollNet
-        // plugin with those collectives; the simulated fabric offers none.
-        if ((a == kAlgoNvls || a == kAlgoCollNetDirect) && is_ag_rs(f) && n_nodes > 1)
-          bus_bw = 0;
-
-        if (!(a != kAlgoRing && is_ag_rs(f))) {
-          const bool per_step = a == kAlgoRing || a == kAlgoNvls || a == kAlgoNvlsTree;
-          bus_bw *= per_step ? static_cast<double>(n_ranks) / nsteps : 0.5;
-        }
-
-        double lat = kBaseLat[a][p];
-        double intra_lat = (kHwLat[intra_hw][a][p] + in_.intra_extra_us) * in_.intra_lat_scale;
-        double inter_lat =
-            ippn == 1 ? kHwLat[kHwNet][kAlgoTree][p] : kHwLat[kHwNet][a][p];
-        inter_lat += in_.latency_inter_us;
-        if (p == kProtoSimple) inter_lat += in_.latency_inter_us;  // flush
-        inter_lat *= in_.inter_lat_scale;
-        const int log_nodes = log2i(static_cast<uint64_t>(n_nodes));
-
-        if (a == kAlgoRing) {
-          double hop = (kHwLat[hw][a][p] + (n_nodes == 1 ? in_.intra_extra_us : 0.0)) *
-                       (n_nodes == 1 ? in_.intra_lat_scale : in_.inter_lat_scale);
-          if (f == kFuncReduce || f == kFuncBroadcast) {
-            if (in_.same_channels) {
-              lat += hop;
-            } else {
-              if (p == kProtoSimple)
-                hop = (kHwLat[hw][kAlgoTree][p] + (n_nodes == 1 ? in_.intra_extra_us : 0.0)) *
-                      (n_nodes == 1 ? in_.intra_lat_scale : in_.inter_lat_scale);
-              lat += nsteps * hop;
-            }
-          } else {
-            double overhead = 0;
-            if (n_nodes > 1) overhead = net_overhead * (p == kProtoSimple ? 3.0 : 1.0);
-            intra_lat = std::max(intra_lat, overhead);
-            const int inter_steps = n_nodes == 1             ? 0
-                                    : f == kFuncAllReduce ? 2 * (n_nodes - 1)
-                                                          : n_nodes - 1;
-            lat += (nsteps - inter_steps) * intra_lat + inter_steps * inter_lat;
-          }
-        } else if (a == kAlgoTree) {
-          if (f == kFuncAllReduce) lat += 2 * ((ippn - 1) * intra_lat + log_nodes * inter_lat);
-        } else if (a == kAlgoCollNetDirect) {
-          lat += 2 * (std::min(1, ippn - 1) * intra_lat + (ippn - 1) * 0.4) + inter_lat;
-        } else if (a == kAlgoCollNetChain) {
-          lat += 2 * (ippn - 1) * intra_lat + inter_lat;
-        } else if (a == kAlgoNvls) {
-          lat = intra_lat + (n_nodes > 1 ? inter_lat : 0.0);
-        } else if (a == kAlgoNvlsTree) {
-          lat += intra_lat + 2 * log_nodes * inter_lat;
-        } else if (a == kAlgoPat) {
-          lat += log_nodes * (inter_lat / 3.5) + n_ranks * 2.8;
-        }
-
-        // Enables: NVLS needs its hardware, NVLSTree more than one node, CollNet (and NVLS
-        // across nodes) in-network reduction, CollNetDirect NVSwitch; LL128 NCCL's auto rule.
-        bool enabled = true;
-        if ((a == kAlgoNvls || a == kAlgoNvlsTree) && !in_.nvls_supported) enabled = false;
-        if (a == kAlgoNvlsTree && n_nodes == 1) enabled = false;
-        if ((collnet || (a == kAlgoNvls && n_nodes > 1)) && !in_.collnet_enabled) enabled = false;
-        if (a == kAlgoCollNetDirect && !in_.nvls_supported) enabled = false;
-        if (p == kProtoLL128 && !in_.ll128_enabled) enabled = false;
+        if (!modelled(in_, f, a, p)) continue;
+        double bus_bw = in_.graphs[a].n_channels * channel_bw(s, f, a);
+        bus_bw = refine_bus_bw(s, f, a, p, bus_bw);
+        bus_bw = algo_bw(f, a, in_.n_ranks, nsteps, bus_bw);
+        const double lat = latency(s, f, a, p, nsteps);
         if (!std::isfinite(bus_bw) || bus_bw < 0) bus_bw = 0;
-        bw_[f][a][p] = enabled ? static_cast<float>(bus_bw) : 0.f;
+        bw_[f][a][p] = enabled(in_, a, p) ? static_cast<float>(bus_bw) : 0.f;
         lat_[f][a][p] = static_cast<float>(lat);
       }
     }

@@ -120,7 +120,8 @@ class NcclCostModel {
   int graph_channels(int algo) const { return in_.graphs[algo].n_channels; }
 
  private:
-  void tune();
+  void tune();               // ncclTopoTuneModel
+  void set_thread_limits();  // its maxThreads and threadThresholds
   CommInputs in_;
   float bw_[kNumFuncs][kNumAlgos][kNumProtos] = {};
   float lat_[kNumFuncs][kNumAlgos][kNumProtos] = {};

@@ -40,6 +40,59 @@ uint64_t worth_from_call(double prior_ratio) {
   return static_cast<uint64_t>(std::ceil(extra / saving));
 }
 
+// A candidate arm and its prior cost (+inf when the catalog has no estimate).
+struct Ranked {
+  double prior;
+  uint16_t arm;
+};
+
+// Probe order: prior, then arm index.
+bool by_prior(const Ranked& a, const Ranked& b) {
+  return a.prior < b.prior || (a.prior == b.prior && a.arm < b.arm);
+}
+
+// The reference the cut is measured from: the best positive prior, the default's included (an
+// engine may price its default at 0 = "not estimated"; that says nothing about the other arms).
+// +inf when no arm is priced.
+double best_positive_prior(const std::vector<Ranked>& challengers, const Ranked& def) {
+  double best_prior = INFINITY;
+  for (const Ranked& r : challengers) {
+    if (r.prior > 0) best_prior = std::min(best_prior, r.prior);
+  }
+  if (def.prior > 0) best_prior = std::min(best_prior, def.prior);
+  return best_prior;
+}
+
+// The state's candidates in probe order (see PolicyState's constructor): the default plus the
+// challengers with the lowest priors, up to max_candidates and the kPriorCutoff cut.
+std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, OpKind op, size_t n_arms,
+                                    uint64_t effective_bytes, int group_size, int max_candidates) {
+  const auto prior_of = [&](uint16_t arm) {
+    const double p = catalog.prior_cost_us(op, arm, effective_bytes, group_size);
+    return std::isnan(p) ? INFINITY : p;  // an arm without an estimate is tried last
+  };
+  std::vector<Ranked> ranked;
+  ranked.reserve(n_arms);
+  for (size_t a = 1; a < n_arms; ++a) {
+    ranked.push_back({prior_of(static_cast<uint16_t>(a)), static_cast<uint16_t>(a)});
+  }
+  std::sort(ranked.begin(), ranked.end(), by_prior);
+  const Ranked def{prior_of(kDefaultArm), kDefaultArm};
+  const double best_prior = best_positive_prior(ranked, def);
+  const bool priced = std::isfinite(best_prior);
+  const size_t others = static_cast<size_t>(std::max(max_candidates - 1, 0));
+  size_t keep = 0;
+  while (keep < ranked.size() && keep < others &&
+         (keep < static_cast<size_t>(kMinChallengers) || !priced ||
+          ranked[keep].prior <= kPriorCutoff * best_prior)) {
+    ++keep;  // sorted by prior: the first arm beyond the cut ends the list
+  }
+  ranked.resize(keep);
+  ranked.push_back(def);
+  std::sort(ranked.begin(), ranked.end(), by_prior);
+  return ranked;
+}
+
 }  // namespace
 
 PolicyState::PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const HeadConfig& head,
@@ -61,43 +114,8 @@ PolicyState::PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const 
     throw std::logic_error(std::string("arm catalog returned ") + std::to_string(arms.size()) +
                            " arms for op " + op_name(op) + " (accepted: 1..32767)");
   }
-  struct Ranked {
-    double prior;
-    uint16_t arm;
-  };
-  const auto prior_of = [&](uint16_t arm) {
-    const double p = catalog.prior_cost_us(op, arm, effective_bytes, group_size);
-    return std::isnan(p) ? INFINITY : p;  // an arm without an estimate is tried last
-  };
-  const auto by_prior = [](const Ranked& a, const Ranked& b) {
-    return a.prior < b.prior || (a.prior == b.prior && a.arm < b.arm);
-  };
-  std::vector<Ranked> ranked;
-  ranked.reserve(arms.size());
-  for (size_t a = 1; a < arms.size(); ++a) {
-    ranked.push_back({prior_of(static_cast<uint16_t>(a)), static_cast<uint16_t>(a)});
-  }
-  std::sort(ranked.begin(), ranked.end(), by_prior);
-  // The reference is the best positive prior, the default's included (an engine may price its
-  // default at 0 = "not estimated"; that says nothing about the other arms).
-  const Ranked def{prior_of(kDefaultArm), kDefaultArm};
-  double best_prior = INFINITY;
-  for (const Ranked& r : ranked) {
-    if (r.prior > 0) best_prior = std::min(best_prior, r.prior);
-  }
-  if (def.prior > 0) best_prior = std::min(best_prior, def.prior);
-  const bool priced = std::isfinite(best_prior);
-  const size_t others = static_cast<size_t>(std::max(head.max_candidates - 1, 0));
-  size_t keep = 0;
-  while (keep < ranked.size() && keep < others &&
-         (keep < static_cast<size_t>(kMinChallengers) || !priced ||
-          ranked[keep].prior <= kPriorCutoff * best_prior)) {
-    ++keep;  // sorted by prior: the first arm beyond the cut ends the list
-  }
-  ranked.resize(keep);
-  ranked.push_back(def);
-  std::sort(ranked.begin(), ranked.end(), by_prior);
-
+  const std::vector<Ranked> ranked = rank_candidates(catalog, op, arms.size(), effective_bytes,
+                                                     group_size, head.max_candidates);
   slot_of_arm_.assign(arms.size(), -1);
   slots_.reserve(ranked.size());
   for (const Ranked& r : ranked) {
@@ -111,8 +129,14 @@ PolicyState::PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const 
     slots_.push_back(s);
   }
   incumbent_ = default_slot_;
-  // What the prior says of each arm relative to the default (1 where it says nothing).
-  const double def_prior = def.prior;
+  set_prior_ratios();
+  cusum_.configure(head.cusum_threshold, head.cusum_drift);
+  if (warmup_calls_ == 0) begin_probing();
+}
+
+// What the prior says of each arm relative to the default (1 where it says nothing).
+void PolicyState::set_prior_ratios() {
+  const double def_prior = slots_[default_slot_].prior_us;
   for (ArmSlot& a : slots_) {
     const bool known = def_prior > 0 && std::isfinite(def_prior) && a.prior_us > 0 &&
                        std::isfinite(a.prior_us);
@@ -120,8 +144,6 @@ PolicyState::PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const 
     a.prior_extra_ratio = a.arm == kDefaultArm ? 0.0 : std::max(0.0, ratio - 1.0);
     a.worth_from_call = a.arm == kDefaultArm ? 0 : worth_from_call(ratio);
   }
-  cusum_.configure(head.cusum_threshold, head.cusum_drift);
-  if (warmup_calls_ == 0) begin_probing();
 }
 
 // Every live candidate has its need_ calls. Probe the one whose confidence interval will
@@ -263,9 +285,24 @@ void PolicyState::refresh_views() {
 
 void PolicyState::evaluate(const MeasureCost& measure) {
   refresh_views();  // also in warm-up and frozen: the views are what stats() reports
+  update_measure_rates(measure);
+  update_budget_view();
+  if (frozen_ || phase_ == LearnPhase::kWarmup) return;
+  update_tail();
+  const double keep = 1.0 - head_.switch_margin;  // a challenger wins below keep x the incumbent
+  if (phase_ == LearnPhase::kProbing) {
+    evaluate_probing(keep);
+  } else {
+    evaluate_exploit(keep);
+  }
+  runner_up_ = phase_ == LearnPhase::kExploit ? pick_runner_up() : -1;
+}
+
+// What measuring costs, from the last round: the fraction of calls whose measuring costs
+// `overhead` of the state's time (a round each while sparse; all of them once a round per K
+// calls fits), before and after settling, and a probe's share of a round.
+void PolicyState::update_measure_rates(const MeasureCost& measure) {
   const double center = slots_[incumbent_].view.center;
-  // The fraction of calls whose measuring costs `overhead` of the state's time: a round each
-  // while sparse; all of them once a round per K calls fits.
   auto fraction = [&](double overhead) -> uint32_t {
     if (!(measure.round_us > 0) || !(center > 0)) return kPpmOne;
     const double f = overhead * center / measure.round_us;
@@ -274,92 +311,118 @@ void PolicyState::evaluate(const MeasureCost& measure) {
   watch_ppm_ = fraction(kWatchOverhead);
   learning_ppm_ = fraction(kLearningOverhead);
   probe_measure_us_ = measure.round_us / std::max(measure.round_calls, 1);
-  update_budget_view();
-  if (frozen_ || phase_ == LearnPhase::kWarmup) return;
-  update_tail();
-  const double keep = 1.0 - head_.switch_margin;
+}
 
-  if (phase_ == LearnPhase::kProbing) {
-    const ArmSlot* inc = &slots_[incumbent_];
-    const bool inc_ready = inc->stats.count() >= need_;
-    if (inc_ready) {  // switch to the confidently cheapest challenger, if any
-      const double inc_lcb = inc->view.center - inc->view.half_width;
-      int best = -1;
-      for (int i = 0; i < num_slots(); ++i) {
-        const ArmSlot& c = slots_[i];
-        if (i == incumbent_ || c.unavailable || c.stats.count() < need_) continue;
-        const double m = c.view.center;
-        if (m < inc->view.center * keep && m + c.view.half_width < inc_lcb &&
-            (best < 0 || m < slots_[best].view.center)) {
-          best = i;
-        }
-      }
-      if (best >= 0) {
-        incumbent_ = best;
-        slots_[best].eliminated = false;
-        inc = &slots_[best];
-      }
-    }
-    const double inc_center = inc->view.center;
-    const double inc_ucb = inc_center + inc->view.half_width;
-    const uint32_t cap = static_cast<uint32_t>(head_.min_samples) * kProbeCapFactor;
-    bool all_resolved = true;
-    for (int i = 0; i < num_slots(); ++i) {
-      ArmSlot& c = slots_[i];
-      c.resolved = false;
-      if (i == incumbent_ || c.unavailable) continue;
-      if (hopeless(c, *inc)) c.eliminated = true;
-      const bool ready = inc_ready && c.stats.count() >= need_;
-      const double c_lcb = c.view.center - c.view.half_width;
-      if (ready && c_lcb > inc_ucb) c.eliminated = true;
-      // A gated probe whose cost never comes (an engine that could not time it) is not waited
-      // for forever.
-      if (awaiting(c) && ++c.waited > kMaxWaitRounds) c.gated = false;
-      // Resolved: confidently worse, or confidently unable to beat the incumbent by the margin,
-      // or probed up to the cap without a verdict, or parked by a focused re-open, or not worth a
-      // first probe yet (deferred: woken once the state has lived long enough).
-      const double c_lower = c.view.center - c.view.half_width * (kResolveZ / kConfidenceZ);
-      c.resolved = c.eliminated || c.parked || c.deferred || c.issued >= cap ||
-                   (ready && c_lower >= inc_center * keep);
-      all_resolved = all_resolved && c.resolved;
-    }
-    if (all_resolved && inc_ready) {
-      if (!unpark_if_inconclusive()) converge();
-    }
-  } else {
-    // Runner-up re-check: its recent costs (received since convergence) against the incumbent.
-    // The median's standard error is ~1.25 s/sqrt(k); only a confident gain beyond the margin
-    // re-opens probing, so a near-equal runner-up does not make the state flap.
-    if (runner_up_ >= 0 && slots_[runner_up_].confirm) {
-      // An arm eliminated on a single cost in a heavy-tailed state gets one more: the first may
-      // have been an outlier that the state's first costs did not yet show to be possible.
-      ArmSlot& r = slots_[runner_up_];
-      if (r.stats.count() >= 2) {
-        r.confirm = false;
-        if (!hopeless(r, slots_[incumbent_])) reopen_focused(runner_up_, 0, false);
-      }
-    } else if (runner_up_ >= 0) {
-      const ArmSlot& r = slots_[runner_up_];
-      const ArmSlot& inc = slots_[incumbent_];
-      const uint32_t need =
-          std::min<uint32_t>(need_, static_cast<uint32_t>(SampleWindow::kCapacity));
-      if (r.fresh >= need && inc.stats.count() >= need_) {
-        const int k = static_cast<int>(std::min<uint32_t>(r.fresh, SampleWindow::kCapacity));
-        const RobustSummary rs = r.window.summary_recent(k);
-        const double sd = std::max(kMadToSigma * rs.mad, inc.view.robust_sigma);
-        const double ucb = rs.median + kConfidenceZ * 1.2533 * sd / std::sqrt(k);
-        // Re-probe afresh: the runner-up's costs since convergence may straddle the change.
-        if (ucb < inc.view.center * keep) reopen_focused(runner_up_, 0, false);
-      }
-    }
-    if (phase_ == LearnPhase::kExploit) rollback_if_default_cheaper();
-    if (phase_ == LearnPhase::kExploit) wake_deferred();
-    if (phase_ == LearnPhase::kExploit && !settled_ &&
-        calls_ >= quiet_since_ + static_cast<uint64_t>(head_.settle_calls)) {
-      settle();
+// A probing round: switch to a confidently cheaper challenger, eliminate and resolve the others,
+// and converge once all are resolved.
+void PolicyState::evaluate_probing(double keep) {
+  const bool inc_ready = slots_[incumbent_].stats.count() >= need_;
+  if (inc_ready) switch_to_cheapest(keep);
+  const bool all_resolved = resolve_challengers(inc_ready, keep);
+  if (all_resolved && inc_ready) {
+    if (!unpark_if_inconclusive()) converge();
+  }
+}
+
+// The cheapest challenger that confidently beats the incumbent by the margin (its upper bound
+// below the incumbent's lower bound) takes over, if there is one.
+void PolicyState::switch_to_cheapest(double keep) {
+  const ArmSlot& inc = slots_[incumbent_];
+  const double inc_lcb = inc.view.center - inc.view.half_width;
+  int best = -1;
+  for (int i = 0; i < num_slots(); ++i) {
+    const ArmSlot& c = slots_[i];
+    if (i == incumbent_ || c.unavailable || c.stats.count() < need_) continue;
+    const double m = c.view.center;
+    if (m < inc.view.center * keep && m + c.view.half_width < inc_lcb &&
+        (best < 0 || m < slots_[best].view.center)) {
+      best = i;
     }
   }
-  runner_up_ = phase_ == LearnPhase::kExploit ? pick_runner_up() : -1;
+  if (best >= 0) {
+    incumbent_ = best;
+    slots_[best].eliminated = false;
+  }
+}
+
+// Eliminates the challengers that are hopeless or confidently worse, and marks which are
+// resolved; true when all are.
+bool PolicyState::resolve_challengers(bool inc_ready, double keep) {
+  const ArmSlot& inc = slots_[incumbent_];
+  const double inc_center = inc.view.center;
+  const double inc_ucb = inc_center + inc.view.half_width;
+  const uint32_t cap = static_cast<uint32_t>(head_.min_samples) * kProbeCapFactor;
+  bool all_resolved = true;
+  for (int i = 0; i < num_slots(); ++i) {
+    ArmSlot& c = slots_[i];
+    c.resolved = false;
+    if (i == incumbent_ || c.unavailable) continue;
+    if (hopeless(c, inc)) c.eliminated = true;
+    const bool ready = inc_ready && c.stats.count() >= need_;
+    const double c_lcb = c.view.center - c.view.half_width;
+    if (ready && c_lcb > inc_ucb) c.eliminated = true;
+    // A gated probe whose cost never comes (an engine that could not time it) is not waited
+    // for forever.
+    if (awaiting(c) && ++c.waited > kMaxWaitRounds) c.gated = false;
+    // Resolved: confidently worse, or confidently unable to beat the incumbent by the margin,
+    // or probed up to the cap without a verdict, or parked by a focused re-open, or not worth a
+    // first probe yet (deferred: woken once the state has lived long enough).
+    const double c_lower = c.view.center - c.view.half_width * (kResolveZ / kConfidenceZ);
+    c.resolved = c.eliminated || c.parked || c.deferred || c.issued >= cap ||
+                 (ready && c_lower >= inc_center * keep);
+    all_resolved = all_resolved && c.resolved;
+  }
+  return all_resolved;
+}
+
+// An exploiting round: re-check the runner-up and the default, wake deferred arms, and settle
+// once the state has been quiet for settle_calls.
+void PolicyState::evaluate_exploit(double keep) {
+  recheck_runner_up(keep);
+  if (phase_ == LearnPhase::kExploit) rollback_if_default_cheaper();
+  if (phase_ == LearnPhase::kExploit) wake_deferred();
+  if (phase_ == LearnPhase::kExploit && !settled_ &&
+      calls_ >= quiet_since_ + static_cast<uint64_t>(head_.settle_calls)) {
+    settle();
+  }
+}
+
+// Runner-up re-check: its recent costs (received since convergence) against the incumbent.
+// Only a confident gain beyond the margin re-opens probing, so a near-equal runner-up does not
+// make the state flap.
+void PolicyState::recheck_runner_up(double keep) {
+  if (runner_up_ < 0) return;
+  ArmSlot& r = slots_[runner_up_];
+  if (r.confirm) {
+    // An arm eliminated on a single cost in a heavy-tailed state gets one more: the first may
+    // have been an outlier that the state's first costs did not yet show to be possible.
+    if (r.stats.count() >= 2) {
+      r.confirm = false;
+      if (!hopeless(r, slots_[incumbent_])) reopen_focused(runner_up_, 0, false);
+    }
+    return;
+  }
+  const ArmSlot& inc = slots_[incumbent_];
+  // Re-probe afresh: the runner-up's costs since convergence may straddle the change.
+  if (fresh_enough(r, inc) && fresh_median_ucb(r, inc) < inc.view.center * keep) {
+    reopen_focused(runner_up_, 0, false);
+  }
+}
+
+// `a` has costs enough since convergence (need_, at most a window) to be re-checked against
+// the incumbent, which has need_ of its own.
+bool PolicyState::fresh_enough(const ArmSlot& a, const ArmSlot& inc) const {
+  const uint32_t need = std::min<uint32_t>(need_, static_cast<uint32_t>(SampleWindow::kCapacity));
+  return a.fresh >= need && inc.stats.count() >= need_;
+}
+
+// Upper confidence bound of the median of `a`'s costs since convergence (at most a window), with
+// a spread no smaller than the incumbent's robust one.
+double PolicyState::fresh_median_ucb(const ArmSlot& a, const ArmSlot& inc) const {
+  const int k = static_cast<int>(std::min<uint32_t>(a.fresh, SampleWindow::kCapacity));
+  const RobustSummary rs = a.window.summary_recent(k);
+  const double sd = std::max(kMadToSigma * rs.mad, inc.view.robust_sigma);
+  return rs.median + kConfidenceZ * kMedianSeRatio * sd / std::sqrt(k);
 }
 
 void PolicyState::converge() {
@@ -395,12 +458,8 @@ void PolicyState::rollback_if_default_cheaper() {
   if (incumbent_ == default_slot_) return;
   const ArmSlot& def = slots_[default_slot_];
   const ArmSlot& inc = slots_[incumbent_];
-  const uint32_t need = std::min<uint32_t>(need_, static_cast<uint32_t>(SampleWindow::kCapacity));
-  if (def.fresh < need || inc.stats.count() < need_) return;
-  const int k = static_cast<int>(std::min<uint32_t>(def.fresh, SampleWindow::kCapacity));
-  const RobustSummary rs = def.window.summary_recent(k);
-  const double sd = std::max(kMadToSigma * rs.mad, inc.view.robust_sigma);
-  const double ucb = rs.median + kConfidenceZ * 1.2533 * sd / std::sqrt(k);
+  if (!fresh_enough(def, inc)) return;
+  const double ucb = fresh_median_ucb(def, inc);
   if (!(ucb < inc.view.center * (1.0 - head_.switch_margin))) {
     // The incumbent holds: check less often (a fresh set of the default's costs next time).
     slots_[default_slot_].fresh = 0;

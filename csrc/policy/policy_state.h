@@ -88,6 +88,9 @@ static_assert(kRecoveryArms >= 2, "the incumbent and a challenger are always re-
 // incumbent is now: e.g. congestion tripled the incumbent's cost. Smaller shifts, and false
 // alarms, leave the incumbent in place until a challenger confidently beats it.
 constexpr double kProvisionalShift = 0.2;
+// sqrt(pi/2), rounded: a normal sample's median has this many times its mean's standard error.
+// The runner-up re-check and the rollback check bound a median of recent costs with it.
+constexpr double kMedianSeRatio = 1.2533;
 
 // --- Do no harm -------------------------------------------------------------------------------
 // The prior's ratio of an arm's cost to the default's is treated as the median of a log-normal
@@ -297,7 +300,17 @@ class PolicyState {
     return default_slot_;
   }
   int widest_target() const;
-  void refresh_views();  // views of arms whose costs arrived since the last refresh
+  void set_prior_ratios();  // each arm's prior cost relative to the default's (constructor)
+  void refresh_views();     // views of arms whose costs arrived since the last refresh
+  // The phases of evaluate().
+  void update_measure_rates(const MeasureCost& measure);
+  void evaluate_probing(double keep);
+  void switch_to_cheapest(double keep);
+  bool resolve_challengers(bool inc_ready, double keep);
+  void evaluate_exploit(double keep);
+  void recheck_runner_up(double keep);
+  bool fresh_enough(const ArmSlot& a, const ArmSlot& inc) const;
+  double fresh_median_ucb(const ArmSlot& a, const ArmSlot& inc) const;
   void converge();
   void settle();
   void unsettle();

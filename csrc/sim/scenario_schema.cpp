@@ -356,6 +356,61 @@ Key learner() {
       .absent("each role's defaults");
 }
 
+Key congestion() {
+  using S = CongestionSpec;
+  const SchemaNode episode = inline_object("", "", {
+      integer("from_step", &S::from_step, 0, kMaxSteps, "the episode's first step").required(),
+      integer("to_step", &S::to_step, 1, kMaxSteps, "the step after its last").required(),
+      choice("link", &S::link, {kIntraLinks, kInterLinks},
+             "the link class hit: inside nodes or between them").required(),
+      number("bw_factor", &S::bw_factor, 0, kMaxFactor,
+             "multiplies the class's bandwidth").above_min().required(),
+      number("lat_factor", &S::lat_factor, 0, kMaxFactor,
+             "multiplies its per-hop latency").above_min(),
+  });
+  return list("congestion", &ScenarioSpec::congestion, episode,
+              "episodes that cut a link class's bandwidth for a range of steps; overlaps multiply")
+      .absent("none");
+}
+
+Key channel_model() {
+  using S = ChannelModelSpec;
+  return object("channel_model", &ScenarioSpec::channel_model, "how the real cost depends on "
+                "the channel count (the defaults are NCCL's assumption: linear, no per-channel "
+                "cost)", {
+      number("saturation", &S::saturation, 0, 1,
+             "bandwidth stops growing past this fraction of the channels").above_min(),
+      number("contention", &S::contention, 0, 0.99,
+             "bandwidth lost when every channel past that knee runs, as a fraction"),
+      number("lat_per_channel_us", &S::lat_per_channel_us, 0, kMaxValue,
+             "fixed cost of each channel used, us"),
+  });
+}
+
+// Giving the list, even empty, turns the derived caps off.
+Key channel_caps() {
+  using S = ScenarioSpec;
+  return list("channel_caps", &S::channel_caps, scalar_entry(T::kInteger, int64_t{1}, int64_t{64}),
+              "channel caps offered as arms, for Simple and LL128; [] = none")
+      .absent("a quarter and a half of the group's channel count")
+      .placed([](void* t, const std::string&) -> void* {
+        as<S>(t).derive_channel_caps = false;
+        return &as<S>(t).channel_caps;
+      });
+}
+
+Key consensus() {
+  using S = ScenarioSpec;
+  return inline_object("consensus", "how costs reach the learner (the product's round scheduler)", {
+      integer("round_calls", &S::round_calls, 1, 65536,
+              "learned calls of a group per consensus round (applied one round later)"),
+      integer("ranks_sampled", &S::ranks_sampled, 1, 64,
+              "the learner is told the minimum cost over this many ranks"),
+      number("round_cost_us", &S::round_cost_us, 0, 1e9,
+             "what one round's control-plane all-reduce costs the job, us"),
+  });
+}
+
 SchemaNode build() {
   using S = ScenarioSpec;
   return inline_object("", "a scenario", {
@@ -389,44 +444,10 @@ SchemaNode build() {
       number("overlap", &S::overlap, 0, 1,
              "share of the group's previous call a call's measured time includes (it queued "
              "behind it: asynchronous calls in flight together)"),
-      list("congestion", &S::congestion, inline_object("", "", {
-          integer("from_step", &CongestionSpec::from_step, 0, kMaxSteps,
-                  "the episode's first step").required(),
-          integer("to_step", &CongestionSpec::to_step, 1, kMaxSteps,
-                  "the step after its last").required(),
-          choice("link", &CongestionSpec::link, {kIntraLinks, kInterLinks},
-                 "the link class hit: inside nodes or between them").required(),
-          number("bw_factor", &CongestionSpec::bw_factor, 0, kMaxFactor,
-                 "multiplies the class's bandwidth").above_min().required(),
-          number("lat_factor", &CongestionSpec::lat_factor, 0, kMaxFactor,
-                 "multiplies its per-hop latency").above_min(),
-      }), "episodes that cut a link class's bandwidth for a range of steps; overlaps multiply")
-          .absent("none"),
-      object("channel_model", &S::channel_model, "how the real cost depends on the channel "
-             "count (the defaults are NCCL's assumption: linear, no per-channel cost)", {
-          number("saturation", &ChannelModelSpec::saturation, 0, 1,
-                 "bandwidth stops growing past this fraction of the channels").above_min(),
-          number("contention", &ChannelModelSpec::contention, 0, 0.99,
-                 "bandwidth lost when every channel past that knee runs, as a fraction"),
-          number("lat_per_channel_us", &ChannelModelSpec::lat_per_channel_us, 0, kMaxValue,
-                 "fixed cost of each channel used, us"),
-      }),
-      // Giving the list, even empty, turns the derived caps off.
-      list("channel_caps", &S::channel_caps, scalar_entry(T::kInteger, int64_t{1}, int64_t{64}),
-           "channel caps offered as arms, for Simple and LL128; [] = none")
-          .absent("a quarter and a half of the group's channel count")
-          .placed([](void* t, const std::string&) -> void* {
-            as<S>(t).derive_channel_caps = false;
-            return &as<S>(t).channel_caps;
-          }),
-      inline_object("consensus", "how costs reach the learner (the product's round scheduler)", {
-          integer("round_calls", &S::round_calls, 1, 65536,
-                  "learned calls of a group per consensus round (applied one round later)"),
-          integer("ranks_sampled", &S::ranks_sampled, 1, 64,
-                  "the learner is told the minimum cost over this many ranks"),
-          number("round_cost_us", &S::round_cost_us, 0, 1e9,
-                 "what one round's control-plane all-reduce costs the job, us"),
-      }),
+      congestion(),
+      channel_model(),
+      channel_caps(),
+      consensus(),
       learner(),
       choice("expect", &S::expect, {"gain", "no_gain"}, "which targets apply")
           .absent("judged from the run: gain when the oracle is below 99% of NCCL's default"),
