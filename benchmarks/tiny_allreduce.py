@@ -4,12 +4,15 @@ machine noise hits all four alike.
 
     torchrun --standalone --nproc-per-node=4 benchmarks/tiny_allreduce.py [--rounds 30]
 
-Prints the median per-call time of each and its ratios to gloo and to frozen (targets:
-learn/gloo <= 1.03, learn/frozen <= 1.01).
+Prints (bench_output.py's format) the median per-call time of each and its ratios to gloo and to
+frozen (targets: learn/gloo <= 1.03, learn/frozen <= 1.01). After the timed rounds, one untimed
+call per group all-reduces rank-dependent integers whose sum is exact: #wrong counts the
+elements that differ from it, and the exit status is 1 if any did.
 """
 
 import argparse
 import statistics
+import sys
 import time
 
 import torch
@@ -18,6 +21,8 @@ import torch.distributed as dist
 import dynamiccl_pg
 from dynamiccl_pg.backend import backend_of
 from dynamiccl_pg.policy_schema import ENGINES
+
+from bench_output import WRONG, Column, Report, count_wrong, pattern, summed
 
 
 def per_call_us(group, calls: int) -> float:
@@ -29,6 +34,14 @@ def per_call_us(group, calls: int) -> float:
     return (time.perf_counter() - start) / calls * 1e6
 
 
+def wrong_elements(group) -> int:
+    """One call on rank-dependent integers: how many elements differ from their exact sum."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    t = pattern(rank, 1, world)
+    dist.all_reduce(t, group=group)
+    return count_wrong(t, summed(1, world))
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=30)
@@ -37,6 +50,14 @@ def main() -> None:
     args = p.parse_args()
 
     dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out = Report(sys.stdout if rank == 0 else None)
+    out.header("tiny all-reduce: per-call time, 4 bytes, CPU", {
+        "ranks": world, "size": "4 bytes (1 float32, sum)",
+        "rounds": f"{args.rounds} x {args.calls} calls per group, interleaved",
+        "warmup": f"{args.warmup} learn-mode calls, then 500 calls per other group",
+        "us/call": "median of per-round means; /gloo, /frozen: its ratio to theirs",
+        "check": "after the rounds, one untimed call per group on rank-dependent integers"})
     groups = {
         "gloo": dist.new_group(backend="gloo"),
         "dynamiccl-off": dist.new_group(backend="dynamiccl",
@@ -56,20 +77,25 @@ def main() -> None:
     for _ in range(args.rounds):
         for name, g in groups.items():
             samples[name].append(per_call_us(g, args.calls))
-    if dist.get_rank() == 0:
-        med = {name: statistics.median(v) for name, v in samples.items()}
-        print(f"tiny all-reduce, 4 bytes, {dist.get_world_size()} ranks, {args.rounds} rounds x "
-              f"{args.calls} calls, median of per-round means")
-        for name, v in med.items():
-            print(f"  {name:<16} {v:9.1f} us/call   ratio to gloo {v / med['gloo']:.3f}   "
-                  f"to frozen {v / med['dynamiccl-frozen']:.3f}")
-        for name in ("dynamiccl-learn", "dynamiccl-frozen"):
-            for st in dynamiccl_pg.stats(groups[name])["states"]["cpu"]:
-                if st["op"] == "allreduce":
-                    print(f"  {name}: size_bin {st['size_bin']} -> {st['incumbent']} "
-                          f"({st['phase']}, {st['probes']} probes, {st['measured_calls']} of "
-                          f"{st['calls']} calls measured)")
+    # What learning settled on, before the checking calls add one call to each state.
+    learned = {name: [st for st in dynamiccl_pg.stats(groups[name])["states"]["cpu"]
+                      if st["op"] == "allreduce"]
+               for name in ("dynamiccl-learn", "dynamiccl-frozen")}
+    wrong = torch.tensor([wrong_elements(g) for g in groups.values()])
+    dist.all_reduce(wrong)  # on the default (plain gloo) group: every rank's count
+    med = {name: statistics.median(v) for name, v in samples.items()}
+    out.columns(Column("group", "s", 16), Column("us/call", ".1f", 9), Column("/gloo", ".3f"),
+                Column("/frozen", ".3f"), Column(WRONG, "d"))
+    for (name, v), w in zip(med.items(), wrong.tolist()):
+        out.row(name, v, v / med["gloo"], v / med["dynamiccl-frozen"], w, checked=world)
+    for name, states in learned.items():
+        for st in states:
+            out.note(f"{name}: size_bin {st['size_bin']} -> {st['incumbent']} "
+                     f"({st['phase']}, {st['probes']} probes, {st['measured_calls']} of "
+                     f"{st['calls']} calls measured)")
+    status = out.footer() if rank == 0 else int(wrong.sum() > 0)
     dist.destroy_process_group()
+    sys.exit(status)
 
 
 if __name__ == "__main__":
