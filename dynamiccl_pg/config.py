@@ -55,33 +55,50 @@ ROUND_CALLS_RANGE = (1, 65536)
 DECISION_LOG_RANGE = (0, 1 << 20)
 LOSS_STALL_ROUNDS_RANGE = (1, 1000000)
 
+# The core's defaults (csrc/backend/config.h, the learner's), as the README's table shows them:
+# 0/1 for switches, fractions with two decimals where that is exact (0.10).
+CORE_DEFAULTS = _C.backend_defaults()
+
+
+def _core_default(key: str) -> str:
+    value = CORE_DEFAULTS[key]
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float) and float(f"{value:.2f}") == value:
+        return f"{value:.2f}"
+    return str(value)
+
+
 # name: (default, description) — the README's configuration table mirrors this.
 ENV_VARS = {
-    "DYNAMICCL_MODE": ("learn", "learn | frozen | off"),
-    "DYNAMICCL_ROUND_CALLS": ("16", "learned calls between consensus rounds (K), "
-                              "%d..%d" % ROUND_CALLS_RANGE),
-    "DYNAMICCL_COST_REDUCE": ("auto", "per-rank durations -> cost: auto (max on CPU, min on NCCL) "
-                              "| min | max"),
+    "DYNAMICCL_MODE": (_core_default("mode"), "learn | frozen | off"),
+    "DYNAMICCL_ROUND_CALLS": (_core_default("round_calls"), "learned calls between consensus "
+                              "rounds (K), %d..%d" % ROUND_CALLS_RANGE),
+    "DYNAMICCL_COST_REDUCE": (_core_default("cost_reduce"), "per-rank durations -> cost: auto "
+                              "(max on CPU, min on NCCL) | min | max"),
     "DYNAMICCL_FORCE": ("", "pin ops to arms on every rank, e.g. allreduce:ring;allgather:rd"),
     "DYNAMICCL_ROLE_MAP": ("", "map group descriptions to roles, e.g. my_tp_group=tp;emb=dp"),
     "DYNAMICCL_POLICY": ("", "policy JSON to load at group creation (warm start); must exist"),
     "DYNAMICCL_TRACE": ("", "path prefix in an existing, writable folder: write "
                         "<prefix>.rank<N>.jsonl and .trace.json at exit"),
-    "DYNAMICCL_CHECK": ("0", "1: before each collective, check that every rank issues the same "
-                        "one (op, dtype, sizes, root); also on with "
+    "DYNAMICCL_CHECK": (_core_default("check_calls"), "1: before each collective, check that "
+                        "every rank issues the same one (op, dtype, sizes, root); also on with "
                         "TORCH_DISTRIBUTED_DEBUG=DETAIL"),
     "DYNAMICCL_SUMMARY": ("0", "1: print the learned-policy summary on rank 0 at exit"),
-    "DYNAMICCL_DECISION_LOG": ("65536", "decisions kept per group for decision_log(), "
-                               "%d..%d" % DECISION_LOG_RANGE),
-    "DYNAMICCL_REGRET_BUDGET": ("0.01", "do no harm: what learning may cost over the engine "
-                                "default, fraction of a state's time, 0 < x <= 1 (every head)"),
+    "DYNAMICCL_DECISION_LOG": (_core_default("decision_log"), "decisions kept per group for "
+                               "decision_log(), %d..%d" % DECISION_LOG_RANGE),
+    "DYNAMICCL_REGRET_BUDGET": (_core_default("regret_budget"), "do no harm: what learning may "
+                                "cost over the engine default, fraction of a state's time, "
+                                "0 < x <= 1 (every head)"),
     "DYNAMICCL_HEADS": ("", "per-head learner settings, e.g. tp.regret_budget=0.005;"
                         "all.settle_calls=512 (python -m dynamiccl_pg config lists the keys)"),
-    "DYNAMICCL_STEP_REGRESSION": ("0.10", "guard: step-time regression that freezes exploration, "
-                                  "a finite number > 0"),
-    "DYNAMICCL_LOSS_STALL_ROUNDS": ("20", "guard: rounds without loss progress while exploring, "
+    "DYNAMICCL_STEP_REGRESSION": (_core_default("step_regression"), "guard: step-time regression "
+                                  "that freezes exploration, a finite number > 0"),
+    "DYNAMICCL_LOSS_STALL_ROUNDS": (_core_default("loss_stall_rounds"), "guard: rounds without "
+                                    "loss progress while exploring, "
                                     "%d..%d" % LOSS_STALL_ROUNDS_RANGE),
-    "DYNAMICCL_NCCL_PLUGIN": ("1", "1: point NCCL at the tuner plugin (CUDA); 0: do not"),
+    "DYNAMICCL_NCCL_PLUGIN": (_core_default("nccl_tuning"), "1: point NCCL at the tuner plugin "
+                              "(CUDA); 0: do not"),
     "DYNAMICCL_TOPOLOGY": ("", "what NCCL's cost model assumes of the cluster, overriding what the "
                            "ranks detect: nodes=4,gpus=8,intra=nvlink:450,inter=ib:50,gpu=hopper"),
     "DYNAMICCL_TEST_SLOW_ARM": ("", "tests only: ARM:MICROSECONDS delays every CPU call run on "
@@ -89,9 +106,9 @@ ENV_VARS = {
     "DYNAMICCL_EMULATE_NCCL": ("", "a simulator scenario file: CPU tensors take the NCCL branch, "
                                "run by an emulated NCCL on the scenario's cluster and truth "
                                "(tests and demos without a GPU)"),
-    "DYNAMICCL_EMULATE_NCCL_VERSION": ("2.28", "the NCCL release the emulated NCCL behaves as "
-                                       "towards the tuner: 2.28 (ABI v5) | 2.30 (ABI v6 first, "
-                                       "getChunkSize)"),
+    "DYNAMICCL_EMULATE_NCCL_VERSION": (_C.EMULATED_NCCL_DEFAULT_RELEASE, "the NCCL release the "
+                                       "emulated NCCL behaves as towards the tuner: 2.28 (ABI v5) "
+                                       "| 2.30 (ABI v6 first, getChunkSize)"),
     "DYNAMICCL_EMULATE_NCCL_FAULT": ("", "tests only, on the ranks it is set on: no_plugin (that "
                                      "rank's emulated NCCL does not load the tuner) or "
                                      "unavailable=ALGO/PROTO[,ALGO/PROTO...]"),

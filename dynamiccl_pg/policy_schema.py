@@ -23,11 +23,14 @@ _NCCL_ARM_FORM = (f"default, or ALGO/PROTO or ALGO/PROTO/cN with ALGO one of "
                   f"{', '.join(VOCABULARY['nccl_protos'])}, N 1..{VOCABULARY['nccl_max_channels']}")
 _UINT64_MAX = (1 << 64) - 1
 
-# Keys of each object, every one required (save_policy writes them all).
-_TOP_KEYS = ("format", "fingerprint", "groups")
-_GROUP_KEYS = ("group_size", "group_desc", "engines")
-_STATE_KEYS = ("role", "op", "size_bin", "incumbent", "converged", "arms")
-_ARM_KEYS = ("name", "samples", "mean_us", "m2", "eliminated")
+# Keys of each object, every one required (save_policy writes them all); defined once, in the
+# core (csrc/policy/learner.h), which writes and reads the snapshots.
+KEYS = {level: tuple(keys) for level, keys in _C.policy_keys().items()}
+_TOP_KEYS = KEYS["file"]
+_GROUP_KEYS = KEYS["group"]
+_SNAPSHOT_KEYS = KEYS["snapshot"]
+_STATE_KEYS = KEYS["state"]
+_ARM_KEYS = KEYS["arm"]
 
 
 class PolicyError(ValueError):
@@ -108,7 +111,7 @@ def _short(value) -> str:
 
 
 def _check_states(c: _Checker, snap, path: str, engine: str) -> None:
-    states = c.lst(c.obj(snap, path, ("states",))["states"], _child(path, "states"))
+    states = c.lst(c.obj(snap, path, _SNAPSHOT_KEYS)["states"], _child(path, "states"))
     seen = {}
     for i, state in enumerate(states):
         at = _child(_child(path, "states"), i)

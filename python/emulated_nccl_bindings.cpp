@@ -42,6 +42,14 @@ emulated_nccl::NcclRelease parse_release(const std::string& name) {
                         accepted);
 }
 
+// The name of the release EmulationConfig defaults to.
+std::string default_release() {
+  for (const auto& [n, r] : kReleases) {
+    if (r == emulated_nccl::EmulationConfig{}.release) return n;
+  }
+  return "";
+}
+
 }  // namespace
 
 void bind_emulated_nccl(py::module_& m) {
@@ -75,7 +83,7 @@ void bind_emulated_nccl(py::module_& m) {
            py::arg("rank"), py::arg("size"), py::arg("gloo"), py::arg("scenario"),
            py::arg("nodes"), py::arg("gpus_per_node"), py::arg("comm_id"),
            py::arg("tuner_plugin"), py::arg("nccl_algo"), py::arg("nccl_proto"),
-           py::arg("skip_plugin"), py::arg("unavailable"), py::arg("release") = "2.28")
+           py::arg("skip_plugin"), py::arg("unavailable"), py::arg("release") = default_release())
       .def_property_readonly("plugin_loaded", &EmulatedNccl::plugin_loaded)
       .def(
           "runs",
@@ -102,6 +110,7 @@ void bind_emulated_nccl(py::module_& m) {
   std::vector<std::string> releases;
   for (const auto& [name, r] : kReleases) releases.push_back(name);
   m.attr("EMULATED_NCCL_RELEASES") = releases;
+  m.attr("EMULATED_NCCL_DEFAULT_RELEASE") = default_release();
 }
 
 }  // namespace dynamiccl

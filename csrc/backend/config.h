@@ -1,5 +1,6 @@
 // Per-group configuration of the backend. Built and validated in Python (dynamiccl_pg/config.py)
-// from DYNAMICCL_* environment variables and pg_options, identical on every rank.
+// from DYNAMICCL_* environment variables and pg_options, identical on every rank. The defaults
+// here (and the learner's) are the only ones: _C.backend_defaults() gives them to config.py.
 #pragma once
 
 #include <cstdint>

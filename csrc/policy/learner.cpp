@@ -272,23 +272,26 @@ PolicySnapshot Learner::snapshot() const {
 void Learner::restore(const PolicySnapshot& snap) {
   Impl& m = *impl_;
   // Validate everything first, so a bad snapshot changes nothing.
+  namespace k = policy_key;
+  const std::string at = "snapshot ";
   std::vector<char> seen(kNumKeys, 0);
   for (const StateSnapshot& st : snap.states) {
     const int role = static_cast<int>(st.role);
     const int op = static_cast<int>(st.op);
-    require(role >= 0 && role < kNumRoles, "snapshot role=" + str(role), "a Role value");
-    require(op >= 0 && op < kNumOps, "snapshot op=" + str(op), "an OpKind value");
+    require(role >= 0 && role < kNumRoles, at + k::kRole + "=" + str(role), "a Role value");
+    require(op >= 0 && op < kNumOps, at + k::kOp + "=" + str(op), "an OpKind value");
     require(st.size_bin >= 0 && st.size_bin < kNumSizeBins,
-            "snapshot size_bin=" + str(st.size_bin), "0.." + str(kNumSizeBins - 1));
+            at + k::kSizeBin + "=" + str(st.size_bin), "0.." + str(kNumSizeBins - 1));
     const int key = state_key(role, op, st.size_bin);
     require(!seen[key],
-            std::string("snapshot state (") + role_name(st.role) + ", " + op_name(st.op) + ", " +
+            at + "state (" + role_name(st.role) + ", " + op_name(st.op) + ", " +
                 str(st.size_bin) + ") listed twice",
-            "each (role, op, size_bin) once");
+            std::string("each (") + k::kRole + ", " + k::kOp + ", " + k::kSizeBin + ") once");
     seen[key] = 1;
     for (const ArmSnapshot& a : st.arms) {
       require(std::isfinite(a.mean_us) && a.mean_us >= 0 && std::isfinite(a.m2) && a.m2 >= 0,
-              "snapshot arm '" + a.name + "' mean_us=" + str(a.mean_us) + " m2=" + str(a.m2),
+              at + "arm '" + a.name + "' " + k::kMeanUs + "=" + str(a.mean_us) + " " + k::kM2 +
+                  "=" + str(a.m2),
               "finite, >= 0");
     }
   }

@@ -184,6 +184,42 @@ struct PolicySnapshot {
   std::vector<StateSnapshot> states;
 };
 
+// The keys of a policy file, defined once. The bindings write and read a snapshot's
+// (python/policy_bindings.cpp), dynamiccl_pg/policy_io.py writes the levels around the snapshots,
+// dynamiccl_pg/policy_schema.py checks every level (through _C.policy_keys()). Every key is
+// required; each list is in the order error messages name them.
+namespace policy_key {
+// The file: {"format": ..., "fingerprint": {...}, "groups": {group name: group}}.
+inline constexpr const char* kFormat = "format";
+inline constexpr const char* kFingerprint = "fingerprint";
+inline constexpr const char* kGroups = "groups";
+inline constexpr std::array<const char*, 3> kFile = {kFormat, kFingerprint, kGroups};
+// A group: {"group_size": n, "group_desc": "...", "engines": {engine name: snapshot}}.
+inline constexpr const char* kGroupSize = "group_size";
+inline constexpr const char* kGroupDesc = "group_desc";
+inline constexpr const char* kEngines = "engines";
+inline constexpr std::array<const char*, 3> kGroup = {kGroupSize, kGroupDesc, kEngines};
+// A snapshot (PolicySnapshot): {"states": [state...]}.
+inline constexpr const char* kStates = "states";
+inline constexpr std::array<const char*, 1> kSnapshot = {kStates};
+// A state (StateSnapshot).
+inline constexpr const char* kRole = "role";
+inline constexpr const char* kOp = "op";
+inline constexpr const char* kSizeBin = "size_bin";
+inline constexpr const char* kIncumbent = "incumbent";
+inline constexpr const char* kConverged = "converged";
+inline constexpr const char* kArms = "arms";
+inline constexpr std::array<const char*, 6> kState = {kRole,      kOp,        kSizeBin,
+                                                      kIncumbent, kConverged, kArms};
+// An arm of a state (ArmSnapshot).
+inline constexpr const char* kName = "name";
+inline constexpr const char* kSamples = "samples";
+inline constexpr const char* kMeanUs = "mean_us";
+inline constexpr const char* kM2 = "m2";
+inline constexpr const char* kEliminated = "eliminated";
+inline constexpr std::array<const char*, 5> kArm = {kName, kSamples, kMeanUs, kM2, kEliminated};
+}  // namespace policy_key
+
 class Learner {
  public:
   Learner(LearnerConfig config, std::shared_ptr<const ArmCatalog> catalog);

@@ -7,7 +7,7 @@ import datetime
 import torch._C._distributed_c10d
 import typing
 from . import sim
-__all__: list[str] = ['EMULATED_NCCL_RELEASES', 'EmulatedNccl', 'Engine', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'built_for_torch', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'is_nccl_arm_name', 'nccl_counters', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'set_hint', 'sim', 'size_bin', 'vocabulary']
+__all__: list[str] = ['EMULATED_NCCL_DEFAULT_RELEASE', 'EMULATED_NCCL_RELEASES', 'EmulatedNccl', 'Engine', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'backend_defaults', 'built_for_torch', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'is_nccl_arm_name', 'nccl_counters', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'policy_keys', 'set_hint', 'sim', 'size_bin', 'vocabulary']
 class EmulatedNccl(torch._C._distributed_c10d.Backend):
     def __init__(self, rank: typing.SupportsInt | typing.SupportsIndex, size: typing.SupportsInt | typing.SupportsIndex, gloo: typing.Any, scenario: sim.ScenarioSpec, nodes: typing.SupportsInt | typing.SupportsIndex, gpus_per_node: typing.SupportsInt | typing.SupportsIndex, comm_id: typing.SupportsInt | typing.SupportsIndex, tuner_plugin: str, nccl_algo: str, nccl_proto: str, skip_plugin: bool, unavailable: collections.abc.Sequence[str], release: str = '2.28') -> None:
         ...
@@ -129,6 +129,10 @@ def assumed_bw_GBps(link: str, gpu: str) -> float:
     """
     Per-GPU bandwidth (GB/s) assumed for a link of this type on this GPU generation.
     """
+def backend_defaults() -> dict:
+    """
+    The backend configuration's defaults (csrc/backend/config.h and the learner's), by the keys of the config dict ProcessGroupDynamicCCL takes.
+    """
 def default_heads() -> dict:
     """
     Every role head's default settings.
@@ -159,6 +163,10 @@ def nccl_predict(topology: dict, op: str, bytes: typing.SupportsInt | typing.Sup
     """
 def nccl_profiler_records(arg0: typing.SupportsInt | typing.SupportsIndex) -> list:
     ...
+def policy_keys() -> dict:
+    """
+    The keys of a policy file's objects, by level (file, group, snapshot, state, arm): every one required, in the order messages name them.
+    """
 def set_hint(arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: typing.SupportsInt | typing.SupportsIndex, arg3: typing.SupportsInt | typing.SupportsIndex, arg4: typing.SupportsInt | typing.SupportsIndex, arg5: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
 def size_bin(arg0: typing.SupportsInt | typing.SupportsIndex) -> int:
@@ -169,5 +177,6 @@ def vocabulary() -> dict:
     """
     Every name list the core defines (ops, roles, modes, engines, ...), indexed by value.
     """
+EMULATED_NCCL_DEFAULT_RELEASE: str = '2.28'
 EMULATED_NCCL_RELEASES: list = ['2.28', '2.30']
 built_for_torch: str = '2.15.0+cu132'
