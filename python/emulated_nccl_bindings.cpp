@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include "engines/emulated_nccl/emulated_nccl.h"
+#include "sim/scenario_spec.h"
 
 namespace py = pybind11;
 
@@ -62,7 +63,7 @@ void bind_emulated_nccl(py::module_& m) {
                        bool skip_plugin, const std::vector<std::string>& unavailable,
                        const std::string& release) {
              emulated_nccl::EmulationConfig c;
-             c.scenario = scenario;
+             c.cluster = scenario.cluster();
              c.shape = nccl::GroupShape{nodes, gpus_per_node};
              c.comm_id = comm_id;
              c.tuner_plugin = tuner_plugin;

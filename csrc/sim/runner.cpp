@@ -7,9 +7,9 @@
 
 #include "policy/learner.h"
 #include "policy/round_scheduler.h"
-#include "sim/rng.h"
+#include "truth/rng.h"
 #include "engines/nccl/arm_catalog.h"
-#include "sim/truth.h"
+#include "truth/truth.h"
 #include "sim/workload.h"
 
 namespace dynamiccl {
@@ -109,7 +109,7 @@ struct SimRunner::Impl {
   std::vector<Group> groups;
   std::vector<Site> sites;
   Rng rng;
-  double sigma = 0, half_var = 0;
+  NoiseSpec noise;  // each sampled rank's, per call
   int step = 0;
   LinkScale scale;
   SimResult res;
@@ -123,8 +123,7 @@ struct SimRunner::Impl {
         : topo;
     truth = TruthFactors::from_entries(spec.truth);
     workload = build_workload(spec);
-    sigma = spec.noise_sigma;
-    half_var = 0.5 * sigma * sigma;
+    noise = spec.cluster().noise;
     const LearnerConfig cfg = learner_config(spec);
     groups.reserve(workload.groups.size());
     for (size_t i = 0; i < workload.groups.size(); ++i) {
@@ -345,11 +344,7 @@ struct SimRunner::Impl {
   }
 
   // One rank's multiplicative noise: log-normal, times the outlier factor now and then.
-  double rank_noise() {
-    double n = sigma > 0 ? std::exp(sigma * rng.normal() - half_var) : 1.0;
-    if (spec.outlier_rate > 0 && rng.uniform() < spec.outlier_rate) n *= spec.outlier_factor;
-    return n;
-  }
+  double rank_noise() { return noise.sample(rng); }
 
   // What the backend would report for a call of true cost `cost_us`: each sampled rank's kernel
   // time (waiting for the last rank to arrive, queued behind the group's previous call, with its

@@ -10,29 +10,15 @@
 #include <vector>
 
 #include "nccl_model/topology.h"
+#include "truth/truth_spec.h"
 
 namespace dynamiccl {
 namespace sim {
 
-// The simulator is built on NCCL's cost model (nccl_model/): its names (TopologySpec, LinkSpec,
-// the algorithms...) are the simulator's.
+// The simulator is built on NCCL's cost model (nccl_model/) and on the truth model (truth/): their
+// names (TopologySpec, LinkSpec, the algorithms, TruthEntry, GroupWorld...) are the simulator's.
 using namespace nccl;
-
-// Truth multipliers for one algorithm/protocol pair.
-constexpr const char kTruthWildcard[] = "*";  // as algo or proto: every value
-struct TruthEntry {
-  std::string algo = kTruthWildcard;
-  std::string proto = kTruthWildcard;
-  double bw = 1.0;
-  double lat = 1.0;
-};
-
-// How the real cost depends on the channel count; the defaults are NCCL's assumption.
-struct ChannelModelSpec {
-  double saturation = 1.0;
-  double contention = 0.0;
-  double lat_per_channel_us = 0.0;
-};
+using namespace truth;
 
 // Link bandwidth (and optionally latency) cut for steps [from_step, to_step).
 struct CongestionSpec {
@@ -112,6 +98,12 @@ struct ScenarioSpec {
   int ranks_sampled = 4;
   double round_cost_us = 0.0;
   std::vector<HeadOverrides> heads;  // applied in this order
+
+  // What the truth model needs of the scenario (the emulated NCCL runs on it too).
+  ClusterTruth cluster() const {
+    return {topology, truth, channel_model, NoiseSpec{noise_sigma, outlier_rate, outlier_factor},
+            seed};
+  }
 };
 
 // A broken rule: the key path ("workload[2].group.nodes") and what is wrong.

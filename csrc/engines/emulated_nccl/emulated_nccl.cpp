@@ -58,10 +58,10 @@ std::vector<bool> parse_selection(const char* var, const std::string& value,
   return allowed;
 }
 
-sim::GroupWorld make_world(const EmulationConfig& c) {
-  return sim::GroupWorld(nccl::resolve_topology(c.scenario.topology), c.shape,
-                         sim::TruthFactors::from_entries(c.scenario.truth),
-                         c.scenario.channel_model);
+truth::GroupWorld make_world(const EmulationConfig& c) {
+  return truth::GroupWorld(nccl::resolve_topology(c.cluster.topology), c.shape,
+                           truth::TruthFactors::from_entries(c.cluster.truth),
+                           c.cluster.channel_model);
 }
 
 c10::intrusive_ptr<c10::ivalue::Future> tensor_list_future() {
@@ -172,7 +172,7 @@ EmulatedNccl::EmulatedNccl(int rank, int size, c10::intrusive_ptr<c10d::Backend>
       tuner_(config_.skip_plugin ? std::string() : config_.tuner_plugin, config_.release,
              config_.comm_id, static_cast<size_t>(size),
              static_cast<size_t>(config_.shape.nodes)),
-      rng_(config_.scenario.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(rank)) {
+      rng_(config_.cluster.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(rank)) {
   TORCH_CHECK(gloo_, "emulated NCCL: a Gloo engine is required to move the data");
   const auto algos = parse_selection("NCCL_ALGO", config_.nccl_algo, nccl::algo_names());
   const auto protos = parse_selection("NCCL_PROTO", config_.nccl_proto, nccl::proto_names());
@@ -191,15 +191,6 @@ std::vector<EmulatedRun> EmulatedNccl::runs() const {
   std::vector<EmulatedRun> out(runs_.begin() + next_run_, runs_.end());
   out.insert(out.end(), runs_.begin(), runs_.begin() + next_run_);
   return out;
-}
-
-double EmulatedNccl::noise() {
-  const sim::ScenarioSpec& s = config_.scenario;
-  double f = s.noise_sigma > 0 ? std::exp(s.noise_sigma * rng_.normal() -
-                                          0.5 * s.noise_sigma * s.noise_sigma)
-                               : 1.0;
-  if (s.outlier_rate > 0 && rng_.uniform() < s.outlier_rate) f *= s.outlier_factor;
-  return f;
 }
 
 EmulatedRun EmulatedNccl::decide(OpKind op, uint64_t bytes) {
@@ -239,7 +230,7 @@ EmulatedRun EmulatedNccl::decide(OpKind op, uint64_t bytes) {
   run.chunk_bytes = chunk;
   const Action chosen{static_cast<int8_t>(run.algo), static_cast<int8_t>(run.proto),
                       static_cast<int16_t>(run.channels)};
-  run.duration_us = world_.truth_us(op, chosen, bytes) * noise();
+  run.duration_us = world_.truth_us(op, chosen, bytes) * config_.cluster.noise.sample(rng_);
   return run;
 }
 
@@ -247,7 +238,7 @@ EmulatedRun EmulatedNccl::untuned(OpKind op, uint64_t bytes) {
   EmulatedRun run;
   run.op = op;
   run.bytes = bytes;
-  run.duration_us = world_.truth_us(op, Action{}, bytes) * noise();
+  run.duration_us = world_.truth_us(op, Action{}, bytes) * config_.cluster.noise.sample(rng_);
   return run;
 }
 

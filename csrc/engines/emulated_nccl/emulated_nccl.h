@@ -20,15 +20,15 @@
 #include <vector>
 
 #include "engines/emulated_nccl/tuner_loader.h"
-#include "sim/rng.h"
-#include "sim/scenario_spec.h"
-#include "sim/truth.h"
+#include "truth/rng.h"
+#include "truth/truth.h"
+#include "truth/truth_spec.h"
 
 namespace dynamiccl {
 namespace emulated_nccl {
 
 struct EmulationConfig {
-  sim::ScenarioSpec scenario;      // the cluster (topology), the truth, the noise, the seed
+  truth::ClusterTruth cluster;     // the cluster (topology), the truth, the noise, the seed
   nccl::GroupShape shape;          // this communicator on that cluster
   uint64_t comm_id = 0;            // the same on every rank of the communicator
   NcclRelease release = NcclRelease::k2_28;  // how it treats the tuner (ABI v5, or v6 + chunks)
@@ -124,14 +124,13 @@ class EmulatedNccl : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> finish(c10::intrusive_ptr<c10d::Work> inner, EmulatedRun run,
                                         std::vector<at::Tensor> outputs,
                                         std::function<void()> after = nullptr);
-  double noise();
 
   c10::intrusive_ptr<c10d::Backend> gloo_;
   EmulationConfig config_;
-  sim::GroupWorld world_;
+  truth::GroupWorld world_;
   LoadedTuner tuner_;
   bool allowed_[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];  // NCCL_ALGO/PROTO and test faults
-  sim::Rng rng_;
+  truth::Rng rng_;
   mutable std::mutex mu_;
   std::vector<EmulatedRun> runs_;  // a ring of kKeptRuns
   size_t next_run_ = 0;

@@ -10,7 +10,7 @@
 #include "engines/nccl/arm_catalog.h"
 #include "nccl_model/cost_model.h"
 #include "nccl_model/topology.h"
-#include "sim/truth.h"
+#include "truth/truth.h"
 #include "sim/workload.h"
 
 namespace dynamiccl {

@@ -1,4 +1,4 @@
-#include "sim/truth.h"
+#include "truth/truth.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 namespace dynamiccl {
-namespace sim {
+namespace truth {
 
 namespace {
 constexpr double kP2pBaseUs = 5.0;  // fixed cost of one NCCL send/recv pair
@@ -117,5 +117,5 @@ double GroupWorld::truth_us(OpKind op, const Action& act, uint64_t bytes) const 
   return lat + static_cast<double>(bytes) / (1000.0 * bw);
 }
 
-}  // namespace sim
+}  // namespace truth
 }  // namespace dynamiccl

@@ -1,4 +1,4 @@
-// A small, fast, seedable random source for the simulator (xoshiro256+ seeded by splitmix64,
+// A small, fast, seedable random source for the truth model and the simulator (xoshiro256+ seeded by splitmix64,
 // normals by the polar method). Deterministic across platforms for a given seed, unlike the
 // standard distributions, so scenario results reproduce exactly.
 #pragma once
@@ -7,7 +7,7 @@
 #include <cstdint>
 
 namespace dynamiccl {
-namespace sim {
+namespace truth {
 
 class Rng {
  public:
@@ -59,5 +59,5 @@ class Rng {
   bool has_spare_ = false;
 };
 
-}  // namespace sim
+}  // namespace truth
 }  // namespace dynamiccl

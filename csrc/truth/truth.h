@@ -10,11 +10,14 @@
 
 #include "core/types.h"
 #include "nccl_model/cost_model.h"
-#include "sim/scenario_spec.h"
 #include "nccl_model/topology.h"
+#include "truth/truth_spec.h"
 
 namespace dynamiccl {
-namespace sim {
+namespace truth {
+
+// The truth is built on NCCL's cost model: its names are the truth model's.
+using namespace nccl;
 
 // Per (algo, proto) multipliers: every matching TruthEntry multiplies in.
 struct TruthFactors {
@@ -65,5 +68,5 @@ class GroupWorld {
   P2pModel p2p_for(const LinkScale& s) const;
 };
 
-}  // namespace sim
+}  // namespace truth
 }  // namespace dynamiccl
