@@ -1,7 +1,7 @@
 // dynamiccl_pg._C.EmulatedNccl: the emulated NCCL engine (csrc/engines/emulated_nccl), created by
 // dynamiccl_pg.emulation when DYNAMICCL_EMULATE_NCCL names a scenario.
-#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/utils/pybind.h>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 
 #include <pybind11/stl.h>
 
@@ -22,9 +22,9 @@ std::pair<int, int> parse_pair(const std::string& text) {
   int algo = -1, proto = -1;
   if (slash == std::string::npos || !nccl::parse_algo(text.substr(0, slash), &algo) ||
       !nccl::parse_proto(text.substr(slash + 1), &proto)) {
-    throw py::value_error("'" + text + "' is not ALGORITHM/PROTOCOL; algorithms: " +
-                          join_names(nccl::algo_names()) + "; protocols: " +
-                          join_names(nccl::proto_names()));
+    throw py::value_error(
+        "'" + text + "' is not ALGORITHM/PROTOCOL; algorithms: " + join_names(nccl::algo_names()) +
+        "; protocols: " + join_names(nccl::proto_names()));
   }
   return {algo, proto};
 }
@@ -39,8 +39,8 @@ emulated_nccl::NcclRelease parse_release(const std::string& name) {
     if (n == name) return r;
     accepted += (accepted.empty() ? "" : ", ") + n;
   }
-  throw py::value_error("emulated NCCL release '" + name + "' is not accepted; accepted: " +
-                        accepted);
+  throw py::value_error("emulated NCCL release '" + name +
+                        "' is not accepted; accepted: " + accepted);
 }
 
 // The name of the release EmulationConfig defaults to.
@@ -56,35 +56,34 @@ std::string default_release() {
 void bind_emulated_nccl(py::module_& m) {
   auto backend_base = py::module_::import("torch._C._distributed_c10d").attr("Backend");
   py::class_<EmulatedNccl, c10::intrusive_ptr<EmulatedNccl>>(m, "EmulatedNccl", backend_base)
-      .def(py::init([](int rank, int size, const py::object& gloo,
-                       const sim::ScenarioSpec& scenario, int nodes, int gpus_per_node,
-                       uint64_t comm_id, const std::string& tuner_plugin,
-                       const std::string& nccl_algo, const std::string& nccl_proto,
-                       bool skip_plugin, const std::vector<std::string>& unavailable,
-                       const std::string& release) {
-             emulated_nccl::EmulationConfig c;
-             c.cluster = scenario.cluster();
-             c.shape = nccl::GroupShape{nodes, gpus_per_node};
-             c.comm_id = comm_id;
-             c.tuner_plugin = tuner_plugin;
-             c.nccl_algo = nccl_algo;
-             c.nccl_proto = nccl_proto;
-             c.skip_plugin = skip_plugin;
-             c.release = parse_release(release);
-             for (const auto& pair : unavailable) c.unavailable.push_back(parse_pair(pair));
-             auto engine = c10::intrusive_ptr<c10d::Backend>::reclaim_copy(
-                 gloo.cast<c10d::Backend*>());
-             try {
-               return c10::make_intrusive<EmulatedNccl>(rank, size, std::move(engine),
-                                                        std::move(c));
-             } catch (const std::invalid_argument& e) {
-               throw py::value_error(e.what());
-             }
-           }),
-           py::arg("rank"), py::arg("size"), py::arg("gloo"), py::arg("scenario"),
-           py::arg("nodes"), py::arg("gpus_per_node"), py::arg("comm_id"),
-           py::arg("tuner_plugin"), py::arg("nccl_algo"), py::arg("nccl_proto"),
-           py::arg("skip_plugin"), py::arg("unavailable"), py::arg("release") = default_release())
+      .def(py::init(
+               [](int rank, int size, const py::object& gloo, const sim::ScenarioSpec& scenario,
+                  int nodes, int gpus_per_node, uint64_t comm_id, const std::string& tuner_plugin,
+                  const std::string& nccl_algo, const std::string& nccl_proto, bool skip_plugin,
+                  const std::vector<std::string>& unavailable, const std::string& release) {
+                 emulated_nccl::EmulationConfig c;
+                 c.cluster = scenario.cluster();
+                 c.shape = nccl::GroupShape{nodes, gpus_per_node};
+                 c.comm_id = comm_id;
+                 c.tuner_plugin = tuner_plugin;
+                 c.nccl_algo = nccl_algo;
+                 c.nccl_proto = nccl_proto;
+                 c.skip_plugin = skip_plugin;
+                 c.release = parse_release(release);
+                 for (const auto& pair : unavailable) c.unavailable.push_back(parse_pair(pair));
+                 auto engine = c10::intrusive_ptr<c10d::Backend>::reclaim_copy(
+                     gloo.cast<c10d::Backend*>());
+                 try {
+                   return c10::make_intrusive<EmulatedNccl>(rank, size, std::move(engine),
+                                                            std::move(c));
+                 } catch (const std::invalid_argument& e) {
+                   throw py::value_error(e.what());
+                 }
+               }),
+           py::arg("rank"), py::arg("size"), py::arg("gloo"), py::arg("scenario"), py::arg("nodes"),
+           py::arg("gpus_per_node"), py::arg("comm_id"), py::arg("tuner_plugin"),
+           py::arg("nccl_algo"), py::arg("nccl_proto"), py::arg("skip_plugin"),
+           py::arg("unavailable"), py::arg("release") = default_release())
       .def_property_readonly("plugin_loaded", &EmulatedNccl::plugin_loaded)
       .def(
           "runs",

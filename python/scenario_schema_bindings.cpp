@@ -86,9 +86,7 @@ void fill_fields(const std::vector<SchemaNode>& fields, const py::dict& d, void*
 void fill(const SchemaNode& node, py::handle value, void* target, const std::string& key) {
   void* own = node.place ? node.place(target, key) : target;
   switch (node.type) {
-    case SchemaType::kObject:
-      fill_fields(node.fields, as_dict(value, key), own);
-      return;
+    case SchemaType::kObject: fill_fields(node.fields, as_dict(value, key), own); return;
     case SchemaType::kVariants: {
       const py::dict d = as_dict(value, key);
       const SchemaNode& tag = node.fields[0];
@@ -105,8 +103,7 @@ void fill(const SchemaNode& node, py::handle value, void* target, const std::str
     case SchemaType::kMap:
       for (auto [k, v] : as_dict(value, key)) fill(*node.item, v, own, k.cast<std::string>());
       return;
-    default:
-      node.write(target, key, from_py(value, key));
+    default: node.write(target, key, from_py(value, key));
   }
 }
 
@@ -131,7 +128,8 @@ void bind_scenario_schema(py::module_& m) {
       "spec_problems",
       [](const sim::ScenarioSpec& spec) {
         std::vector<std::pair<std::string, std::string>> out;
-        for (const sim::SpecProblem& p : sim::spec_problems(spec)) out.emplace_back(p.path, p.message);
+        for (const sim::SpecProblem& p : sim::spec_problems(spec))
+          out.emplace_back(p.path, p.message);
         return out;
       },
       py::arg("spec"), "Broken rules that relate several keys: [(key path, what is wrong)].");

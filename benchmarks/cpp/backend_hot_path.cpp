@@ -10,8 +10,8 @@
 #include <cstdlib>
 #include <new>
 
-#include "backend/process_group_dynamiccl.h"
 #include "backend/null_engine.h"
+#include "backend/process_group_dynamiccl.h"
 
 namespace {
 
@@ -29,8 +29,8 @@ c10::intrusive_ptr<dynamiccl::ProcessGroupDynamicCCL> make_pg(dynamiccl::Mode mo
   dynamiccl::BackendConfig cfg;
   cfg.mode = mode;
   dynamiccl::ProcessGroupDynamicCCL::Engines engines{null_engine(), null_engine(), {}};
-  auto pg = c10::make_intrusive<dynamiccl::ProcessGroupDynamicCCL>(
-      0, 1, std::move(engines), cfg, std::chrono::minutes(1));
+  auto pg = c10::make_intrusive<dynamiccl::ProcessGroupDynamicCCL>(0, 1, std::move(engines), cfg,
+                                                                   std::chrono::minutes(1));
   if (mode == dynamiccl::Mode::kLearn) {
     // A converged state whose incumbent is the engine default: the steady state of a job.
     dynamiccl::PolicySnapshot snap;
@@ -56,8 +56,8 @@ void run(benchmark::State& state, c10d::Backend& backend) {
     auto work = backend.allreduce(tensors, opts);
     benchmark::DoNotOptimize(work.get());
   }
-  state.counters["allocs_per_call"] =
-      static_cast<double>(g_allocations.load() - before) / static_cast<double>(state.iterations());
+  state.counters["allocs_per_call"] = static_cast<double>(g_allocations.load() - before) /
+                                      static_cast<double>(state.iterations());
 }
 
 void BM_EngineDirect(benchmark::State& state) {

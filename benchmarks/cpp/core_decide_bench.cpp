@@ -43,9 +43,7 @@ class BenchCatalog : public ArmCatalog {
     }
   }
   const std::vector<Arm>& arms(OpKind) const override { return arms_; }
-  double prior_cost_us(OpKind, uint16_t arm, uint64_t, int) const override {
-    return 10.0 + arm;
-  }
+  double prior_cost_us(OpKind, uint16_t arm, uint64_t, int) const override { return 10.0 + arm; }
 
  private:
   std::vector<Arm> arms_;

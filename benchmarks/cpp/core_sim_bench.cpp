@@ -103,8 +103,8 @@ void run_bench(benchmark::State& state, const ScenarioSpec& spec, int warm_steps
   state.SetItemsProcessed(static_cast<int64_t>(calls));
   state.counters["calls_per_step"] = runner.calls_per_step();
   // Includes the per-step series (amortized vector growth) and any convergence polling.
-  state.counters["allocs_per_call"] =
-      static_cast<double>(g_allocations.load() - allocs) / static_cast<double>(calls);
+  state.counters["allocs_per_call"] = static_cast<double>(g_allocations.load() - allocs) /
+                                      static_cast<double>(calls);
 }
 
 void BM_SimDdpNoise(benchmark::State& state) { run_bench(state, ddp_spec(0.05), 2000); }

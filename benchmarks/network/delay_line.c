@@ -98,7 +98,7 @@ static void* forward(void* arg) {
   struct line* d = arg;
   struct frame *head = NULL, *tail = NULL;
   size_t queued = 0;
-  struct frame* spare = NULL;  // read into a full-size frame, shrink it once the size is known
+  struct frame* spare = NULL;     // read into a full-size frame, shrink it once the size is known
   prctl(PR_SET_TIMERSLACK, 1UL);  // the default 50 us slack would swamp a LAN delay
   struct pollfd pfd = {.fd = d->in_fd, .events = POLLIN};
   for (;;) {
@@ -145,7 +145,8 @@ static void* forward(void* arg) {
       f->len = n;
       f->due_ns = due;
       f->next = NULL;
-      if (tail) tail->next = f; else head = f;
+      if (tail) tail->next = f;
+      else head = f;
       tail = f;
       queued += n;
       d->frames++;

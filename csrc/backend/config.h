@@ -15,15 +15,15 @@ namespace dynamiccl {
 
 struct BackendConfig {
   Mode mode = Mode::kLearn;
-  int round_calls = 16;                 // K: learned calls between consensus rounds (same on all ranks)
+  int round_calls = 16;  // K: learned calls between consensus rounds (same on all ranks)
   CostReduce cost_reduce = CostReduce::kAuto;
   std::map<std::string, std::string> force;  // op name -> arm name (DYNAMICCL_FORCE)
   std::map<std::string, Role> role_map;      // group description -> role
   LearnerConfig learner;
-  size_t decision_log_capacity = 1 << 16;    // entries kept for decision_log(); 0 = off
-  bool trace = false;                        // keep per-call records for DYNAMICCL_TRACE
-  bool check_calls = false;                  // compare every call's shape across ranks first
-  bool nccl_tuning = true;                   // false: NCCL decides alone (plugin not ours, NCCL_ALGO set)
+  size_t decision_log_capacity = 1 << 16;  // entries kept for decision_log(); 0 = off
+  bool trace = false;                      // keep per-call records for DYNAMICCL_TRACE
+  bool check_calls = false;                // compare every call's shape across ranks first
+  bool nccl_tuning = true;  // false: NCCL decides alone (plugin not ours, NCCL_ALGO set)
   // The cluster as the ranks agreed to describe it, and this group's shape on it: NCCL's cost
   // model of this communicator, which gives the NCCL arms and their prior.
   nccl::TopologySpec nccl_topology;

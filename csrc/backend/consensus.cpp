@@ -35,8 +35,8 @@ std::string describe_record(const double* w) {
   std::ostringstream os;
   os << op_name(static_cast<OpKind>(w[1])) << " of " << static_cast<uint64_t>(w[2])
      << " bytes (call #" << static_cast<uint64_t>(w[0]) << "): role "
-     << role_name(static_cast<Role>(w[3])) << ", state " << static_cast<uint64_t>(w[4])
-     << ", arm " << static_cast<uint64_t>(w[5]) << ", epoch " << static_cast<uint64_t>(w[6]);
+     << role_name(static_cast<Role>(w[3])) << ", state " << static_cast<uint64_t>(w[4]) << ", arm "
+     << static_cast<uint64_t>(w[5]) << ", epoch " << static_cast<uint64_t>(w[6]);
   return os.str();
 }
 
@@ -48,8 +48,7 @@ int64_t now_ns() {
       .count();
 }
 
-Consensus::Consensus(int round_calls, CostReduce reduce,
-                     c10::intrusive_ptr<c10d::Backend> control)
+Consensus::Consensus(int round_calls, CostReduce reduce, c10::intrusive_ptr<c10d::Backend> control)
     : k_(round_calls),
       reduce_(reduce),
       control_(std::move(control)),
@@ -178,10 +177,12 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
   // What a round costs the job: on CPU its all-reduce competes with our schedules and Gloo's for
   // the same cores, so its whole duration; next to NCCL it runs on the host while the GPU works,
   // so only the time it held up the calling thread at the boundary that applied it.
-  rounds[static_cast<int>(EngineKind::kCpu)].round_cost_us =
-      std::isinf(w[kRoundCost]) ? 0.0 : -w[kRoundCost];
-  rounds[static_cast<int>(EngineKind::kNccl)].round_cost_us =
-      std::isinf(w[kRoundBlock]) ? 0.0 : -w[kRoundBlock];
+  rounds[static_cast<int>(EngineKind::kCpu)].round_cost_us = std::isinf(w[kRoundCost])
+                                                                 ? 0.0
+                                                                 : -w[kRoundCost];
+  rounds[static_cast<int>(EngineKind::kNccl)].round_cost_us = std::isinf(w[kRoundBlock])
+                                                                  ? 0.0
+                                                                  : -w[kRoundBlock];
   for (int i = 0; i < k_; ++i) {
     const uint64_t index = pending_.first + static_cast<uint64_t>(i);
     const ConsensusSlot& rec = slot(index);

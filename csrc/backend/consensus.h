@@ -42,10 +42,10 @@ struct ConsensusSlot {
   uint16_t arm = 0;
   bool probe = false;
   std::atomic<int64_t> start_ns{0};
-  std::atomic<uint64_t> done{0};            // CPU: tag of the call index << 40 | duration (ns)
-  std::atomic<SummaryCell*> cell{nullptr};  // the call's row in the local summary
+  std::atomic<uint64_t> done{0};              // CPU: tag of the call index << 40 | duration (ns)
+  std::atomic<SummaryCell*> cell{nullptr};    // the call's row in the local summary
   c10::intrusive_ptr<c10d::Work> timed_work;  // NCCL: the inner work, timed on the GPU
-  std::atomic<bool> unavailable{false};     // the engine could not apply the arm on this rank
+  std::atomic<bool> unavailable{false};       // the engine could not apply the arm on this rank
 };
 
 class Consensus {

@@ -21,8 +21,8 @@ class DynamicWork : public c10d::Work {
   // `future`: completes with the outputs; null only when the inner work has none (Gloo's
   // point-to-point): getFuture() then fails as the engine's would.
   DynamicWork(int rank, c10d::OpType type, const char* profiling_title,
-              c10::intrusive_ptr<c10d::Work> inner,
-              c10::intrusive_ptr<c10::ivalue::Future> future, std::vector<at::Tensor> outputs);
+              c10::intrusive_ptr<c10d::Work> inner, c10::intrusive_ptr<c10::ivalue::Future> future,
+              std::vector<at::Tensor> outputs);
 
   // What the backend needs when the call completes (kept here so the completion callback
   // captures only this Work).
@@ -52,7 +52,9 @@ class DynamicWork : public c10d::Work {
   struct ProfilingRange {
     std::once_flag once;
     std::function<void()> end;
-    void close() { std::call_once(once, [this] { end(); }); }
+    void close() {
+      std::call_once(once, [this] { end(); });
+    }
   };
   std::shared_ptr<ProfilingRange> profiling_;
   // wait() may be called again, and from several threads; engines' works (Gloo p2p) may not

@@ -7,7 +7,7 @@
 
 namespace dynamiccl {
 
-Hint& current_hint();                // this thread's hint (all fields unset by default)
+Hint& current_hint();  // this thread's hint (all fields unset by default)
 void set_current_hint(const Hint& h);
 
 }  // namespace dynamiccl

@@ -33,9 +33,7 @@ uint64_t total_bytes(const std::vector<at::Tensor>& tensors) {
 
 // Work's constructor prepares a profiler range (allocating) whenever it gets a title: give it
 // one only while the profiler has callbacks installed.
-const char* profiling_title(const char* title) {
-  return at::hasCallbacks() ? title : nullptr;
-}
+const char* profiling_title(const char* title) { return at::hasCallbacks() ? title : nullptr; }
 
 // The reduce op the engine is asked for: the CPU engine's is the plan's (AVG runs as SUM, then a
 // rescale); NCCL takes the requested one.
@@ -47,8 +45,8 @@ c10d::ReduceOp engine_reduce_op(const Reduction& plan, bool cpu_engine,
 // A rank argument (a root or a peer) of a group of `size` ranks. `self`: this rank, when the
 // argument may not name it (point-to-point).
 void check_rank(const char* op, const char* what, int64_t value, int size, int self = -1) {
-  TORCH_CHECK_VALUE(value >= 0 && value < size && value != self, "dynamiccl: ", op, " ", what,
-                    " ", value, " is out of range; accepted: ", self >= 0 ? "another rank in " : "",
+  TORCH_CHECK_VALUE(value >= 0 && value < size && value != self, "dynamiccl: ", op, " ", what, " ",
+                    value, " is out of range; accepted: ", self >= 0 ? "another rank in " : "",
                     "0..", size - 1);
 }
 
@@ -79,8 +77,8 @@ struct ProcessGroupDynamicCCL::Call {
   }
   OpKind op;
   c10d::OpType type;
-  const char* title;   // the profiler's name for it
-  at::Tensor sample;   // selects the engine
+  const char* title;             // the profiler's name for it
+  at::Tensor sample;             // selects the engine
   uint64_t bytes = 0;            // this rank's payload
   uint64_t effective_bytes = 0;  // the size NCCL's tuner sees (the same on every rank)
   bool p2p;
@@ -117,8 +115,8 @@ ProcessGroupDynamicCCL::ProcessGroupDynamicCCL(int rank, int size, Engines engin
   cpu_ = std::make_unique<CpuEngine>(engines_.control, timeout_);
   catalogs_[index(kCpu)] = std::make_shared<CpuArmCatalog>();
   if (engines_.nccl) {
-    catalogs_[index(kNccl)] = std::make_shared<NcclArmCatalog>(nccl_catalog_for(
-        nccl::resolve_topology(config_.nccl_topology), config_.nccl_group));
+    catalogs_[index(kNccl)] = std::make_shared<NcclArmCatalog>(
+        nccl_catalog_for(nccl::resolve_topology(config_.nccl_topology), config_.nccl_group));
   }
   for (int e = 0; e < kNumEngines; ++e) {
     const bool tuned = catalogs_[e] && (e == index(kCpu) || config_.nccl_tuning);
@@ -223,10 +221,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c, NativeF
 
 EngineKind ProcessGroupDynamicCCL::route(const Call& c) {
   if (c.sample.device().is_cpu()) return cpu_engine(c.sample) ? kCpu : kNccl;
-  TORCH_CHECK_VALUE(c.sample.device().is_cuda(), "dynamiccl: tensors on device ",
-                    c.sample.device(), " are not supported; accepted: cpu, cuda");
+  TORCH_CHECK_VALUE(c.sample.device().is_cuda(), "dynamiccl: tensors on device ", c.sample.device(),
+                    " are not supported; accepted: cpu, cuda");
   TORCH_CHECK(engines_.nccl, "dynamiccl: a CUDA tensor reached a group created without the NCCL "
-              "engine (was CUDA available when the group was created?)");
+                             "engine (was CUDA available when the group was created?)");
   return kNccl;
 }
 
@@ -405,8 +403,8 @@ void ProcessGroupDynamicCCL::add_flat_parts(Call& c, std::vector<at::Tensor>& ou
   for (size_t i = 0; i < inputs.size(); ++i) {
     const at::Tensor& whole = gather ? outputs[i] : inputs[i];
     const at::Tensor& piece = gather ? inputs[i] : outputs[i];
-    TORCH_CHECK(whole.numel() == piece.numel() * size_ && whole.dtype() == piece.dtype(),
-                c.title, " pair ", i, ": the ", gather ? "output" : "input", " must have the ",
+    TORCH_CHECK(whole.numel() == piece.numel() * size_ && whole.dtype() == piece.dtype(), c.title,
+                " pair ", i, ": the ", gather ? "output" : "input", " must have the ",
                 gather ? "input" : "output", "'s dtype and ", piece.numel() * size_,
                 " elements (its numel x world size); got ", whole.numel(), " of ",
                 whole.scalar_type());
@@ -452,8 +450,8 @@ ProcessGroupDynamicCCL::Call ProcessGroupDynamicCCL::flat_pair_call(OpKind op, c
 }
 
 ProcessGroupDynamicCCL::Call ProcessGroupDynamicCCL::coalesced_call(
-    OpKind op, const char* title, std::vector<at::Tensor>& outputs,
-    std::vector<at::Tensor>& inputs, const c10d::ReduceOp* reduce_op) {
+    OpKind op, const char* title, std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceOp* reduce_op) {
   TORCH_CHECK(!inputs.empty() && inputs.size() == outputs.size(), title,
               " needs as many outputs as inputs (got ", outputs.size(), " and ", inputs.size(),
               ")");
@@ -468,7 +466,7 @@ ProcessGroupDynamicCCL::Call ProcessGroupDynamicCCL::coalesced_call(
 
 // AVG and PREMUL_SUM on CPU run as SUM, then `rescaled` is rescaled (cpu/reduction.h).
 void ProcessGroupDynamicCCL::set_reduction(Call& c, const c10d::ReduceOp& op,
-                                          c10::ArrayRef<at::Tensor> rescaled) {
+                                           c10::ArrayRef<at::Tensor> rescaled) {
   c.args.reduction = plan_reduction(op, c.sample, cpu_engine(c.sample));
   c.args.rescaled = rescaled;
 }
@@ -591,9 +589,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather(
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK(output.numel() == input.numel() * size_, "dynamiccl: all_gather_into_tensor output "
-              "has ", output.numel(), " elements; it must have input.numel() * world size = ",
-              input.numel() * size_);
+  TORCH_CHECK(output.numel() == input.numel() * size_,
+              "dynamiccl: all_gather_into_tensor output "
+              "has ",
+              output.numel(),
+              " elements; it must have input.numel() * world size = ", input.numel() * size_);
   TORCH_CHECK(output.dtype() == input.dtype(), "dynamiccl: all_gather_into_tensor output dtype ",
               output.scalar_type(), " does not match the input dtype ", input.scalar_type());
   Call c = flat_pair_call(OpKind::kAllGather, c10d::OpType::_ALLGATHER_BASE,
@@ -601,14 +601,15 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_allgather_base(
   c.effective_bytes = nbytes(output);
   auto engine_opts = opts;
   prepare_engine_options(c, engine_opts);
-  return dispatch(c, [&](c10d::Backend& e) { return e._allgather_base(output, input, engine_opts); });
+  return dispatch(c,
+                  [&](c10d::Backend& e) { return e._allgather_base(output, input, engine_opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  Call c = coalesced_call(OpKind::kAllGather, "dynamiccl:all_gather_into_tensor_coalesced",
-                          outputs, inputs);
+  Call c = coalesced_call(OpKind::kAllGather, "dynamiccl:all_gather_into_tensor_coalesced", outputs,
+                          inputs);
   auto engine_opts = opts;
   prepare_engine_options(c, engine_opts);
   return dispatch(c, [&](c10d::Backend& e) {
@@ -630,8 +631,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter(
   at::Tensor& out = outputs[0];
   bool uniform = out.is_contiguous();
   for (const auto& t : inputs[0]) {
-    TORCH_CHECK(t.dtype() == out.dtype(), "dynamiccl: reduce_scatter input dtype ",
-                t.scalar_type(), " does not match the output dtype ", out.scalar_type());
+    TORCH_CHECK(t.dtype() == out.dtype(), "dynamiccl: reduce_scatter input dtype ", t.scalar_type(),
+                " does not match the output dtype ", out.scalar_type());
     uniform = uniform && t.numel() == out.numel() && t.device() == out.device();
   }
   Call c(OpKind::kReduceScatter, c10d::OpType::REDUCE_SCATTER, "dynamiccl:reduce_scatter", out);
@@ -643,16 +644,17 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reduce_scatter(
   c.args.scatter_from = inputs[0];
   auto engine_opts = opts;
   prepare_engine_options(c, engine_opts);
-  return dispatch(c, [&](c10d::Backend& e) {
-    return e.reduce_scatter(outputs, inputs, engine_opts);
-  });
+  return dispatch(c,
+                  [&](c10d::Backend& e) { return e.reduce_scatter(outputs, inputs, engine_opts); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  TORCH_CHECK(input.numel() == output.numel() * size_, "dynamiccl: reduce_scatter_tensor input "
-              "has ", input.numel(), " elements; it must have output.numel() * world size = ",
-              output.numel() * size_);
+  TORCH_CHECK(input.numel() == output.numel() * size_,
+              "dynamiccl: reduce_scatter_tensor input "
+              "has ",
+              input.numel(),
+              " elements; it must have output.numel() * world size = ", output.numel() * size_);
   TORCH_CHECK(output.dtype() == input.dtype(), "dynamiccl: reduce_scatter_tensor output dtype ",
               output.scalar_type(), " does not match the input dtype ", input.scalar_type());
   Call c = flat_pair_call(OpKind::kReduceScatter, c10d::OpType::_REDUCE_SCATTER_BASE,
@@ -745,9 +747,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall_base(
   });
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall(
-    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-    const c10d::AllToAllOptions& opts) {
+c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall(std::vector<at::Tensor>& outputs,
+                                                                std::vector<at::Tensor>& inputs,
+                                                                const c10d::AllToAllOptions& opts) {
   TORCH_CHECK(!inputs.empty(), "dynamiccl: alltoall needs input tensors");
   Call c(OpKind::kAllToAll, c10d::OpType::ALLTOALL, "dynamiccl:all_to_all", inputs[0]);
   c.bytes = c.effective_bytes = total_bytes(inputs);

@@ -31,13 +31,13 @@ const std::pair<const char*, Role> kMegatronPrefixes[] = {
 
 // DeviceMesh dimension names (group_desc "mesh_<dim>"), common spellings.
 const std::pair<const char*, Role> kMeshDims[] = {
-    {"tp", Role::kTensorParallel},  {"tensor", Role::kTensorParallel},
-    {"pp", Role::kPipeline},        {"pipeline", Role::kPipeline},
-    {"dp", Role::kDataParallel},    {"dp_replicate", Role::kDataParallel},
+    {"tp", Role::kTensorParallel},     {"tensor", Role::kTensorParallel},
+    {"pp", Role::kPipeline},           {"pipeline", Role::kPipeline},
+    {"dp", Role::kDataParallel},       {"dp_replicate", Role::kDataParallel},
     {"dp_shard", Role::kDataParallel}, {"fsdp", Role::kDataParallel},
-    {"ddp", Role::kDataParallel},   {"data", Role::kDataParallel},
-    {"cp", Role::kContextParallel}, {"context", Role::kContextParallel},
-    {"ep", Role::kExpertParallel},  {"expert", Role::kExpertParallel},
+    {"ddp", Role::kDataParallel},      {"data", Role::kDataParallel},
+    {"cp", Role::kContextParallel},    {"context", Role::kContextParallel},
+    {"ep", Role::kExpertParallel},     {"expert", Role::kExpertParallel},
 };
 
 }  // namespace

@@ -13,8 +13,7 @@ uint64_t mix(uint64_t h, uint64_t word) {
 }
 }  // namespace
 
-Telemetry::Telemetry(size_t log_capacity, bool trace)
-    : log_capacity_(log_capacity), trace_(trace) {
+Telemetry::Telemetry(size_t log_capacity, bool trace) : log_capacity_(log_capacity), trace_(trace) {
   log_.reserve(log_capacity);  // the ring is allocated once; logging never allocates
 }
 

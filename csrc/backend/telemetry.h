@@ -16,20 +16,20 @@ namespace dynamiccl {
 // What was decided for one call and when it was issued: the decision log and the trace keep
 // this record, the consensus round the part of it the learner needs.
 struct CallRecord {
-  uint64_t seq = 0;         // the group's collective (or point-to-point) sequence number
-  uint64_t bytes = 0;       // this rank's payload
-  int64_t start_ns = 0;     // local steady clock at issue
+  uint64_t seq = 0;      // the group's collective (or point-to-point) sequence number
+  uint64_t bytes = 0;    // this rank's payload
+  int64_t start_ns = 0;  // local steady clock at issue
   uint32_t state_id = 0;
   uint32_t epoch = 0;
   uint16_t arm = kDefaultArm;
-  Action action;            // the arm's configuration, for the engine
+  Action action;  // the arm's configuration, for the engine
   OpKind op = OpKind::kAllReduce;
   EngineKind engine = EngineKind::kCpu;
   Role role = Role::kDefault;
   bool probe = false;
-  bool forced = false;      // DYNAMICCL_FORCE chose the arm
-  bool learned = false;     // the learner chose it (consensus counts it)
-  bool measured = false;    // the learner wants its cost (consensus carries it)
+  bool forced = false;    // DYNAMICCL_FORCE chose the arm
+  bool learned = false;   // the learner chose it (consensus counts it)
+  bool measured = false;  // the learner wants its cost (consensus carries it)
 };
 
 // A running hash over what every rank must decide alike for a call (sequence, op, bytes, role,

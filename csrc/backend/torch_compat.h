@@ -18,30 +18,31 @@
 
 // The overrides of the canonical names, each forwarding to the implementation of the older name.
 #if DYNAMICCL_C10D_HAS_SINGLE_NAMES
-#define DYNAMICCL_C10D_SINGLE_NAME_OVERRIDES                                                    \
-  c10::intrusive_ptr<c10d::Work> all_gather_single(at::Tensor& out, at::Tensor& in,             \
-                                                   const c10d::AllgatherOptions& o) override {  \
-    return _allgather_base(out, in, o);                                                         \
-  }                                                                                             \
-  c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(                                   \
-      std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,                              \
-      const c10d::AllgatherOptions& o) override {                                               \
-    return allgather_into_tensor_coalesced(outs, ins, o);                                       \
-  }                                                                                             \
-  c10::intrusive_ptr<c10d::Work> reduce_scatter_single(at::Tensor& out, at::Tensor& in,         \
-                                                       const c10d::ReduceScatterOptions& o)     \
-      override {                                                                                \
-    return _reduce_scatter_base(out, in, o);                                                    \
-  }                                                                                             \
-  c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(                               \
-      std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,                              \
-      const c10d::ReduceScatterOptions& o) override {                                           \
-    return reduce_scatter_tensor_coalesced(outs, ins, o);                                       \
-  }                                                                                             \
-  c10::intrusive_ptr<c10d::Work> all_to_all_single(                                             \
-      at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,                        \
-      std::vector<int64_t>& in_splits, const c10d::AllToAllOptions& o) override {               \
-    return alltoall_base(out, in, out_splits, in_splits, o);                                    \
+#define DYNAMICCL_C10D_SINGLE_NAME_OVERRIDES                                                   \
+  c10::intrusive_ptr<c10d::Work> all_gather_single(at::Tensor& out, at::Tensor& in,            \
+                                                   const c10d::AllgatherOptions& o) override { \
+    return _allgather_base(out, in, o);                                                        \
+  }                                                                                            \
+  c10::intrusive_ptr<c10d::Work> all_gather_single_coalesced(std::vector<at::Tensor>& outs,    \
+                                                             std::vector<at::Tensor>& ins,     \
+                                                             const c10d::AllgatherOptions& o)  \
+      override {                                                                               \
+    return allgather_into_tensor_coalesced(outs, ins, o);                                      \
+  }                                                                                            \
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single(                                        \
+      at::Tensor& out, at::Tensor& in, const c10d::ReduceScatterOptions& o) override {         \
+    return _reduce_scatter_base(out, in, o);                                                   \
+  }                                                                                            \
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_single_coalesced(                              \
+      std::vector<at::Tensor>& outs, std::vector<at::Tensor>& ins,                             \
+      const c10d::ReduceScatterOptions& o) override {                                          \
+    return reduce_scatter_tensor_coalesced(outs, ins, o);                                      \
+  }                                                                                            \
+  c10::intrusive_ptr<c10d::Work> all_to_all_single(at::Tensor& out, at::Tensor& in,            \
+                                                   std::vector<int64_t>& out_splits,           \
+                                                   std::vector<int64_t>& in_splits,            \
+                                                   const c10d::AllToAllOptions& o) override {  \
+    return alltoall_base(out, in, out_splits, in_splits, o);                                   \
   }
 #else
 #define DYNAMICCL_C10D_SINGLE_NAME_OVERRIDES

@@ -4,9 +4,9 @@ namespace dynamiccl {
 
 namespace {
 // Each list is indexed by its enum's values.
-constexpr const char* kOps[] = {"allreduce", "broadcast", "reduce",  "allgather",
-                                "reduce_scatter", "alltoall", "gather", "scatter",
-                                "send", "recv", "barrier"};
+constexpr const char* kOps[] = {"allreduce",      "broadcast", "reduce", "allgather",
+                                "reduce_scatter", "alltoall",  "gather", "scatter",
+                                "send",           "recv",      "barrier"};
 constexpr const char* kRoles[] = {"default", "dp", "fsdp_ag", "fsdp_rs", "tp", "pp", "cp", "ep"};
 constexpr const char* kModes[] = {"learn", "frozen", "off"};
 constexpr const char* kEngines[] = {"cpu", "nccl"};

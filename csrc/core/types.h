@@ -44,14 +44,14 @@ NameList op_names();  // "allreduce", "broadcast", ...
 // Who the traffic belongs to. Each role has its own policy head (own arms and budgets):
 // latency-critical roles explore little, bulk gradient traffic explores more.
 enum class Role : uint8_t {
-  kDefault = 0,       // default_pg or an unnamed group, no hint
-  kDataParallel,      // DDP gradient buckets, DATA_PARALLEL_GROUP, mesh_dp / dp_replicate
-  kFsdpAllGather,     // FSDP2 unshard (all-gather on the shard group)
-  kFsdpReduceScatter, // FSDP2 gradient reduce-scatter
-  kTensorParallel,    // TENSOR_MODEL_PARALLEL_GROUP, mesh_tp: activation all-reduce/all-gather
-  kPipeline,          // PIPELINE_MODEL_PARALLEL_GROUP, mesh_pp: stage sends/receives
-  kContextParallel,   // CONTEXT_PARALLEL_GROUP, mesh_cp
-  kExpertParallel,    // EXPERT_MODEL_PARALLEL_GROUP, mesh_ep: all-to-all dispatch
+  kDefault = 0,        // default_pg or an unnamed group, no hint
+  kDataParallel,       // DDP gradient buckets, DATA_PARALLEL_GROUP, mesh_dp / dp_replicate
+  kFsdpAllGather,      // FSDP2 unshard (all-gather on the shard group)
+  kFsdpReduceScatter,  // FSDP2 gradient reduce-scatter
+  kTensorParallel,     // TENSOR_MODEL_PARALLEL_GROUP, mesh_tp: activation all-reduce/all-gather
+  kPipeline,           // PIPELINE_MODEL_PARALLEL_GROUP, mesh_pp: stage sends/receives
+  kContextParallel,    // CONTEXT_PARALLEL_GROUP, mesh_cp
+  kExpertParallel,     // EXPERT_MODEL_PARALLEL_GROUP, mesh_ep: all-to-all dispatch
   kCount
 };
 constexpr int kNumRoles = static_cast<int>(Role::kCount);
@@ -105,12 +105,12 @@ inline int size_bin(uint64_t bytes) {
 // -1 / kUnset means "not given".
 struct Hint {
   static constexpr int kUnset = -1;
-  int role = kUnset;      // a Role value forced by the hint
-  int bucket = kUnset;    // DDP bucket index
-  int is_last = kUnset;   // DDP: last bucket of the step (0/1)
-  int stage = kUnset;     // pipeline stage
-  int direction = kUnset; // pipeline: 0 forward, 1 backward
-  int priority = kUnset;  // larger = more latency-critical
+  int role = kUnset;       // a Role value forced by the hint
+  int bucket = kUnset;     // DDP bucket index
+  int is_last = kUnset;    // DDP: last bucket of the step (0/1)
+  int stage = kUnset;      // pipeline stage
+  int direction = kUnset;  // pipeline: 0 forward, 1 backward
+  int priority = kUnset;   // larger = more latency-critical
 };
 
 // What the policy sees of one call. Every field is the same on every rank of the group.
@@ -135,12 +135,12 @@ struct Action {
 constexpr uint16_t kDefaultArm = 0;
 
 struct Decision {
-  uint32_t state_id = 0;   // index of the learner state (stable for the run, same on all ranks)
+  uint32_t state_id = 0;  // index of the learner state (stable for the run, same on all ranks)
   uint16_t arm = kDefaultArm;
-  bool probe = false;      // chosen to explore, not because it is the incumbent
-  bool measure = false;    // the learner wants this call's cost (consensus must carry it)
-  uint32_t epoch = 0;      // policy epoch (number of consensus rounds applied)
-  Action action;           // the arm's action, copied for the engine
+  bool probe = false;    // chosen to explore, not because it is the incumbent
+  bool measure = false;  // the learner wants this call's cost (consensus must carry it)
+  uint32_t epoch = 0;    // policy epoch (number of consensus rounds applied)
+  Action action;         // the arm's action, copied for the engine
 };
 
 }  // namespace dynamiccl

@@ -27,14 +27,29 @@ constexpr float kBaseLat[kNumAlgos][kNumProtos] = {
 
 constexpr float kHwLat[3][kNumAlgos][kNumProtos] = {
     {// NVLink
-     {0.6f, 1.25f, 4.0f}, {0.6f, 1.9f, 3.4f}, {0, 0, 3.7f}, {0, 0, 2.8f},
-     {0, 0, 25.0f}, {0, 0, 25.0f}, {0, 0, 4.0f}},
+     {0.6f, 1.25f, 4.0f},
+     {0.6f, 1.9f, 3.4f},
+     {0, 0, 3.7f},
+     {0, 0, 2.8f},
+     {0, 0, 25.0f},
+     {0, 0, 25.0f},
+     {0, 0, 4.0f}},
     {// PCI
-     {1.0f, 1.9f, 4.0f}, {1.0f, 2.5f, 5.7f}, {0, 0, 3.7f}, {0, 0, 2.8f},
-     {0, 0, 0}, {0, 0, 0}, {0, 0, 4.0f}},
+     {1.0f, 1.9f, 4.0f},
+     {1.0f, 2.5f, 5.7f},
+     {0, 0, 3.7f},
+     {0, 0, 2.8f},
+     {0, 0, 0},
+     {0, 0, 0},
+     {0, 0, 4.0f}},
     {// network
-     {5.0f, 8.5f, 14.0f}, {2.7f, 4.0f, 14.0f}, {0, 0, 31.0f}, {0, 0, 30.0f},
-     {0, 0, 18.0f}, {0, 0, 20.9f}, {0, 0, 14.0f}},
+     {5.0f, 8.5f, 14.0f},
+     {2.7f, 4.0f, 14.0f},
+     {0, 0, 31.0f},
+     {0, 0, 30.0f},
+     {0, 0, 18.0f},
+     {0, 0, 20.9f},
+     {0, 0, 14.0f}},
 };
 
 // Rows: compcap (Volta, Ampere, Hopper, Blackwell); columns: 1 node, 2 nodes, >= 3 nodes.
@@ -53,10 +68,10 @@ constexpr double kNvlsEfficiency[4] = {0.0, 0.0, 0.85, 0.74};
 // Tree all-reduce bandwidth correction, index log2(bytes / 64), 64 B .. 256 MiB.
 constexpr int kTreeCorrectionLen = 23;
 constexpr float kTreeCorrection[kNumProtos][kTreeCorrectionLen] = {
-    {1.0f, 1.0f, 1.0f, 1.0f, .9f, .8f, .7f, .7f, .7f, .7f, .6f, .5f,
-     .4f, .4f, .5f, .6f, .7f, .8f, .9f, 1.0f, 1.0f, 1.0f, 1.0f},
-    {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, .9f, .8f, .8f, .8f, .7f, .6f, .6f,
-     .6f, .6f, .6f, .6f, .8f, .9f, .9f, .9f, .9f, 1.0f, 1.0f},
+    {1.0f, 1.0f, 1.0f, 1.0f, .9f, .8f, .7f, .7f,  .7f,  .7f,  .6f, .5f,
+     .4f,  .4f,  .5f,  .6f,  .7f, .8f, .9f, 1.0f, 1.0f, 1.0f, 1.0f},
+    {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, .9f, .8f, .8f, .8f, .7f,  .6f, .6f,
+     .6f,  .6f,  .6f,  .6f,  .8f,  .9f, .9f, .9f, .9f, 1.0f, 1.0f},
     {.9f, .9f, .9f, .9f, .9f, .9f, .9f, .8f, .7f, .6f, .6f, .5f,
      .5f, .5f, .5f, .6f, .7f, .8f, .7f, .7f, .8f, .9f, .9f},
 };
@@ -67,8 +82,8 @@ constexpr int kSimpleMaxThreads = 512, kMaxThreads = 640, kLLMaxThreads = 512,
 constexpr int kLLThreshold = 8, kLL128Threshold = 8, kSimpleThreshold = 64;
 constexpr double kPciBw = 12.0;  // NCCL's PCI Gen3 x16 reference speed
 
-constexpr const char* kAlgoNames[kNumAlgos] = {"tree", "ring",      "collnet_direct",
-                                               "collnet_chain", "nvls", "nvls_tree", "pat"};
+constexpr const char* kAlgoNames[kNumAlgos] = {
+    "tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat"};
 constexpr const char* kProtoNames[kNumProtos] = {"LL", "LL128", "Simple"};
 
 bool iequals(const std::string& a, const char* b) {
@@ -322,8 +337,8 @@ bool enabled(const CommInputs& in, int a, int p) {
 // before we increase nThreads and nChannels".
 void NcclCostModel::set_thread_limits() {
   const GraphInputs& ring = in_.graphs[kAlgoRing];
-  const int ring_simple_threads =
-      ring.bw_intra * ring.n_channels <= kPciBw ? 256 : kSimpleMaxThreads;
+  const int ring_simple_threads = ring.bw_intra * ring.n_channels <= kPciBw ? 256
+                                                                            : kSimpleMaxThreads;
   for (int a = 0; a < kNumAlgos; ++a) {
     max_threads_[a][kProtoLL] = kLLMaxThreads;
     max_threads_[a][kProtoLL128] = kLL128MaxThreads;
@@ -366,8 +381,7 @@ bool NcclCostModel::terms(int func, int algo, int proto, uint64_t bytes, ModelTe
   if (bw <= 0) return false;
   double lat = lat_[func][algo][proto];
   const int log_size = log2i(bytes >> 6);
-  if (algo == kAlgoTree && func == kFuncAllReduce && log_size >= 0 &&
-      log_size < kTreeCorrectionLen)
+  if (algo == kAlgoTree && func == kFuncAllReduce && log_size >= 0 && log_size < kTreeCorrectionLen)
     bw *= kTreeCorrection[proto][log_size];
   if (algo == kAlgoRing && proto == kProtoSimple && in_.n_nodes > 1 && func == kFuncAllReduce) {
     const uint64_t per = static_cast<uint64_t>(in_.graphs[kAlgoRing].n_channels) *

@@ -72,16 +72,16 @@ struct CommInputs {
   int n_nodes = 0;
   int compcap = kHopper;
   bool cpu_amd = false;
-  bool intra_nvlink = true;     // graph typeIntra is NVLink (else PCI)
-  double intra_extra_us = 0;    // added to every intra-node hop latency
-  double latency_inter_us = 0;  // the network's latency (net plugin property)
-  double intra_lat_scale = 1;   // congestion: multiplies intra-node hop latency
-  double inter_lat_scale = 1;   // congestion: multiplies inter-node hop latency
-  bool same_channels = true;    // ring graph duplicated per channel (broadcast/reduce latency)
-  bool nvls_supported = false;  // NVSwitch + Hopper or newer + >= 2 GPUs per node
-  bool collnet_enabled = false; // SHARP-like in-network reduction
-  bool ll128_enabled = true;    // NCCL's LL128 auto-enable outcome
-  bool pat_enabled = false;     // one GPU per node
+  bool intra_nvlink = true;      // graph typeIntra is NVLink (else PCI)
+  double intra_extra_us = 0;     // added to every intra-node hop latency
+  double latency_inter_us = 0;   // the network's latency (net plugin property)
+  double intra_lat_scale = 1;    // congestion: multiplies intra-node hop latency
+  double inter_lat_scale = 1;    // congestion: multiplies inter-node hop latency
+  bool same_channels = true;     // ring graph duplicated per channel (broadcast/reduce latency)
+  bool nvls_supported = false;   // NVSwitch + Hopper or newer + >= 2 GPUs per node
+  bool collnet_enabled = false;  // SHARP-like in-network reduction
+  bool ll128_enabled = true;     // NCCL's LL128 auto-enable outcome
+  bool pat_enabled = false;      // one GPU per node
   GraphInputs graphs[kNumAlgos];
 };
 
@@ -97,9 +97,7 @@ class NcclCostModel {
   explicit NcclCostModel(const CommInputs& in);
 
   const CommInputs& inputs() const { return in_; }
-  bool available(int func, int algo, int proto) const {
-    return bw_[func][algo][proto] > 0;
-  }
+  bool available(int func, int algo, int proto) const { return bw_[func][algo][proto] > 0; }
   // Bandwidth (GB/s) and latency (us) as tuned at init, before per-call factors.
   double base_bandwidth(int func, int algo, int proto) const { return bw_[func][algo][proto]; }
   double base_latency(int func, int algo, int proto) const { return lat_[func][algo][proto]; }

@@ -75,8 +75,8 @@ using dynamiccl::nccl_plugin::t_slot;
 
 extern "C" {
 
-DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish(int coll_type, size_t nbytes, int algo,
-                                                  int proto, int nchannels) {
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish(int coll_type, size_t nbytes, int algo, int proto,
+                                                  int nchannels) {
   t_slot.decision = {coll_type, nbytes, algo < 0 ? -1 : algo, proto < 0 ? -1 : proto,
                      nchannels <= 0 ? -1 : nchannels};
   t_slot.armed = true;

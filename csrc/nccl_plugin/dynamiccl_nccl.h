@@ -114,8 +114,8 @@ enum dynamiccl_nccl_outcome {
  * Replaces any earlier decision of this thread and resets its outcome to NOT_CALLED.
  * Never blocks and never allocates.
  */
-DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish(int coll_type, size_t nbytes, int algo,
-                                                  int proto, int nchannels);
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish(int coll_type, size_t nbytes, int algo, int proto,
+                                                  int nchannels);
 
 /* Drops this thread's published decision, if any. The outcome is kept. */
 DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_clear(void);
@@ -125,13 +125,13 @@ DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_last_outcome(void);
 
 /* Process-wide counters (relaxed atomics: each value is exact, the set is not a snapshot). */
 struct dynamiccl_nccl_counters {
-  uint64_t applied;      /* getCollInfo calls that applied a published decision */
-  uint64_t abstained;    /* getCollInfo calls with no decision published on their thread */
-  uint64_t unavailable;  /* matching decisions NCCL could not honour (cost entry -1) */
-  uint64_t mismatched;   /* calls that did not match the published decision */
-  uint64_t init_calls;   /* tuner init calls (one per communicator NCCL created) */
-  uint64_t active_comms; /* communicators initialised and not yet destroyed/finalized */
-  uint64_t abi_version;  /* the tuner ABI of the most recent init (2..6; 0 before any) */
+  uint64_t applied;          /* getCollInfo calls that applied a published decision */
+  uint64_t abstained;        /* getCollInfo calls with no decision published on their thread */
+  uint64_t unavailable;      /* matching decisions NCCL could not honour (cost entry -1) */
+  uint64_t mismatched;       /* calls that did not match the published decision */
+  uint64_t init_calls;       /* tuner init calls (one per communicator NCCL created) */
+  uint64_t active_comms;     /* communicators initialised and not yet destroyed/finalized */
+  uint64_t abi_version;      /* the tuner ABI of the most recent init (2..6; 0 before any) */
   uint64_t chunk_size_calls; /* v6 getChunkSize calls (NCCL >= 2.30); the chunk size is kept */
 };
 DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_get_counters(struct dynamiccl_nccl_counters* out);
@@ -151,18 +151,18 @@ DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_loaded_by_nccl(void);
 #define DYNAMICCL_NCCL_PROFILER_RING_SIZE 2048
 
 struct dynamiccl_nccl_coll_record {
-  uint64_t id;              /* 1, 2, 3, ... in the order collectives were launched */
-  uint64_t comm_id;         /* NCCL's commHash: the same on every rank of the communicator */
-  uint64_t seq_number;      /* NCCL's per-communicator, per-collective-type sequence number */
-  uint64_t count;           /* element count NCCL was given */
-  uint64_t kernel_start_ns; /* earliest channel start (GPU globaltimer, ns); 0 = not yet */
-  uint64_t kernel_stop_ns;  /* latest channel stop (GPU globaltimer, ns); 0 = not yet */
-  int32_t coll_type;        /* DYNAMICCL_NCCL_COLL_*, -1 if NCCL named another function */
-  int32_t algo;             /* DYNAMICCL_NCCL_ALGO_* NCCL ran, -1 if not recognised */
-  int32_t proto;            /* DYNAMICCL_NCCL_PROTO_* NCCL ran, -1 if not recognised */
-  int32_t nchannels;        /* channels NCCL scheduled for this collective */
-  int32_t nwarps;           /* warps per channel */
-  int32_t rank;             /* this process's rank in the communicator */
+  uint64_t id;                  /* 1, 2, 3, ... in the order collectives were launched */
+  uint64_t comm_id;             /* NCCL's commHash: the same on every rank of the communicator */
+  uint64_t seq_number;          /* NCCL's per-communicator, per-collective-type sequence number */
+  uint64_t count;               /* element count NCCL was given */
+  uint64_t kernel_start_ns;     /* earliest channel start (GPU globaltimer, ns); 0 = not yet */
+  uint64_t kernel_stop_ns;      /* latest channel stop (GPU globaltimer, ns); 0 = not yet */
+  int32_t coll_type;            /* DYNAMICCL_NCCL_COLL_*, -1 if NCCL named another function */
+  int32_t algo;                 /* DYNAMICCL_NCCL_ALGO_* NCCL ran, -1 if not recognised */
+  int32_t proto;                /* DYNAMICCL_NCCL_PROTO_* NCCL ran, -1 if not recognised */
+  int32_t nchannels;            /* channels NCCL scheduled for this collective */
+  int32_t nwarps;               /* warps per channel */
+  int32_t rank;                 /* this process's rank in the communicator */
   int32_t kernel_channels_done; /* channels whose kernel stop time has been received */
   int32_t reserved;
 };

@@ -53,8 +53,7 @@ bool v2_pair_allowed(const V2Facts& facts, int algo, int proto) {
 
   switch (facts.coll_type) {
     case ncclFuncBroadcast:
-    case ncclFuncReduce:
-      return algo == NCCL_ALGO_RING;
+    case ncclFuncReduce: return algo == NCCL_ALGO_RING;
     case ncclFuncAllGather:
     case ncclFuncReduceScatter:
       if (algo == NCCL_ALGO_RING) return true;
@@ -62,20 +61,14 @@ bool v2_pair_allowed(const V2Facts& facts, int algo, int proto) {
     case ncclFuncAllReduce:
       switch (algo) {
         case NCCL_ALGO_TREE:
-        case NCCL_ALGO_RING:
-          return true;
+        case NCCL_ALGO_RING: return true;
         case NCCL_ALGO_COLLNET_DIRECT:
-        case NCCL_ALGO_COLLNET_CHAIN:
-          return facts.collnet_support != 0;
-        case NCCL_ALGO_NVLS:
-          return facts.nvls_support != 0;
-        case NCCL_ALGO_NVLS_TREE:
-          return facts.nvls_support != 0 && facts.n_nodes > 1;
-        default:
-          return false;
+        case NCCL_ALGO_COLLNET_CHAIN: return facts.collnet_support != 0;
+        case NCCL_ALGO_NVLS: return facts.nvls_support != 0;
+        case NCCL_ALGO_NVLS_TREE: return facts.nvls_support != 0 && facts.n_nodes > 1;
+        default: return false;
       }
-    default:
-      return false;
+    default: return false;
   }
 }
 

@@ -37,10 +37,9 @@ namespace nccl_plugin {
 namespace {
 
 // Indexed by ncclFunc_t, NCCL_ALGO_* and NCCL_PROTO_*.
-const char* const kCollNames[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter",
-                                  "AllReduce"};
-const char* const kAlgoNames[] = {"Tree", "Ring", "CollNetDirect", "CollNetChain",
-                                  "NVLS", "NVLSTree", "PAT"};
+const char* const kCollNames[] = {"Broadcast", "Reduce", "AllGather", "ReduceScatter", "AllReduce"};
+const char* const kAlgoNames[] = {"Tree",     "Ring", "CollNetDirect", "CollNetChain", "NVLS",
+                                  "NVLSTree", "PAT"};
 const char* const kProtoNames[] = {"LL", "LL128", "Simple"};
 
 template <int N>

@@ -55,7 +55,7 @@ ncclResult_t create_context(int abi_version, uint64_t comm_id, size_t n_ranks, s
   ctx->log.comm_id = comm_id;
   ctx->n_nodes = n_nodes;
   ctx->env_restricted = abi_version == 2 && (std::getenv("NCCL_ALGO") != nullptr ||
-                                              std::getenv("NCCL_PROTO") != nullptr);
+                                             std::getenv("NCCL_PROTO") != nullptr);
   if (logger != nullptr) {
     logger(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __func__, __LINE__,
            "%s tuner: ABI v%d, comm 0x%llx, %zu ranks on %zu nodes%s", kPluginName, abi_version,

@@ -12,7 +12,8 @@
 namespace dynamiccl {
 
 struct Arm {
-  std::string name;  // short, stable, unique within the op: "default", "ring", "rd_s4", "ring/LL128/c8"
+  std::string
+      name;  // short, stable, unique within the op: "default", "ring", "rd_s4", "ring/LL128/c8"
   Action action;
 };
 

@@ -55,8 +55,7 @@ void ArmSlot::refresh() {
   v.center = trimmed.mean();
   v.spread = std::max(trimmed.stddev(), kMinRelSpread * std::fabs(v.center));
   if (!(v.robust_sigma > 0)) v.robust_sigma = v.spread;
-  v.half_width = v.n < 2 ? INFINITY
-                         : kConfidenceZ * v.spread / std::sqrt(static_cast<double>(v.n));
+  v.half_width = v.n < 2 ? INFINITY : kConfidenceZ * v.spread / std::sqrt(static_cast<double>(v.n));
   dirty = false;
 }
 

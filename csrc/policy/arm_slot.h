@@ -34,15 +34,15 @@ constexpr uint32_t kSummaryEvery = 8;
 
 // What the comparisons read about an arm, recomputed once per round when costs arrived.
 struct ArmView {
-  double center = 0;      // winsorized mean of the current regime
-  double spread = 0;      // its standard deviation (floored at kMinRelSpread of the centre)
+  double center = 0;             // winsorized mean of the current regime
+  double spread = 0;             // its standard deviation (floored at kMinRelSpread of the centre)
   double half_width = INFINITY;  // kConfidenceZ * spread / sqrt(n); +inf below two costs
   double robust_sigma = 0;       // MAD-based spread of the recent window (CUSUM, re-check)
   double highest = INFINITY;     // worst cost in the recent window (+inf: unknown)
   double clip_lo = -INFINITY;    // winsorizing bounds for the next costs
   double clip_hi = INFINITY;
   double outlier_hi = INFINITY;  // costs above it count as outliers
-  uint64_t n = 0;         // costs the centre rests on
+  uint64_t n = 0;                // costs the centre rests on
 };
 
 // One candidate arm of a state.
@@ -50,31 +50,31 @@ struct ArmSlot {
   uint16_t arm = kDefaultArm;
   Action action;
   double prior_us = 0;
-  RunningStats stats;     // raw costs of the current regime (reporting, snapshots)
-  RunningStats trimmed;   // winsorized costs of the current regime (comparisons)
-  SampleWindow window;    // most recent costs of the current regime
+  RunningStats stats;    // raw costs of the current regime (reporting, snapshots)
+  RunningStats trimmed;  // winsorized costs of the current regime (comparisons)
+  SampleWindow window;   // most recent costs of the current regime
   ArmView view;
   double prev_center = INFINITY;  // centre before the last re-open (recovery ranking)
   float lowest = INFINITY;        // cheapest cost of the current regime
-  uint32_t outliers = 0;  // regime costs above view.outlier_hi when they arrived
-  uint32_t unsummarized = 0;  // costs since the window's order statistics were last taken
-  uint64_t calls = 0;     // lifetime calls decided with this arm
-  uint64_t samples = 0;   // lifetime costs received
-  uint32_t issued = 0;    // calls decided in the current regime, costs in flight included
-  uint32_t fresh = 0;     // costs received since the state last converged
-  bool eliminated = false;  // confidently worse than the incumbent (or hopeless)
-  bool resolved = false;    // nothing more to learn by probing it (recomputed every round)
-  bool unavailable = false; // dropped for good: the engine cannot run it for this state
-  bool parked = false;      // left out of a focused re-probe after a re-open
-  bool gated = false;       // a challenger: waits for its first cost before more probes
-  bool confirm = false;     // eliminated on one cost among heavy tails: one more probe
-  bool dirty = false;       // costs arrived since the view was computed
-  uint8_t waited = 0;       // rounds a gated probe's cost has been awaited
+  uint32_t outliers = 0;          // regime costs above view.outlier_hi when they arrived
+  uint32_t unsummarized = 0;      // costs since the window's order statistics were last taken
+  uint64_t calls = 0;             // lifetime calls decided with this arm
+  uint64_t samples = 0;           // lifetime costs received
+  uint32_t issued = 0;            // calls decided in the current regime, costs in flight included
+  uint32_t fresh = 0;             // costs received since the state last converged
+  bool eliminated = false;        // confidently worse than the incumbent (or hopeless)
+  bool resolved = false;          // nothing more to learn by probing it (recomputed every round)
+  bool unavailable = false;       // dropped for good: the engine cannot run it for this state
+  bool parked = false;            // left out of a focused re-probe after a re-open
+  bool gated = false;             // a challenger: waits for its first cost before more probes
+  bool confirm = false;           // eliminated on one cost among heavy tails: one more probe
+  bool dirty = false;             // costs arrived since the view was computed
+  uint8_t waited = 0;             // rounds a gated probe's cost has been awaited
   // Do no harm (learner.h). From the prior, fixed: the expected extra cost of one probe and the
   // call count from which a first probe is worth it, both relative to the default's cost.
   double prior_extra_ratio = 0;
   uint64_t worth_from_call = 0;
-  bool deferred = false;    // not worth a first probe yet (until the state has seen more calls)
+  bool deferred = false;  // not worth a first probe yet (until the state has seen more calls)
   // Refreshed every round: what one more probe is expected to cost over the default (µs), and
   // the expected extra of this arm's probes whose costs are still in flight.
   double expected_extra_us = 0;

@@ -43,7 +43,7 @@ class RunningStats {
 struct RobustSummary {
   int n = 0;
   double median = 0;
-  double mad = 0;      // median absolute deviation from the median (unscaled)
+  double mad = 0;  // median absolute deviation from the median (unscaled)
   double highest = 0;
 };
 

@@ -25,7 +25,7 @@ Cusum::Alarm Cusum::add(double cost, double center, double sigma, double thresho
   run_up_ = up_ > 0 ? run_up_ + 1 : 0;
   run_down_ = down_ > 0 ? run_down_ + 1 : 0;
   const double level = threshold_ * threshold_scale;
-  const Alarm alarm = up_ > level                  ? Alarm::kUp
+  const Alarm alarm = up_ > level                   ? Alarm::kUp
                       : down_ > level * kDownFactor ? Alarm::kDown
                                                     : Alarm::kNone;
   if (alarm != Alarm::kNone) {

@@ -56,8 +56,8 @@ void set_head_setting(HeadConfig& head, const std::string& key, double value) {
     const bool whole = !s.integer || value == std::floor(value);
     if (!std::isfinite(value) || !whole || !s.accepts(value)) {
       std::ostringstream os;
-      os << "head setting " << key << "=" << value << " is not accepted (accepted: "
-         << s.range() << ")";
+      os << "head setting " << key << "=" << value << " is not accepted (accepted: " << s.range()
+         << ")";
       throw std::invalid_argument(os.str());
     }
     if (s.real) {
@@ -68,7 +68,8 @@ void set_head_setting(HeadConfig& head, const std::string& key, double value) {
     return;
   }
   std::string names;
-  for (const HeadSetting& s : head_settings()) names += std::string(names.empty() ? "" : ", ") + s.name;
+  for (const HeadSetting& s : head_settings())
+    names += std::string(names.empty() ? "" : ", ") + s.name;
   throw std::invalid_argument("unknown head setting '" + key + "' (accepted: " + names + ")");
 }
 

@@ -63,10 +63,9 @@ void validate(const LearnerConfig& c) {
 }
 
 [[noreturn]] __attribute__((noinline)) void bad_context(const CollectiveContext& ctx) {
-  throw std::invalid_argument("dynamiccl learner: context with role=" +
-                              str(static_cast<int>(ctx.role)) +
-                              " op=" + str(static_cast<int>(ctx.op)) +
-                              " (accepted: a Role and an OpKind below their kCount)");
+  throw std::invalid_argument(
+      "dynamiccl learner: context with role=" + str(static_cast<int>(ctx.role)) + " op=" +
+      str(static_cast<int>(ctx.op)) + " (accepted: a Role and an OpKind below their kCount)");
 }
 
 }  // namespace
@@ -81,7 +80,7 @@ struct Learner::Impl {
   std::vector<PolicyState> states;      // by id = first-seen order, the same on every rank
   // The group's do-no-harm budget, shared by its states (stable address: states point to it).
   std::unique_ptr<RegretBudget> budget = std::make_unique<RegretBudget>();
-  MeasureCost measure;                  // the last known cost of measuring
+  MeasureCost measure;  // the last known cost of measuring
 
   // Restored snapshots of states not seen yet; applied when the state is created.
   std::array<int32_t, kNumKeys> pending_index;  // key -> index into pending, -1 = none
@@ -92,11 +91,11 @@ struct Learner::Impl {
   uint64_t window_nondefault = 0;  // non-default decisions in the current window
   double baseline_sum = 0;         // step times of default-only rounds
   int baseline_rounds = 0;
-  double first_sum = 0;            // step times of the first rounds (fallback baseline)
+  double first_sum = 0;  // step times of the first rounds (fallback baseline)
   int first_rounds = 0;
-  int regressed_rounds = 0;        // consecutive
+  int regressed_rounds = 0;  // consecutive
   double best_loss = INFINITY;
-  int stalled_rounds = 0;          // rounds without a new best loss while some state probed
+  int stalled_rounds = 0;  // rounds without a new best loss while some state probed
 
   Impl(LearnerConfig c, std::shared_ptr<const ArmCatalog> cat)
       : config(std::move(c)), catalog(std::move(cat)), mode(config.mode) {
@@ -154,8 +153,8 @@ struct Learner::Impl {
         first_sum += st;
         ++first_rounds;
       } else {
-        const double base =
-            baseline_rounds > 0 ? baseline_sum / baseline_rounds : first_sum / first_rounds;
+        const double base = baseline_rounds > 0 ? baseline_sum / baseline_rounds
+                                                : first_sum / first_rounds;
         if (st > base * (1.0 + config.step_regression)) {
           if (++regressed_rounds >= kRegressionRounds) {
             freeze_all();
@@ -284,8 +283,8 @@ void Learner::restore(const PolicySnapshot& snap) {
             at + k::kSizeBin + "=" + str(st.size_bin), "0.." + str(kNumSizeBins - 1));
     const int key = state_key(role, op, st.size_bin);
     require(!seen[key],
-            at + "state (" + role_name(st.role) + ", " + op_name(st.op) + ", " +
-                str(st.size_bin) + ") listed twice",
+            at + "state (" + role_name(st.role) + ", " + op_name(st.op) + ", " + str(st.size_bin) +
+                ") listed twice",
             std::string("each (") + k::kRole + ", " + k::kOp + ", " + k::kSizeBin + ") once");
     seen[key] = 1;
     for (const ArmSnapshot& a : st.arms) {

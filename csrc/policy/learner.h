@@ -64,10 +64,11 @@ namespace dynamiccl {
 
 // Budgets of one role's head.
 struct HeadConfig {
-  double probe_budget = 0.25;    // max fraction of a state's calls spent probing while exploring
-  double converged_budget = 0.01;// probing fraction once the state has converged (budget decays to it)
-  int warmup_calls = 8;          // default-arm calls before probing starts
-  int min_samples = 6;           // samples per arm before it can be compared / eliminated
+  double probe_budget = 0.25;  // max fraction of a state's calls spent probing while exploring
+  double converged_budget =
+      0.01;              // probing fraction once the state has converged (budget decays to it)
+  int warmup_calls = 8;  // default-arm calls before probing starts
+  int min_samples = 6;   // samples per arm before it can be compared / eliminated
   double switch_margin = 0.03;   // a challenger must be this much cheaper (relative) to take over
   int max_candidates = 16;       // at most this many arms (best by prior, default always kept)
   double cusum_threshold = 8.0;  // CUSUM alarm level, in units of the incumbent's cost std-dev
@@ -83,11 +84,11 @@ struct HeadSetting {
   double HeadConfig::*real = nullptr;  // one of the two is set
   int HeadConfig::*integer = nullptr;
   double min = 0, max = 0;
-  bool min_open = false;               // the range excludes `min`
+  bool min_open = false;  // the range excludes `min`
   const char* doc = "";
   double get(const HeadConfig& h) const { return real ? h.*real : h.*integer; }
   bool accepts(double v) const { return (min_open ? v > min : v >= min) && v <= max; }
-  std::string range() const;           // "0 < x <= 1", "integer >= 1", ...
+  std::string range() const;  // "0 < x <= 1", "integer >= 1", ...
 };
 const std::vector<HeadSetting>& head_settings();
 // Sets `key` of `head` to `value`; throws std::invalid_argument naming the key or the value and
@@ -97,8 +98,8 @@ void set_head_setting(HeadConfig& head, const std::string& key, double value);
 struct LearnerConfig {
   Mode mode = Mode::kLearn;
   std::array<HeadConfig, kNumRoles> heads = default_heads();
-  double step_regression = 0.10; // guard: step time worse than baseline by this fraction
-  int loss_stall_rounds = 20;    // guard: rounds without loss improvement during exploration
+  double step_regression = 0.10;  // guard: step time worse than baseline by this fraction
+  int loss_stall_rounds = 20;     // guard: rounds without loss improvement during exploration
   static std::array<HeadConfig, kNumRoles> default_heads();
 };
 
@@ -127,18 +128,18 @@ struct RoundResult {
 struct ArmStats {
   uint16_t arm = kDefaultArm;  // index in the engine's arm list
   std::string name;
-  uint64_t calls = 0;      // calls decided with this arm
-  uint64_t samples = 0;    // costs received for it
+  uint64_t calls = 0;    // calls decided with this arm
+  uint64_t samples = 0;  // costs received for it
   double mean_us = 0;
-  double median_us = 0;    // over a window of recent samples
-  double center_us = 0;    // what the learner compares arms by: winsorized mean, current regime
+  double median_us = 0;  // over a window of recent samples
+  double center_us = 0;  // what the learner compares arms by: winsorized mean, current regime
   bool eliminated = false;
 };
 
 // Something that changed a state's course, for people reading what the learner did.
 struct StateEvent {
-  uint64_t call = 0;        // the state's call count when it happened
-  std::string what;         // "converged", "switched", "reopened...", "settled", "rollback...", ...
+  uint64_t call = 0;  // the state's call count when it happened
+  std::string what;   // "converged", "switched", "reopened...", "settled", "rollback...", ...
   uint16_t from_arm = kDefaultArm;  // the incumbent before and after
   uint16_t to_arm = kDefaultArm;
 };
@@ -149,12 +150,12 @@ struct StateStats {
   OpKind op = OpKind::kAllReduce;
   int size_bin = 0;
   uint16_t incumbent = kDefaultArm;
-  std::string phase;        // "warmup" | "probing" | "exploit" | "settled" | "frozen"
+  std::string phase;  // "warmup" | "probing" | "exploit" | "settled" | "frozen"
   uint64_t calls = 0;
   uint64_t measured_calls = 0;  // calls whose cost the state asked for
   uint64_t probes = 0;
-  uint32_t alarms = 0;      // CUSUM re-openings
-  bool frozen = false;      // a guard froze exploration
+  uint32_t alarms = 0;             // CUSUM re-openings
+  bool frozen = false;             // a guard froze exploration
   uint64_t converged_at_call = 0;  // call count at which probing ended last (0 = not yet)
   // Do-no-harm accounting, µs: what learning cost over the default (negative: it saved), and
   // the budget it may not exceed (regret_budget x calls x the default's cost).
@@ -169,14 +170,14 @@ struct ArmSnapshot {
   std::string name;
   uint64_t samples = 0;
   double mean_us = 0;
-  double m2 = 0;           // sum of squared deviations (Welford)
+  double m2 = 0;  // sum of squared deviations (Welford)
   bool eliminated = false;
 };
 struct StateSnapshot {
   Role role = Role::kDefault;
   OpKind op = OpKind::kAllReduce;
   int size_bin = 0;
-  std::string incumbent;   // arm name
+  std::string incumbent;  // arm name
   bool converged = false;
   std::vector<ArmSnapshot> arms;
 };

@@ -78,8 +78,8 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
   // would misstate the incumbent. It measures itself afresh.
   if (incumbent_ == from) slots_[from].clear_regime();
   note(challenger >= 0 ? "reopened: a challenger looks cheaper"
-       : slower       ? "reopened: the incumbent got slower"
-                      : "reopened: the incumbent got cheaper",
+       : slower        ? "reopened: the incumbent got slower"
+                       : "reopened: the incumbent got cheaper",
        from, incumbent_);
   focus_from_ = from;
   burst_ = true;
@@ -98,8 +98,8 @@ bool PolicyState::unpark_if_inconclusive() {
   if (focus_from_ < 0) return false;
   const ArmSlot& from = slots_[focus_from_];
   const double keep = 1.0 - head_.switch_margin;
-  const bool improved =
-      incumbent_ != focus_from_ && slots_[incumbent_].view.center < from.view.center * keep;
+  const bool improved = incumbent_ != focus_from_ &&
+                        slots_[incumbent_].view.center < from.view.center * keep;
   const bool slower = std::isfinite(from.prev_center) &&
                       from.view.center > from.prev_center * (1.0 + head_.switch_margin);
   focus_from_ = -1;

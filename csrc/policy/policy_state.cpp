@@ -189,8 +189,8 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
   }
   // The CUSUM residual is predictive: the cost against the incumbent's view as of the last round,
   // so a shift within this round's costs cannot pull its own reference along.
-  const bool watch = learning && !frozen_ && phase_ == LearnPhase::kExploit &&
-                     i == incumbent_ && a.view.n >= kCusumMinReference;
+  const bool watch = learning && !frozen_ && phase_ == LearnPhase::kExploit && i == incumbent_ &&
+                     a.view.n >= kCusumMinReference;
   a.add(cost_us);
   ++a.samples;
   ++a.fresh;
@@ -445,10 +445,10 @@ void PolicyState::update_budget_view() {
   const ArmSlot& def = slots_[default_slot_];
   if (def.view.n > 0) ref_us_ = def.view.center;  // else the last known one
   for (ArmSlot& a : slots_) {
-    const double expected =
-        a.view.n > 0 ? a.view.center : (1.0 + a.prior_extra_ratio) * ref_us_;
-    a.expected_extra_us =
-        a.arm == kDefaultArm ? 0.0 : std::max(0.0, expected - ref_us_) + probe_measure_us_;
+    const double expected = a.view.n > 0 ? a.view.center : (1.0 + a.prior_extra_ratio) * ref_us_;
+    a.expected_extra_us = a.arm == kDefaultArm
+                              ? 0.0
+                              : std::max(0.0, expected - ref_us_) + probe_measure_us_;
   }
 }
 
@@ -642,7 +642,7 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
   st.op = op_;
   st.size_bin = size_bin_;
   st.incumbent = slots_[incumbent_].arm;
-  st.phase = frozen_                       ? "frozen"
+  st.phase = frozen_                          ? "frozen"
              : phase_ == LearnPhase::kWarmup  ? "warmup"
              : phase_ == LearnPhase::kProbing ? "probing"
              : settled_                       ? "settled"

@@ -224,9 +224,7 @@ class PolicyState {
   const ArmSlot& slot(int i) const { return slots_[i]; }
   int num_slots() const { return static_cast<int>(slots_.size()); }
   // Slot of `arm`, or -1 when it is not a candidate of this state.
-  int slot_of(uint16_t arm) const {
-    return arm < slot_of_arm_.size() ? slot_of_arm_[arm] : -1;
-  }
+  int slot_of(uint16_t arm) const { return arm < slot_of_arm_.size() ? slot_of_arm_[arm] : -1; }
 
  private:
   // Probing: round robin over candidates still short of need_ calls (a gated candidate waits
@@ -252,9 +250,7 @@ class PolicyState {
     return widest_target();
   }
   // A gated candidate whose first cost is still in flight.
-  bool awaiting(const ArmSlot& a) const {
-    return a.gated && a.stats.count() == 0 && a.issued > 0;
-  }
+  bool awaiting(const ArmSlot& a) const { return a.gated && a.stats.count() == 0 && a.issued > 0; }
   // Do-no-harm gate (a) of learner.h: the probe fits in the group's regret budget. Not before
   // the state's default has a cost: there is nothing to measure the extra against yet.
   bool affordable(const ArmSlot& a) const {
@@ -335,21 +331,21 @@ class PolicyState {
   uint32_t probe_ppm_;
   uint32_t converged_ppm_;
 
-  std::vector<ArmSlot> slots_;         // probe order
-  std::vector<int16_t> slot_of_arm_;   // catalog arm index -> slot, -1 if not a candidate
+  std::vector<ArmSlot> slots_;        // probe order
+  std::vector<int16_t> slot_of_arm_;  // catalog arm index -> slot, -1 if not a candidate
   int default_slot_ = 0;
   int incumbent_ = 0;
-  int runner_up_ = -1;                 // exploit: the arm re-checked now and then
+  int runner_up_ = -1;  // exploit: the arm re-checked now and then
   int rr_cursor_ = 0;
   LearnPhase phase_ = LearnPhase::kWarmup;
   bool frozen_ = false;
-  bool burst_ = false;                 // probing every call right after a focused re-open
-  int focus_from_ = -1;                // incumbent before a focused re-open still in progress
-  uint32_t need_ = 0;                  // costs an arm needs before it is compared (update_tail)
-  uint32_t hopeless_need_ = 1;         // costs an early elimination rests on (update_tail)
-  double tail_ = 0;                    // the state's outlier rate (update_tail)
-  uint32_t budget_ppm_ = 0;            // current probing fraction
-  uint32_t credit_ppm_ = 0;            // accumulated probe credit
+  bool burst_ = false;          // probing every call right after a focused re-open
+  int focus_from_ = -1;         // incumbent before a focused re-open still in progress
+  uint32_t need_ = 0;           // costs an arm needs before it is compared (update_tail)
+  uint32_t hopeless_need_ = 1;  // costs an early elimination rests on (update_tail)
+  double tail_ = 0;             // the state's outlier rate (update_tail)
+  uint32_t budget_ppm_ = 0;     // current probing fraction
+  uint32_t credit_ppm_ = 0;     // accumulated probe credit
   uint64_t calls_ = 0;
   uint64_t measured_calls_ = 0;
   uint64_t probes_ = 0;
@@ -359,16 +355,16 @@ class PolicyState {
   // Do no harm (learner.h): the default's cost (the baseline), what learning has cost over it,
   // and the expected extra of probes in flight.
   double ref_us_ = 0;
-  double extra_us_ = 0;           // this state's part of what the group spent over the default
+  double extra_us_ = 0;  // this state's part of what the group spent over the default
   RegretBudget* group_;
   // Settling.
   bool settled_ = false;
-  uint64_t quiet_since_ = 0;      // call count of the last event (convergence, switch, ...)
-  uint32_t watch_ppm_ = kPpmOne;  // fraction of a settled state's calls that are measured
+  uint64_t quiet_since_ = 0;         // call count of the last event (convergence, switch, ...)
+  uint32_t watch_ppm_ = kPpmOne;     // fraction of a settled state's calls that are measured
   uint32_t learning_ppm_ = kPpmOne;  // the same before settling
   uint32_t learning_credit_ppm_ = 0;
-  double probe_measure_us_ = 0;     // what measuring a probe costs the job
-  bool probes_flow_ = true;         // the last probe search found an affordable target
+  double probe_measure_us_ = 0;  // what measuring a probe costs the job
+  bool probes_flow_ = true;      // the last probe search found an affordable target
   uint32_t watch_credit_ppm_ = 0;
   uint32_t check_ppm_ = 0;         // rate of the default's rollback checks (halves when they
   uint32_t check_credit_ppm_ = 0;  // confirm the incumbent, down to kMinCheckPpm)

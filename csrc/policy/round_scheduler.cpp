@@ -7,8 +7,7 @@ namespace dynamiccl {
 
 RoundScheduler::RoundScheduler(int round_calls) : k_(round_calls) {
   if (round_calls < 1) {
-    throw std::invalid_argument("round_calls=" + std::to_string(round_calls) +
-                                " (accepted: >= 1)");
+    throw std::invalid_argument("round_calls=" + std::to_string(round_calls) + " (accepted: >= 1)");
   }
 }
 

@@ -29,7 +29,7 @@ class RoundScheduler {
   static int slot_of(uint64_t index, int round_calls) {
     return static_cast<int>(index % (2 * static_cast<uint64_t>(round_calls)));
   }
-  uint64_t calls() const { return next_; }            // the index the next call gets
+  uint64_t calls() const { return next_; }  // the index the next call gets
   uint64_t rounds_started() const { return started_; }
   uint64_t rounds_applied() const { return applied_; }
 
@@ -41,8 +41,8 @@ class RoundScheduler {
 
   // What the boundary after the call just added asks for (nothing between boundaries).
   struct Boundary {
-    bool apply = false;   // apply the round in flight
-    bool start = false;   // reduce the round that just closed: calls [first, first + K)
+    bool apply = false;  // apply the round in flight
+    bool start = false;  // reduce the round that just closed: calls [first, first + K)
     uint64_t first = 0;
   };
   Boundary end_call();

@@ -5,12 +5,12 @@
 #include <limits>
 #include <stdexcept>
 
+#include "engines/nccl/arm_catalog.h"
 #include "policy/learner.h"
 #include "policy/round_scheduler.h"
-#include "truth/rng.h"
-#include "engines/nccl/arm_catalog.h"
-#include "truth/truth.h"
 #include "sim/workload.h"
+#include "truth/rng.h"
+#include "truth/truth.h"
 
 namespace dynamiccl {
 namespace sim {
@@ -35,9 +35,8 @@ LearnerConfig learner_config(const ScenarioSpec& spec) {
     }
     Role r;
     if (!parse_role(o.role, &r))
-      throw std::invalid_argument("learner: unknown role '" + o.role +
-                                  "' (accepted: " + kEveryRole + ", " +
-                                  role_names().joined() + ")");
+      throw std::invalid_argument("learner: unknown role '" + o.role + "' (accepted: " +
+                                  kEveryRole + ", " + role_names().joined() + ")");
     apply(cfg.heads[static_cast<int>(r)], o.values);
   }
   return cfg;
@@ -90,9 +89,9 @@ struct Group {
   std::shared_ptr<NcclArmCatalog> catalog;  // the product's, for this group
   std::unique_ptr<Learner> learner;
   int ranks_sampled = 1;
-  RoundScheduler rounds;        // the product's: measured costs apply one round later
+  RoundScheduler rounds;  // the product's: measured costs apply one round later
   RoundResult current, pending;
-  double prev_cost_us = 0;      // the group's previous call (overlapping calls queue behind it)
+  double prev_cost_us = 0;         // the group's previous call (overlapping calls queue behind it)
   std::vector<StateTrack> states;  // by state id
   int unconverged = 0;             // states seen, with something to learn, not yet converged
   int poll_interval = 1;
@@ -118,9 +117,10 @@ struct SimRunner::Impl {
     validate_spec(spec);
     topo = resolve_topology(spec.topology);
     const Topology prior_topo = spec.prior == "described"
-        ? resolve_topology(described_topology(topo.nodes, topo.gpus_per_node, topo.compcap,
-                                              topo.intra == LinkType::kPcie))
-        : topo;
+                                    ? resolve_topology(described_topology(
+                                          topo.nodes, topo.gpus_per_node, topo.compcap,
+                                          topo.intra == LinkType::kPcie))
+                                    : topo;
     truth = TruthFactors::from_entries(spec.truth);
     workload = build_workload(spec);
     noise = spec.cluster().noise;
@@ -132,8 +132,7 @@ struct SimRunner::Impl {
       g.info = workload.groups[i];
       g.world = std::make_shared<GroupWorld>(topo, g.info.shape, truth, spec.channel_model);
       g.catalog = std::make_shared<NcclArmCatalog>(
-          nccl_catalog_for(prior_topo, g.info.shape, spec.channel_caps,
-                           spec.derive_channel_caps));
+          nccl_catalog_for(prior_topo, g.info.shape, spec.channel_caps, spec.derive_channel_caps));
       g.learner = std::make_unique<Learner>(cfg, g.catalog);
       g.ranks_sampled = std::min(spec.ranks_sampled, g.info.shape.ranks());
       g.current.calls.reserve(spec.round_calls);
@@ -201,8 +200,8 @@ struct SimRunner::Impl {
       for (Group& g : groups) g.world->set_link_scale(scale);
       refresh_tables();
       for (size_t e = 0; e < spec.congestion.size(); ++e)
-        if (spec.congestion[e].from_step == step) start_recovery(static_cast<int>(e), old_oracle,
-                                                                  old_arm);
+        if (spec.congestion[e].from_step == step)
+          start_recovery(static_cast<int>(e), old_oracle, old_arm);
     }
     for (size_t e = 0; e < spec.congestion.size(); ++e)
       if (spec.congestion[e].to_step == step) stop_recovery(static_cast<int>(e));

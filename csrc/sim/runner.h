@@ -40,8 +40,8 @@ struct StateResult {
   std::string default_arm;         // NCCL's own pick (algo/proto) for the state's last call
   std::string oracle_arm;          // the truth's best arm for the state's last call
   CostTotals totals;
-  CostTotals after_convergence;    // calls after the state first converged
-  uint32_t alarms = 0;             // CUSUM re-openings reported by the learner
+  CostTotals after_convergence;  // calls after the state first converged
+  uint32_t alarms = 0;           // CUSUM re-openings reported by the learner
 };
 
 // How fast a state got back near the oracle after a congestion episode began.

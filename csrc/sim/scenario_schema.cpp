@@ -6,10 +6,10 @@
 #include <utility>
 
 #include "core/types.h"
-#include "policy/learner.h"
 #include "nccl_model/cost_model.h"
-#include "sim/scenario_spec.h"
 #include "nccl_model/topology.h"
+#include "policy/learner.h"
+#include "sim/scenario_spec.h"
 #include "sim/workload.h"
 
 namespace dynamiccl {
@@ -216,120 +216,156 @@ constexpr double kMaxValue = 1e6;       // bandwidths, latencies, bucket caps, h
 constexpr char kTruthKeySeparator[] = "/";
 
 Key link(const char* key, bool intra, const char* doc, const char* bw_doc, const char* lat_doc) {
-  return object(key, intra ? &TopologySpec::intra : &TopologySpec::inter, doc, {
-      choice("type", &LinkSpec::type, link_type_names(intra), "the link type").required(),
-      number("bw_GBps", &LinkSpec::bw_GBps, 0, kMaxValue, bw_doc).above_min().required(),
-      number("lat_us", &LinkSpec::lat_us, 0, kMaxValue, lat_doc),
-  });
+  return object(
+      key, intra ? &TopologySpec::intra : &TopologySpec::inter, doc,
+      {
+          choice("type", &LinkSpec::type, link_type_names(intra), "the link type").required(),
+          number("bw_GBps", &LinkSpec::bw_GBps, 0, kMaxValue, bw_doc).above_min().required(),
+          number("lat_us", &LinkSpec::lat_us, 0, kMaxValue, lat_doc),
+      });
 }
 
 Key topology() {
   using S = TopologySpec;
-  return object("topology", &ScenarioSpec::topology, "the cluster", {
-      integer("nodes", &S::nodes, 1, 100000, "number of nodes").required(),
-      integer("gpus_per_node", &S::gpus_per_node, 1, 72, "GPUs per node").required(),
-      link("intra", true, "the links inside a node", "per-GPU bandwidth, GB/s",
-           "added to NCCL's per-hop latency, us").required(),
-      link("inter", false, "the network between nodes", "network bandwidth per GPU, GB/s",
-           "the network's latency, us").absent("required when nodes > 1"),
-      choice("gpu", &S::gpu, compcap_names(), "NCCL's compute-capability class"),
-      choice("cpu", &S::cpu, cpu_names(), "NCCL's network overhead and LL bandwidth row"),
-      boolean("nvswitch", &S::nvswitch,
-              "NVLink through NVSwitch (NVLS needs it, with Hopper or newer)"),
-      boolean("sharp", &S::sharp,
-              "in-network reduction (CollNet, multi-node NVLS); needs inter.type `ib`"),
-      integer("channels", &S::channels, 0, 64,
-              "the communicator's channel count; 0 = derived from the links"),
-  });
+  return object(
+      "topology", &ScenarioSpec::topology, "the cluster",
+      {
+          integer("nodes", &S::nodes, 1, 100000, "number of nodes").required(),
+          integer("gpus_per_node", &S::gpus_per_node, 1, 72, "GPUs per node").required(),
+          link("intra", true, "the links inside a node", "per-GPU bandwidth, GB/s",
+               "added to NCCL's per-hop latency, us")
+              .required(),
+          link("inter", false, "the network between nodes", "network bandwidth per GPU, GB/s",
+               "the network's latency, us")
+              .absent("required when nodes > 1"),
+          choice("gpu", &S::gpu, compcap_names(), "NCCL's compute-capability class"),
+          choice("cpu", &S::cpu, cpu_names(), "NCCL's network overhead and LL bandwidth row"),
+          boolean("nvswitch", &S::nvswitch,
+                  "NVLink through NVSwitch (NVLS needs it, with Hopper or newer)"),
+          boolean("sharp", &S::sharp,
+                  "in-network reduction (CollNet, multi-node NVLS); needs inter.type `ib`"),
+          integer("channels", &S::channels, 0, 64,
+                  "the communicator's channel count; 0 = derived from the links"),
+      });
 }
 
 Key workload_entry() {
   using S = WorkloadSpec;
-  const SchemaNode group = object("group", &S::group,
-      "the process group; entries naming the same group share its learner and shape", {
-      text("name", &GroupSpec::name, "the group's name")
-          .absent("from the role: `tp`, `pp`, `dp` (dp and FSDP) or `world`"),
-      integer("nodes", &GroupSpec::nodes, 1, 100000, "nodes it spans")
-          .absent("an earlier entry's of this name, else the role's: tp 1, pp 2 (1 on a "
-                  "single node), others all"),
-      integer("gpus_per_node", &GroupSpec::gpus_per_node, 1, 72, "GPUs per node it spans")
-          .absent("an earlier entry's of this name, else the role's: pp 1 (2 on a single "
-                  "node), others all"),
-  }).absent("the role's usual group");
+  const SchemaNode group =
+      object(
+          "group", &S::group,
+          "the process group; entries naming the same group share its learner and shape",
+          {
+              text("name", &GroupSpec::name, "the group's name")
+                  .absent("from the role: `tp`, `pp`, `dp` (dp and FSDP) or `world`"),
+              integer("nodes", &GroupSpec::nodes, 1, 100000, "nodes it spans")
+                  .absent("an earlier entry's of this name, else the role's: tp 1, pp 2 (1 on a "
+                          "single node), others all"),
+              integer("gpus_per_node", &GroupSpec::gpus_per_node, 1, 72, "GPUs per node it spans")
+                  .absent("an earlier entry's of this name, else the role's: pp 1 (2 on a single "
+                          "node), others all"),
+          })
+          .absent("the role's usual group");
   const SchemaNode layers = integer("layers", &S::layers, 1, kMaxCount, "equal layers").required();
   const SchemaNode activation_bytes =
       byte_count("activation_bytes", &S::activation_bytes, "activation size per call").required();
-  return variants("kind", &S::kind, "what the entry emits; the keys below depend on it", {
-      inline_object("call", "`per_step` calls of one collective", {
-          choice("role", &S::role, role_names().list(), "the traffic's role (its learner head)")
-              .required(),
-          choice("op", &S::op, simulated_op_names(), "the collective").required(),
-          byte_count("bytes", &S::bytes,
-                     "the size NCCL sees (the full buffer for all-gather and reduce-scatter)")
-              .required(),
-          integer("per_step", &S::per_step, 1, kMaxCount, "consecutive calls per step"),
-          choice("phase", &S::phase, phase_names(),
-                 "where in the step: forward, backward, or after both"),
-          group,
-      }),
-      inline_object("ddp", "DDP gradient buckets (parameters in reverse order; a bucket closes "
-                           "once it reaches its cap), all-reduced during backward as they fill "
-                           "(role dp, hints bucket and is_last)", {
-          list("param_bytes", &S::param_bytes, scalar_entry(T::kSize, int64_t{1}, kMaxBytes),
-               "parameter sizes, in model order")
-              .nonempty().absent("give layers and layer_bytes instead"),
-          integer("layers", &S::layers, 1, kMaxCount, "equal layers")
-              .absent("with layer_bytes, instead of param_bytes"),
-          byte_count("layer_bytes", &S::layer_bytes, "bytes per layer")
-              .absent("with layers, instead of param_bytes"),
-          number("bucket_cap_mb", &S::bucket_cap_mb, 0, kMaxValue,
-                 "a bucket closes once it reaches this size, MiB").above_min(),
-          number("first_bucket_mb", &S::first_bucket_mb, 0, kMaxValue,
-                 "the first bucket's cap, MiB").above_min(),
-          group,
-      }),
-      inline_object("fsdp", "FSDP2, per microbatch: an all-gather per layer in forward; in "
-                            "backward the all-gather again (if resharded) and a reduce-scatter "
-                            "per layer, in reverse (roles fsdp_ag, fsdp_rs)", {
-          layers,
-          byte_count("layer_bytes", &S::layer_bytes, "bytes per layer (unsharded)").required(),
-          boolean("reshard_after_forward", &S::reshard_after_forward,
-                  "free the parameters after forward, so backward gathers them again"),
-          group,
-      }),
-      inline_object("tp", "per microbatch and direction, `calls_per_layer` activation "
-                          "all-reduces per layer (role tp)", {
-          layers,
-          activation_bytes,
-          integer("calls_per_layer", &S::calls_per_layer, 1, 64,
-                  "all-reduces per layer and direction (attention + MLP)"),
-          group,
-      }),
-      inline_object("pp", "per microbatch a forward and a backward send between two stages "
-                          "(role pp)", {
-          activation_bytes,
-          group,
-      }),
-  });
+  return variants(
+      "kind", &S::kind, "what the entry emits; the keys below depend on it",
+      {
+          inline_object(
+              "call", "`per_step` calls of one collective",
+              {
+                  choice("role", &S::role, role_names().list(),
+                         "the traffic's role (its learner head)")
+                      .required(),
+                  choice("op", &S::op, simulated_op_names(), "the collective").required(),
+                  byte_count(
+                      "bytes", &S::bytes,
+                      "the size NCCL sees (the full buffer for all-gather and reduce-scatter)")
+                      .required(),
+                  integer("per_step", &S::per_step, 1, kMaxCount, "consecutive calls per step"),
+                  choice("phase", &S::phase, phase_names(),
+                         "where in the step: forward, backward, or after both"),
+                  group,
+              }),
+          inline_object("ddp",
+                        "DDP gradient buckets (parameters in reverse order; a bucket closes "
+                        "once it reaches its cap), all-reduced during backward as they fill "
+                        "(role dp, hints bucket and is_last)",
+                        {
+                            list("param_bytes", &S::param_bytes,
+                                 scalar_entry(T::kSize, int64_t{1}, kMaxBytes),
+                                 "parameter sizes, in model order")
+                                .nonempty()
+                                .absent("give layers and layer_bytes instead"),
+                            integer("layers", &S::layers, 1, kMaxCount, "equal layers")
+                                .absent("with layer_bytes, instead of param_bytes"),
+                            byte_count("layer_bytes", &S::layer_bytes, "bytes per layer")
+                                .absent("with layers, instead of param_bytes"),
+                            number("bucket_cap_mb", &S::bucket_cap_mb, 0, kMaxValue,
+                                   "a bucket closes once it reaches this size, MiB")
+                                .above_min(),
+                            number("first_bucket_mb", &S::first_bucket_mb, 0, kMaxValue,
+                                   "the first bucket's cap, MiB")
+                                .above_min(),
+                            group,
+                        }),
+          inline_object(
+              "fsdp",
+              "FSDP2, per microbatch: an all-gather per layer in forward; in "
+              "backward the all-gather again (if resharded) and a reduce-scatter "
+              "per layer, in reverse (roles fsdp_ag, fsdp_rs)",
+              {
+                  layers,
+                  byte_count("layer_bytes", &S::layer_bytes, "bytes per layer (unsharded)")
+                      .required(),
+                  boolean("reshard_after_forward", &S::reshard_after_forward,
+                          "free the parameters after forward, so backward gathers them again"),
+                  group,
+              }),
+          inline_object("tp",
+                        "per microbatch and direction, `calls_per_layer` activation "
+                        "all-reduces per layer (role tp)",
+                        {
+                            layers,
+                            activation_bytes,
+                            integer("calls_per_layer", &S::calls_per_layer, 1, 64,
+                                    "all-reduces per layer and direction (attention + MLP)"),
+                            group,
+                        }),
+          inline_object("pp",
+                        "per microbatch a forward and a backward send between two stages "
+                        "(role pp)",
+                        {
+                            activation_bytes,
+                            group,
+                        }),
+      });
 }
 
 Key truth() {
   using S = TruthEntry;
-  return map_of("truth", &ScenarioSpec::truth,
-      {{"algo", "algorithm", algo_names()}, {"proto", "protocol", proto_names()}},
-      inline_object("", "", {
-          number("bw", &S::bw, 0, kMaxFactor, "multiplies the modelled bandwidth").above_min(),
-          number("lat", &S::lat, 0, kMaxFactor, "multiplies the modelled latency").above_min(),
-      }).nonempty(),
-      [](std::vector<TruthEntry>& entries, const std::string& key) -> void* {
-        const size_t cut = key.find(kTruthKeySeparator);
-        TruthEntry& e = entries.emplace_back();
-        e.algo = key.substr(0, cut);
-        e.proto = key.substr(cut + 1);
-        return &e;
-      },
-      "how the real cost departs from NCCL's model, per algorithm and protocol; every "
-      "matching entry multiplies in")
+  return map_of(
+             "truth", &ScenarioSpec::truth,
+             {{"algo", "algorithm", algo_names()}, {"proto", "protocol", proto_names()}},
+             inline_object(
+                 "", "",
+                 {
+                     number("bw", &S::bw, 0, kMaxFactor, "multiplies the modelled bandwidth")
+                         .above_min(),
+                     number("lat", &S::lat, 0, kMaxFactor, "multiplies the modelled latency")
+                         .above_min(),
+                 })
+                 .nonempty(),
+             [](std::vector<TruthEntry>& entries, const std::string& key) -> void* {
+               const size_t cut = key.find(kTruthKeySeparator);
+               TruthEntry& e = entries.emplace_back();
+               e.algo = key.substr(0, cut);
+               e.proto = key.substr(cut + 1);
+               return &e;
+             },
+             "how the real cost departs from NCCL's model, per algorithm and protocol; every "
+             "matching entry multiplies in")
       .spelled(kTruthKeySeparator, kTruthWildcard, true)
       .absent("NCCL's model is the truth");
 }
@@ -347,27 +383,32 @@ Key learner() {
     };
     settings.node().fields.push_back(std::move(k).absent("the role's default"));
   }
-  return map_of("learner", &ScenarioSpec::heads, {{"role", "role", learner_roles()}},
-      std::move(settings),
-      [](std::vector<HeadOverrides>& heads, const std::string& role) -> void* {
-        return &heads.emplace_back(HeadOverrides{role, {}}).values;
-      },
-      "learner head settings per role (`all`: every role), applied in file order")
+  return map_of(
+             "learner", &ScenarioSpec::heads, {{"role", "role", learner_roles()}},
+             std::move(settings),
+             [](std::vector<HeadOverrides>& heads, const std::string& role) -> void* {
+               return &heads.emplace_back(HeadOverrides{role, {}}).values;
+             },
+             "learner head settings per role (`all`: every role), applied in file order")
       .absent("each role's defaults");
 }
 
 Key congestion() {
   using S = CongestionSpec;
-  const SchemaNode episode = inline_object("", "", {
-      integer("from_step", &S::from_step, 0, kMaxSteps, "the episode's first step").required(),
-      integer("to_step", &S::to_step, 1, kMaxSteps, "the step after its last").required(),
-      choice("link", &S::link, {kIntraLinks, kInterLinks},
-             "the link class hit: inside nodes or between them").required(),
-      number("bw_factor", &S::bw_factor, 0, kMaxFactor,
-             "multiplies the class's bandwidth").above_min().required(),
-      number("lat_factor", &S::lat_factor, 0, kMaxFactor,
-             "multiplies its per-hop latency").above_min(),
-  });
+  const SchemaNode episode = inline_object(
+      "", "",
+      {
+          integer("from_step", &S::from_step, 0, kMaxSteps, "the episode's first step").required(),
+          integer("to_step", &S::to_step, 1, kMaxSteps, "the step after its last").required(),
+          choice("link", &S::link, {kIntraLinks, kInterLinks},
+                 "the link class hit: inside nodes or between them")
+              .required(),
+          number("bw_factor", &S::bw_factor, 0, kMaxFactor, "multiplies the class's bandwidth")
+              .above_min()
+              .required(),
+          number("lat_factor", &S::lat_factor, 0, kMaxFactor, "multiplies its per-hop latency")
+              .above_min(),
+      });
   return list("congestion", &ScenarioSpec::congestion, episode,
               "episodes that cut a link class's bandwidth for a range of steps; overlaps multiply")
       .absent("none");
@@ -375,16 +416,19 @@ Key congestion() {
 
 Key channel_model() {
   using S = ChannelModelSpec;
-  return object("channel_model", &ScenarioSpec::channel_model, "how the real cost depends on "
+  return object("channel_model", &ScenarioSpec::channel_model,
+                "how the real cost depends on "
                 "the channel count (the defaults are NCCL's assumption: linear, no per-channel "
-                "cost)", {
-      number("saturation", &S::saturation, 0, 1,
-             "bandwidth stops growing past this fraction of the channels").above_min(),
-      number("contention", &S::contention, 0, 0.99,
-             "bandwidth lost when every channel past that knee runs, as a fraction"),
-      number("lat_per_channel_us", &S::lat_per_channel_us, 0, kMaxValue,
-             "fixed cost of each channel used, us"),
-  });
+                "cost)",
+                {
+                    number("saturation", &S::saturation, 0, 1,
+                           "bandwidth stops growing past this fraction of the channels")
+                        .above_min(),
+                    number("contention", &S::contention, 0, 0.99,
+                           "bandwidth lost when every channel past that knee runs, as a fraction"),
+                    number("lat_per_channel_us", &S::lat_per_channel_us, 0, kMaxValue,
+                           "fixed cost of each channel used, us"),
+                });
 }
 
 // Giving the list, even empty, turns the derived caps off.
@@ -401,57 +445,65 @@ Key channel_caps() {
 
 Key consensus() {
   using S = ScenarioSpec;
-  return inline_object("consensus", "how costs reach the learner (the product's round scheduler)", {
-      integer("round_calls", &S::round_calls, 1, 65536,
-              "learned calls of a group per consensus round (applied one round later)"),
-      integer("ranks_sampled", &S::ranks_sampled, 1, 64,
-              "the learner is told the minimum cost over this many ranks"),
-      number("round_cost_us", &S::round_cost_us, 0, 1e9,
-             "what one round's control-plane all-reduce costs the job, us"),
-  });
+  return inline_object(
+      "consensus", "how costs reach the learner (the product's round scheduler)",
+      {
+          integer("round_calls", &S::round_calls, 1, 65536,
+                  "learned calls of a group per consensus round (applied one round later)"),
+          integer("ranks_sampled", &S::ranks_sampled, 1, 64,
+                  "the learner is told the minimum cost over this many ranks"),
+          number("round_cost_us", &S::round_cost_us, 0, 1e9,
+                 "what one round's control-plane all-reduce costs the job, us"),
+      });
 }
 
 SchemaNode build() {
   using S = ScenarioSpec;
-  return inline_object("", "a scenario", {
-      text("name", &S::name, "unique id; by convention the file name")
-          .pattern("[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
-                   "1-64 characters of letters, digits, '_', '.', '-'")
-          .required(),
-      integer("seed", &S::seed, 0, std::numeric_limits<int64_t>::max(),
-              "seed of the noise and of the learner").required(),
-      integer("steps", &S::steps, 1, kMaxSteps,
-              "training steps to simulate (the workload is one step)").required(),
-      topology().required(),
-      list("workload", &S::workload, workload_entry(), "the collectives of one training step")
-          .nonempty().required(),
-      text("description", &S::description,
-           "what the scenario shows and where its numbers come from"),
-      integer("microbatches", &S::microbatches, 1, 1024,
-              "how often tp and pp traffic repeats within a step"),
-      choice("prior", &S::prior, {"exact", "described"},
-             "what the learner's NCCL prior is built on: `exact` = the topology above, "
-             "`described` = what the product assumes by itself (shape, GPU generation, NVLink or "
-             "PCIe, links at their assumed bandwidths, IB between nodes)"),
-      truth(),
-      number("noise_sigma", &S::noise_sigma, 0, 2,
-             "std-dev of the log of each rank's per-call noise (log-normal)"),
-      number("outlier_rate", &S::outlier_rate, 0, 0.5,
-             "probability that a rank's call is an outlier (a heavy tail)"),
-      number("outlier_factor", &S::outlier_factor, 1, 1000, "how much slower an outlier is"),
-      number("arrival_skew_us", &S::arrival_skew_us, 0, 1e9,
-             "ranks reach each call up to this far apart (uniform), us"),
-      number("overlap", &S::overlap, 0, 1,
-             "share of the group's previous call a call's measured time includes (it queued "
-             "behind it: asynchronous calls in flight together)"),
-      congestion(),
-      channel_model(),
-      channel_caps(),
-      consensus(),
-      learner(),
-      choice("expect", &S::expect, {"gain", "no_gain"}, "which targets apply")
-          .absent("judged from the run: gain when the oracle is below 99% of NCCL's default"),
-  });
+  return inline_object(
+      "", "a scenario",
+      {
+          text("name", &S::name, "unique id; by convention the file name")
+              .pattern("[A-Za-z0-9][A-Za-z0-9_.-]{0,63}",
+                       "1-64 characters of letters, digits, '_', '.', '-'")
+              .required(),
+          integer("seed", &S::seed, 0, std::numeric_limits<int64_t>::max(),
+                  "seed of the noise and of the learner")
+              .required(),
+          integer("steps", &S::steps, 1, kMaxSteps,
+                  "training steps to simulate (the workload is one step)")
+              .required(),
+          topology().required(),
+          list("workload", &S::workload, workload_entry(), "the collectives of one training step")
+              .nonempty()
+              .required(),
+          text("description", &S::description,
+               "what the scenario shows and where its numbers come from"),
+          integer("microbatches", &S::microbatches, 1, 1024,
+                  "how often tp and pp traffic repeats within a step"),
+          choice(
+              "prior", &S::prior, {"exact", "described"},
+              "what the learner's NCCL prior is built on: `exact` = the topology above, "
+              "`described` = what the product assumes by itself (shape, GPU generation, NVLink or "
+              "PCIe, links at their assumed bandwidths, IB between nodes)"),
+          truth(),
+          number("noise_sigma", &S::noise_sigma, 0, 2,
+                 "std-dev of the log of each rank's per-call noise (log-normal)"),
+          number("outlier_rate", &S::outlier_rate, 0, 0.5,
+                 "probability that a rank's call is an outlier (a heavy tail)"),
+          number("outlier_factor", &S::outlier_factor, 1, 1000, "how much slower an outlier is"),
+          number("arrival_skew_us", &S::arrival_skew_us, 0, 1e9,
+                 "ranks reach each call up to this far apart (uniform), us"),
+          number("overlap", &S::overlap, 0, 1,
+                 "share of the group's previous call a call's measured time includes (it queued "
+                 "behind it: asynchronous calls in flight together)"),
+          congestion(),
+          channel_model(),
+          channel_caps(),
+          consensus(),
+          learner(),
+          choice("expect", &S::expect, {"gain", "no_gain"}, "which targets apply")
+              .absent("judged from the run: gain when the oracle is below 99% of NCCL's default"),
+      });
 }
 
 }  // namespace

@@ -61,13 +61,13 @@ struct SchemaNode {
   std::string pattern_doc;           // ... in words
   bool nonempty = false;             // kList: at least one entry; kObject: at least one key
 
-  std::vector<SchemaNode> fields;           // kObject, kVariants (the tag)
-  std::vector<SchemaNode> variants;         // kVariants: one kObject per tag value (its key)
-  std::shared_ptr<const SchemaNode> item;   // kList, kMap
-  std::vector<KeyPart> key_parts;           // kMap
-  std::string key_separator;                // kMap with several parts
-  std::string key_wildcard;                 // kMap: a part matching every choice ("*")
-  bool key_ignore_case = false;             // kMap
+  std::vector<SchemaNode> fields;          // kObject, kVariants (the tag)
+  std::vector<SchemaNode> variants;        // kVariants: one kObject per tag value (its key)
+  std::shared_ptr<const SchemaNode> item;  // kList, kMap
+  std::vector<KeyPart> key_parts;          // kMap
+  std::string key_separator;               // kMap with several parts
+  std::string key_wildcard;                // kMap: a part matching every choice ("*")
+  bool key_ignore_case = false;            // kMap
 
   // Where a checked value goes; `target` is what the enclosing node placed (the ScenarioSpec
   // for top-level keys) and `key` this key, or for a map's value the entry's canonical key.

@@ -23,7 +23,8 @@ std::vector<SpecProblem> spec_problems(const ScenarioSpec& s) {
   if (ranks < 2) fail("topology", "needs at least 2 ranks (nodes x gpus_per_node)");
   if (ranks > kMaxRanks)
     fail("topology", str(ranks) + " ranks is more than the " + str(kMaxRanks) + " supported");
-  if (t.nodes > 1 && t.inter.type.empty()) fail("topology.inter", "missing (required when nodes > 1)");
+  if (t.nodes > 1 && t.inter.type.empty())
+    fail("topology.inter", "missing (required when nodes > 1)");
   const std::string ib = link_type_name(LinkType::kIb);
   if (t.sharp && !t.inter.type.empty() && t.inter.type != ib)
     fail("topology.sharp", "in-network reduction needs inter.type '" + ib + "'");
@@ -60,7 +61,8 @@ void validate_spec(const ScenarioSpec& spec) {
   const std::vector<SpecProblem> problems = spec_problems(spec);
   if (problems.empty()) return;
   std::string what;
-  for (const SpecProblem& p : problems) what += (what.empty() ? "" : "; ") + p.path + ": " + p.message;
+  for (const SpecProblem& p : problems)
+    what += (what.empty() ? "" : "; ") + p.path + ": " + p.message;
   throw std::invalid_argument(what);
 }
 

@@ -114,8 +114,7 @@ class Builder {
         bad(i, "phase '" + w.phase + "' (accepted: " + join_names(phase_names()) + ")");
       if (w.bytes < 1) bad(i, "bytes must be >= 1");
       if (w.per_step < 1) bad(i, "per_step must be >= 1");
-      for (int k = 0; k < w.per_step; ++k)
-        emit(i, k, last_mb(), phase, 0.5, g, role, op, w.bytes);
+      for (int k = 0; k < w.per_step; ++k) emit(i, k, last_mb(), phase, 0.5, g, role, op, w.bytes);
     } else if (w.kind == "ddp") {
       std::vector<uint64_t> params = w.param_bytes;
       if (params.empty()) params.assign(static_cast<size_t>(std::max(w.layers, 0)), w.layer_bytes);
@@ -123,8 +122,8 @@ class Builder {
         if (b < 1) bad(i, "param_bytes entries must be >= 1");
       if (!(w.bucket_cap_mb > 0) || !(w.first_bucket_mb > 0))
         bad(i, "bucket_cap_mb and first_bucket_mb must be > 0");
-      const std::vector<uint64_t> buckets =
-          ddp_buckets(params, mib(w.bucket_cap_mb), mib(w.first_bucket_mb));
+      const std::vector<uint64_t> buckets = ddp_buckets(params, mib(w.bucket_cap_mb),
+                                                        mib(w.first_bucket_mb));
       uint64_t total = 0, done = 0;
       for (uint64_t b : buckets) total += b;
       for (size_t k = 0; k < buckets.size(); ++k) {
@@ -139,13 +138,11 @@ class Builder {
       int k = 0;
       for (int mb = 0; mb < spec_.microbatches; ++mb) {
         for (int l = 0; l < w.layers; ++l)
-          emit(i, k++, mb, kFwd, l / L, g, Role::kFsdpAllGather, OpKind::kAllGather,
-               w.layer_bytes);
+          emit(i, k++, mb, kFwd, l / L, g, Role::kFsdpAllGather, OpKind::kAllGather, w.layer_bytes);
         for (int l = w.layers - 1; l >= 0; --l) {
           const double pos = (w.layers - 1 - l) / L;
           if (w.reshard_after_forward)
-            emit(i, k++, mb, kBwd, pos, g, Role::kFsdpAllGather, OpKind::kAllGather,
-                 w.layer_bytes);
+            emit(i, k++, mb, kBwd, pos, g, Role::kFsdpAllGather, OpKind::kAllGather, w.layer_bytes);
           emit(i, k++, mb, kBwd, pos + 0.75 / L, g, Role::kFsdpReduceScatter,
                OpKind::kReduceScatter, w.layer_bytes);
         }
@@ -245,8 +242,8 @@ GroupPlan plan_groups(const ScenarioSpec& spec, std::vector<SpecProblem>* proble
     if (ranks < 2)
       fail(at, "group '" + g.name + "' has " + std::to_string(ranks) + " rank (accepted: >= 2)");
     OpKind op;
-    const bool sends = w.kind == "pp" || (w.kind == "call" && parse_op(w.op, &op) &&
-                                          op == OpKind::kSend);
+    const bool sends = w.kind == "pp" ||
+                       (w.kind == "call" && parse_op(w.op, &op) && op == OpKind::kSend);
     if (sends && ranks != 2)
       fail(at, "a send needs a group of exactly 2 ranks, '" + g.name + "' has " +
                    std::to_string(ranks));
@@ -280,9 +277,7 @@ std::vector<uint64_t> ddp_buckets(const std::vector<uint64_t>& param_bytes, uint
   return out;
 }
 
-Workload build_workload(const ScenarioSpec& spec) {
-  return Builder(spec).build();
-}
+Workload build_workload(const ScenarioSpec& spec) { return Builder(spec).build(); }
 
 }  // namespace sim
 }  // namespace dynamiccl

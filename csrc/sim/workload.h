@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "core/types.h"
-#include "sim/scenario_spec.h"
 #include "nccl_model/topology.h"
+#include "sim/scenario_spec.h"
 
 namespace dynamiccl {
 namespace sim {

@@ -1,6 +1,6 @@
-// A small, fast, seedable random source for the truth model and the simulator (xoshiro256+ seeded by splitmix64,
-// normals by the polar method). Deterministic across platforms for a given seed, unlike the
-// standard distributions, so scenario results reproduce exactly.
+// A small, fast, seedable random source for the truth model and the simulator (xoshiro256+ seeded
+// by splitmix64, normals by the polar method). Deterministic across platforms for a given seed,
+// unlike the standard distributions, so scenario results reproduce exactly.
 #pragma once
 
 #include <cmath>

@@ -68,7 +68,8 @@ double bruck_us(const CostShape& g, double bytes, int) {
 
 const CpuSchedule& pairwise_schedule() {
   static const CpuSchedule schedule{
-      "pairwise", {{OpKind::kAllToAll, cpu_detail::pairwise_alltoall, cpu_detail::pairwise_us, {1}}}};
+      "pairwise",
+      {{OpKind::kAllToAll, cpu_detail::pairwise_alltoall, cpu_detail::pairwise_us, {1}}}};
   return schedule;
 }
 

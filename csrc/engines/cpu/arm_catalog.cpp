@@ -49,9 +49,7 @@ CpuArmCatalog::CpuArmCatalog() {
   }
 }
 
-const std::vector<Arm>& CpuArmCatalog::arms(OpKind op) const {
-  return arms_[static_cast<int>(op)];
-}
+const std::vector<Arm>& CpuArmCatalog::arms(OpKind op) const { return arms_[static_cast<int>(op)]; }
 
 double CpuArmCatalog::prior_cost_us(OpKind op, uint16_t arm, uint64_t effective_bytes,
                                     int group_size) const {

@@ -68,12 +68,11 @@ c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::run_schedule(const CpuCallArg
     for (const at::Tensor& t : list) storages.push_back(t.storage().unsafeGetStorageImpl());
   }
   auto future = tensor_list_future();
-  auto task = [this, future, action, in, out, op = args.op, root = args.root,
-               red = args.reduction, outputs = args.outputs.vec(),
-               gather_into = args.gather_into.vec(), scatter_from = args.scatter_from.vec(),
-               tag = call_tag(next_tag_++, action),
-               delay = action.algo == delayed_schedule_ ? delay_ : std::chrono::microseconds(0)]()
-                  mutable {
+  auto task = [this, future, action, in, out, op = args.op, root = args.root, red = args.reduction,
+               outputs = args.outputs.vec(), gather_into = args.gather_into.vec(),
+               scatter_from = args.scatter_from.vec(), tag = call_tag(next_tag_++, action),
+               delay = action.algo == delayed_schedule_ ? delay_
+                                                        : std::chrono::microseconds(0)]() mutable {
     at::NoGradGuard no_grad;  // grad mode is per thread: this one only moves data
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
     try {

@@ -19,15 +19,15 @@ namespace dynamiccl {
 // The caller's tensors of one call, as the CPU engine needs them (views valid during issue).
 struct CpuCallArgs {
   OpKind op = OpKind::kAllReduce;
-  Reduction reduction;                      // AVG / PREMUL_SUM become SUM plus a rescale
-  c10::ArrayRef<at::Tensor> rescaled;       // what the rescale applies to on the native path
-  c10::ArrayRef<at::Tensor> outputs;        // the future's value
+  Reduction reduction;                 // AVG / PREMUL_SUM become SUM plus a rescale
+  c10::ArrayRef<at::Tensor> rescaled;  // what the rescale applies to on the native path
+  c10::ArrayRef<at::Tensor> outputs;   // the future's value
   // Our schedules work on one flat buffer per side; null where the op has none.
   const at::Tensor* in = nullptr;
   const at::Tensor* out = nullptr;
   int root = 0;
-  c10::ArrayRef<at::Tensor> gather_into;    // list-form all-gather: the pieces are copied here
-  c10::ArrayRef<at::Tensor> scatter_from;   // list-form reduce-scatter: concatenated first
+  c10::ArrayRef<at::Tensor> gather_into;   // list-form all-gather: the pieces are copied here
+  c10::ArrayRef<at::Tensor> scatter_from;  // list-form reduce-scatter: concatenated first
 };
 
 class CpuEngine {

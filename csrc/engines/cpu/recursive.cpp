@@ -94,8 +94,7 @@ void doubling_allgather(Transfers& t, const Fold& f, int v, Range&& range, int s
   }
 }
 
-void rd_allreduce(P2PChannel& ch, const at::Tensor& x, RedOp op, int segments,
-                  uint32_t tag) {
+void rd_allreduce(P2PChannel& ch, const at::Tensor& x, RedOp op, int segments, uint32_t tag) {
   const Fold f(ch.size());
   const int r = ch.rank();
   const int v = f.vrank(r);
@@ -146,8 +145,7 @@ void rd_allreduce(P2PChannel& ch, const at::Tensor& x, RedOp op, int segments,
   t.wait_all();
 }
 
-void hd_allreduce(P2PChannel& ch, const at::Tensor& x, RedOp op, int segments,
-                  uint32_t tag) {
+void hd_allreduce(P2PChannel& ch, const at::Tensor& x, RedOp op, int segments, uint32_t tag) {
   const Fold f(ch.size());
   const int r = ch.rank();
   const int v = f.vrank(r);
@@ -235,8 +233,8 @@ double hd_allreduce_us(const CostShape& g, double n, int s) {
 double recursive_gather_us(const CostShape& g, double n, int s, bool reduce) {
   const double frac = 1.0 - 1.0 / g.p2;
   const double block = n / g.p;
-  const double fold =
-      reduce ? fold_cost_us(g, n, block, s, true) : fold_cost_us(g, block, n, s, false);
+  const double fold = reduce ? fold_cost_us(g, n, block, s, true)
+                             : fold_cost_us(g, block, n, s, false);
   return fold + g.log2p * step_latency_us(s) + frac * n * kBetaUsPerByte +
          (reduce ? frac * n * kGammaUsPerByte / s : 0.0);
 }
@@ -257,15 +255,18 @@ const CpuSchedule& recursive_doubling_schedule() {
       "rd",
       {{OpKind::kAllReduce,
         [](const ScheduleCall& c) { rd_allreduce(c.ch, c.out, c.op, c.segments, c.tag); },
-        rd_allreduce_us, {1}},
+        rd_allreduce_us,
+        {1}},
        {OpKind::kAllGather,
         [](const ScheduleCall& c) { rd_allgather(c.ch, c.in, c.out, c.segments, c.tag); },
-        rd_allgather_us, {1}},
+        rd_allgather_us,
+        {1}},
        {OpKind::kReduceScatter,
         [](const ScheduleCall& c) {
           rh_reduce_scatter(c.ch, c.in, c.out, c.op, c.segments, c.tag);
         },
-        rh_reduce_scatter_us, {1}}}};
+        rh_reduce_scatter_us,
+        {1}}}};
   return schedule;
 }
 
@@ -276,7 +277,8 @@ const CpuSchedule& halving_doubling_schedule() {
       "hd",
       {{OpKind::kAllReduce,
         [](const ScheduleCall& c) { hd_allreduce(c.ch, c.out, c.op, c.segments, c.tag); },
-        hd_allreduce_us, {1}}}};
+        hd_allreduce_us,
+        {1}}}};
   return schedule;
 }
 

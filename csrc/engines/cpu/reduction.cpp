@@ -29,8 +29,10 @@ Reduction plan_reduction(const c10d::ReduceOp& op, const at::Tensor& t, bool cpu
                       "; bitwise reductions accept integer and bool dtypes");
   }
   if (r == RedOp::PREMUL_SUM) {
-    TORCH_CHECK_VALUE(at::isFloatingType(dtype), "dynamiccl: reduce op PREMUL_SUM is not "
-                      "supported for dtype ", dtype, "; accepted: floating dtypes");
+    TORCH_CHECK_VALUE(at::isFloatingType(dtype),
+                      "dynamiccl: reduce op PREMUL_SUM is not "
+                      "supported for dtype ",
+                      dtype, "; accepted: floating dtypes");
   }
   Reduction plan;
   plan.engine_op = r;
@@ -42,7 +44,7 @@ Reduction plan_reduction(const c10d::ReduceOp& op, const at::Tensor& t, bool cpu
     plan.engine_op = RedOp::SUM;
     auto* supp = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
     TORCH_CHECK_VALUE(supp, "dynamiccl: PREMUL_SUM without its factor (make it with "
-                      "torch.distributed._make_nccl_premul_sum)");
+                            "torch.distributed._make_nccl_premul_sum)");
     plan.scale = supp->tensor_factor.defined() ? supp->tensor_factor.item<double>()
                                                : supp->double_factor;
   }

@@ -57,8 +57,8 @@ struct ScheduleCall {
   at::Tensor out;
   RedOp op = RedOp::SUM;  // SUM, PRODUCT, MIN, MAX, BAND, BOR, BXOR (AVG is the engine's job)
   int root = 0;
-  int segments = 1;       // pieces each transfer is pipelined as (>= 1)
-  uint32_t tag = 0;       // unique per call
+  int segments = 1;  // pieces each transfer is pipelined as (>= 1)
+  uint32_t tag = 0;  // unique per call
 };
 
 struct CpuSchedule {

@@ -7,8 +7,7 @@
 namespace dynamiccl {
 namespace cpu_detail {
 
-void reduce_ordered(at::Tensor& out, const at::Tensor& first, const at::Tensor& second,
-                    RedOp op) {
+void reduce_ordered(at::Tensor& out, const at::Tensor& first, const at::Tensor& second, RedOp op) {
   switch (op) {
     case RedOp::SUM: at::add_out(out, first, second); return;
     case RedOp::PRODUCT: at::mul_out(out, first, second); return;
@@ -17,8 +16,7 @@ void reduce_ordered(at::Tensor& out, const at::Tensor& first, const at::Tensor& 
     case RedOp::BAND: at::bitwise_and_out(out, first, second); return;
     case RedOp::BOR: at::bitwise_or_out(out, first, second); return;
     case RedOp::BXOR: at::bitwise_xor_out(out, first, second); return;
-    default:
-      TORCH_CHECK(false, "dynamiccl CPU schedules: unsupported reduce op ", red_op_name(op));
+    default: TORCH_CHECK(false, "dynamiccl CPU schedules: unsupported reduce op ", red_op_name(op));
   }
 }
 

@@ -1,5 +1,6 @@
 // Helpers shared by the CPU schedules (ring.cpp, recursive.cpp, tree.cpp, alltoall.cpp):
-// partitioning a message into chunks and pipelined pieces, ordered reductions, and bookkeeping of outstanding transfers.
+// partitioning a message into chunks and pipelined pieces, ordered reductions, and bookkeeping of
+// outstanding transfers.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -51,7 +51,7 @@ void ScheduleWorker::loop(int index) {
     running_[index] = std::move(task.storages);
     if (!queue_.empty()) cv_.notify_one();  // the next one may be free to start on the other thread
     lock.unlock();
-    task.run();  // tasks report their own errors through their futures
+    task.run();          // tasks report their own errors through their futures
     task.run = nullptr;  // what it captured (tensors, the future) is freed outside the lock
     lock.lock();
     running_[index].clear();

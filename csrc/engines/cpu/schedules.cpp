@@ -12,12 +12,8 @@ namespace dynamiccl {
 const std::vector<const CpuSchedule*>& cpu_schedules() {
   // Arm order: a new schedule is one line here (plus its file).
   static const std::vector<const CpuSchedule*> all = {
-      &ring_schedule(),
-      &recursive_doubling_schedule(),
-      &halving_doubling_schedule(),
-      &tree_schedule(),
-      &pairwise_schedule(),
-      &bruck_schedule(),
+      &ring_schedule(), &recursive_doubling_schedule(), &halving_doubling_schedule(),
+      &tree_schedule(), &pairwise_schedule(),           &bruck_schedule(),
   };
   return all;
 }
@@ -33,7 +29,8 @@ namespace {
 
 void check_tensor(const at::Tensor& t, const char* what) {
   TORCH_CHECK_VALUE(t.device().is_cpu() && t.is_contiguous() && !t.is_sparse(),
-                    "dynamiccl CPU schedules: the ", what, " must be a dense contiguous CPU "
+                    "dynamiccl CPU schedules: the ", what,
+                    " must be a dense contiguous CPU "
                     "tensor");
 }
 
@@ -60,17 +57,18 @@ void check_reduce_op(RedOp op, const at::Tensor& t) {
 void check_split(const at::Tensor& whole, const at::Tensor& part, int size, const char* op) {
   TORCH_CHECK_VALUE(whole.scalar_type() == part.scalar_type(), "dynamiccl CPU ", op,
                     ": dtypes differ (", whole.scalar_type(), " and ", part.scalar_type(), ")");
-  TORCH_CHECK_VALUE(whole.numel() == part.numel() * size, "dynamiccl CPU ", op, ": the full "
-                    "buffer has ", whole.numel(), " elements, expected ", part.numel(), " x ",
-                    size, " ranks");
+  TORCH_CHECK_VALUE(whole.numel() == part.numel() * size, "dynamiccl CPU ", op,
+                    ": the full "
+                    "buffer has ",
+                    whole.numel(), " elements, expected ", part.numel(), " x ", size, " ranks");
 }
 
 }  // namespace
 
 void execute_schedule(const CpuSchedule& schedule, OpKind op, ScheduleCall call) {
   const CpuSchedule::Op* entry = schedule.find(op);
-  TORCH_CHECK_VALUE(entry != nullptr, "dynamiccl CPU schedules: '", schedule.name,
-                    "' has no ", op_name(op));
+  TORCH_CHECK_VALUE(entry != nullptr, "dynamiccl CPU schedules: '", schedule.name, "' has no ",
+                    op_name(op));
   const int size = call.ch.size();
   check_tensor(call.out, "output");
   const at::Tensor* data = &call.out;  // what the call moves: decides "nothing to move"
@@ -89,22 +87,21 @@ void execute_schedule(const CpuSchedule& schedule, OpKind op, ScheduleCall call)
       TORCH_CHECK_VALUE(call.in.scalar_type() == call.out.scalar_type() &&
                             call.in.numel() == call.out.numel() && call.out.numel() % size == 0,
                         "dynamiccl CPU alltoall: input and output must have one dtype and the "
-                        "same number of elements, a multiple of the ", size, " ranks (got ",
-                        call.in.numel(), " and ", call.out.numel(), ")");
+                        "same number of elements, a multiple of the ",
+                        size, " ranks (got ", call.in.numel(), " and ", call.out.numel(), ")");
       break;
     case OpKind::kBroadcast:
     case OpKind::kReduce:
       TORCH_CHECK_VALUE(call.root >= 0 && call.root < size, "dynamiccl CPU ", op_name(op),
                         ": root ", call.root, " is outside the group of ", size);
       break;
-    default:
-      break;
+    default: break;
   }
-  const bool moves_only =
-      op == OpKind::kAllGather || op == OpKind::kBroadcast || op == OpKind::kAllToAll;
+  const bool moves_only = op == OpKind::kAllGather || op == OpKind::kBroadcast ||
+                          op == OpKind::kAllToAll;
   if (!moves_only) check_reduce_op(call.op, call.out);
-  const bool gathers =
-      op == OpKind::kAllGather || op == OpKind::kReduceScatter || op == OpKind::kAllToAll;
+  const bool gathers = op == OpKind::kAllGather || op == OpKind::kReduceScatter ||
+                       op == OpKind::kAllToAll;
   if (size == 1 || data->numel() == 0) {
     if (gathers) call.out.copy_(call.in);
     return;

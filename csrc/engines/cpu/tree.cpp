@@ -69,7 +69,8 @@ void send_down(Transfers& t, const BinomialNode& node, const at::Tensor& x, int 
 }
 
 // Non-root half of a broadcast: receive every piece from the parent and pass it down.
-void relay_down(Transfers& t, const BinomialNode& node, const at::Tensor& x, int segs, uint32_t tag) {
+void relay_down(Transfers& t, const BinomialNode& node, const at::Tensor& x, int segs,
+                uint32_t tag) {
   std::vector<int> ids = recv_pieces(t, x, node.parent, segs, tag);
   for (int j = 0; j < segs; ++j) {
     t.wait(ids[static_cast<size_t>(j)]);
@@ -77,8 +78,7 @@ void relay_down(Transfers& t, const BinomialNode& node, const at::Tensor& x, int
   }
 }
 
-void tree_allreduce(P2PChannel& ch, const at::Tensor& x, RedOp op, int segments,
-                    uint32_t tag) {
+void tree_allreduce(P2PChannel& ch, const at::Tensor& x, RedOp op, int segments, uint32_t tag) {
   const BinomialNode node(ch.size(), ch.rank(), 0);
   Transfers up(ch);
   Transfers down(ch);
@@ -95,8 +95,7 @@ void tree_allreduce(P2PChannel& ch, const at::Tensor& x, RedOp op, int segments,
   up.wait_all();
 }
 
-void tree_broadcast(P2PChannel& ch, const at::Tensor& x, int root, int segments,
-                    uint32_t tag) {
+void tree_broadcast(P2PChannel& ch, const at::Tensor& x, int root, int segments, uint32_t tag) {
   const BinomialNode node(ch.size(), ch.rank(), root);
   Transfers t(ch);
   if (node.parent < 0) {
@@ -123,8 +122,8 @@ void tree_reduce(P2PChannel& ch, const at::Tensor& x, int root, RedOp op, int se
 
 double tree_phase_us(const CostShape& g, double n, int s, bool reduce) {
   const double gamma = reduce ? kGammaUsPerByte : 0.0;
-  const double fill =
-      s > 1 ? (g.ceil_log2p - 1) * (kAlphaUs + n / s * (kBetaUsPerByte + gamma)) : 0.0;
+  const double fill = s > 1 ? (g.ceil_log2p - 1) * (kAlphaUs + n / s * (kBetaUsPerByte + gamma))
+                            : 0.0;
   return g.ceil_log2p * (step_latency_us(s) + n * kBetaUsPerByte + n * gamma / s) + fill;
 }
 double tree_allreduce_us(const CostShape& g, double n, int s) {
@@ -144,15 +143,16 @@ const CpuSchedule& tree_schedule() {
       "tree",
       {{OpKind::kAllReduce,
         [](const ScheduleCall& c) { tree_allreduce(c.ch, c.out, c.op, c.segments, c.tag); },
-        tree_allreduce_us, {1, 4}},
+        tree_allreduce_us,
+        {1, 4}},
        {OpKind::kBroadcast,
         [](const ScheduleCall& c) { tree_broadcast(c.ch, c.out, c.root, c.segments, c.tag); },
-        tree_broadcast_us, {1, 4}},
+        tree_broadcast_us,
+        {1, 4}},
        {OpKind::kReduce,
-        [](const ScheduleCall& c) {
-          tree_reduce(c.ch, c.out, c.root, c.op, c.segments, c.tag);
-        },
-        tree_reduce_us, {1, 4}}}};
+        [](const ScheduleCall& c) { tree_reduce(c.ch, c.out, c.root, c.op, c.segments, c.tag); },
+        tree_reduce_us,
+        {1, 4}}}};
   return schedule;
 }
 

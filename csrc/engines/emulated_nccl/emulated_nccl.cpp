@@ -24,7 +24,8 @@ uint64_t nbytes(const at::Tensor& t) { return static_cast<uint64_t>(t.numel()) *
 std::string normalized(std::string name) {
   std::string out;
   for (char ch : name) {
-    if (ch != '_' && ch != ' ') out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (ch != '_' && ch != ' ')
+      out += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   }
   return out;
 }
@@ -46,10 +47,9 @@ std::vector<bool> parse_selection(const char* var, const std::string& value,
     if (it == names.end()) {
       std::string accepted;
       for (const auto& n : names) accepted += (accepted.empty() ? "" : ", ") + n;
-      throw std::invalid_argument(std::string(var) + "=" + value + ": '" +
-                                  value.substr(start, end - start) +
-                                  "' is not accepted; accepted: " + accepted +
-                                  " (comma-separated, '^' to exclude)");
+      throw std::invalid_argument(
+          std::string(var) + "=" + value + ": '" + value.substr(start, end - start) +
+          "' is not accepted; accepted: " + accepted + " (comma-separated, '^' to exclude)");
     }
     listed[it - names.begin()] = true;
     start = end + 1;
@@ -155,7 +155,7 @@ std::function<void()> scaling(const Reduction& plan, std::vector<at::Tensor> ten
 // slots (Simple 4 MiB, LL128 120x640x8x8 bytes, LL 8x512x8x16 bytes), at most the message.
 size_t default_chunk_bytes(int proto, uint64_t bytes) {
   constexpr size_t kSteps = 8;
-  const size_t buffer = proto == NCCL_PROTO_LL ? 8 * 512 * kSteps * 16
+  const size_t buffer = proto == NCCL_PROTO_LL      ? 8 * 512 * kSteps * 16
                         : proto == NCCL_PROTO_LL128 ? 120 * 640 * kSteps * 8
                                                     : size_t{4} << 20;
   return std::max<size_t>(1, std::min<size_t>(buffer / kSteps, bytes));
@@ -170,8 +170,7 @@ EmulatedNccl::EmulatedNccl(int rank, int size, c10::intrusive_ptr<c10d::Backend>
       config_(std::move(config)),
       world_(make_world(config_)),
       tuner_(config_.skip_plugin ? std::string() : config_.tuner_plugin, config_.release,
-             config_.comm_id, static_cast<size_t>(size),
-             static_cast<size_t>(config_.shape.nodes)),
+             config_.comm_id, static_cast<size_t>(size), static_cast<size_t>(config_.shape.nodes)),
       rng_(config_.cluster.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(rank)) {
   TORCH_CHECK(gloo_, "emulated NCCL: a Gloo engine is required to move the data");
   const auto algos = parse_selection("NCCL_ALGO", config_.nccl_algo, nccl::algo_names());
@@ -220,8 +219,8 @@ EmulatedRun EmulatedNccl::decide(OpKind op, uint64_t bytes) {
       }
     }
   }
-  TORCH_CHECK(run.algo >= 0, "emulated NCCL: no algorithm/protocol left for ", op_name(op),
-              " of ", bytes, " bytes (NCCL_ALGO='", config_.nccl_algo, "', NCCL_PROTO='",
+  TORCH_CHECK(run.algo >= 0, "emulated NCCL: no algorithm/protocol left for ", op_name(op), " of ",
+              bytes, " bytes (NCCL_ALGO='", config_.nccl_algo, "', NCCL_PROTO='",
               config_.nccl_proto, "')");
   if (n_channels > 0) run.channels = std::min(n_channels, model.graph_channels(run.algo));
   size_t chunk = default_chunk_bytes(run.proto, bytes);
@@ -289,9 +288,9 @@ c10::intrusive_ptr<c10d::Work> EmulatedNccl::reduce(std::vector<at::Tensor>& ten
   return finish(gloo_->reduce(tensors, gloo_opts), run, tensors, std::move(after));
 }
 
-c10::intrusive_ptr<c10d::Work> EmulatedNccl::allgather(std::vector<std::vector<at::Tensor>>& outputs,
-                                                       std::vector<at::Tensor>& inputs,
-                                                       const c10d::AllgatherOptions& opts) {
+c10::intrusive_ptr<c10d::Work> EmulatedNccl::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
   EmulatedRun run = decide(OpKind::kAllGather, nbytes(inputs[0]) * size_);
   return finish(gloo_->allgather(outputs, inputs, opts), run, outputs[0]);
 }
@@ -306,7 +305,8 @@ c10::intrusive_ptr<c10d::Work> EmulatedNccl::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   std::vector<c10::intrusive_ptr<c10d::Work>> works;
-  for (size_t i = 0; i < inputs.size(); ++i) works.push_back(_allgather_base(outputs[i], inputs[i], opts));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    works.push_back(_allgather_base(outputs[i], inputs[i], opts));
   return c10::make_intrusive<CoalescedWork>(rank_, std::move(works));
 }
 
@@ -401,12 +401,14 @@ c10::intrusive_ptr<c10d::Work> EmulatedNccl::scatter(std::vector<at::Tensor>& ou
 
 c10::intrusive_ptr<c10d::Work> EmulatedNccl::send(std::vector<at::Tensor>& tensors, int dst,
                                                   int tag) {
-  return finish(gloo_->send(tensors, dst, tag), untuned(OpKind::kSend, nbytes(tensors[0])), tensors);
+  return finish(gloo_->send(tensors, dst, tag), untuned(OpKind::kSend, nbytes(tensors[0])),
+                tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> EmulatedNccl::recv(std::vector<at::Tensor>& tensors, int src,
                                                   int tag) {
-  return finish(gloo_->recv(tensors, src, tag), untuned(OpKind::kRecv, nbytes(tensors[0])), tensors);
+  return finish(gloo_->recv(tensors, src, tag), untuned(OpKind::kRecv, nbytes(tensors[0])),
+                tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> EmulatedNccl::recvAnysource(std::vector<at::Tensor>& tensors,

@@ -28,27 +28,27 @@ namespace dynamiccl {
 namespace emulated_nccl {
 
 struct EmulationConfig {
-  truth::ClusterTruth cluster;     // the cluster (topology), the truth, the noise, the seed
-  nccl::GroupShape shape;          // this communicator on that cluster
-  uint64_t comm_id = 0;            // the same on every rank of the communicator
-  NcclRelease release = NcclRelease::k2_28;  // how it treats the tuner (ABI v5, or v6 + chunks)
-  std::string tuner_plugin;        // NCCL_TUNER_PLUGIN ("" = none)
-  std::string nccl_algo;           // NCCL_ALGO as the user set it ("" = unset)
-  std::string nccl_proto;          // NCCL_PROTO
-  bool skip_plugin = false;        // tests: this rank's NCCL does not load the plugin
+  truth::ClusterTruth cluster;  // the cluster (topology), the truth, the noise, the seed
+  nccl::GroupShape shape;       // this communicator on that cluster
+  uint64_t comm_id = 0;         // the same on every rank of the communicator
+  NcclRelease release = NcclRelease::k2_28;      // how it treats the tuner (ABI v5, or v6 + chunks)
+  std::string tuner_plugin;                      // NCCL_TUNER_PLUGIN ("" = none)
+  std::string nccl_algo;                         // NCCL_ALGO as the user set it ("" = unset)
+  std::string nccl_proto;                        // NCCL_PROTO
+  bool skip_plugin = false;                      // tests: this rank's NCCL does not load the plugin
   std::vector<std::pair<int, int>> unavailable;  // tests: (algo, proto) unavailable on this rank
 };
 
 // One collective as the emulated NCCL ran it.
 struct EmulatedRun {
   OpKind op = OpKind::kAllReduce;
-  bool tuner_saw = false; // false for what NCCL's tuner never sees (send, all-to-all, barrier...)
-  uint64_t bytes = 0;     // the size its tuner saw
+  bool tuner_saw = false;  // false for what NCCL's tuner never sees (send, all-to-all, barrier...)
+  uint64_t bytes = 0;      // the size its tuner saw
   int algo = -1;
   int proto = -1;
-  int channels = -1;      // the cap applied, -1 = all of the communicator's
+  int channels = -1;         // the cap applied, -1 = all of the communicator's
   uint64_t chunk_bytes = 0;  // the chunk size it ran with (NCCL 2.30 asks the tuner for it)
-  double duration_us = 0; // what the truth says it took
+  double duration_us = 0;    // what the truth says it took
 };
 
 class EmulatedNccl : public c10d::Backend {
@@ -75,9 +75,9 @@ class EmulatedNccl : public c10d::Backend {
                                            const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
                                                  const c10d::AllgatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
-      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
       const c10d::AllgatherOptions& opts) override;
@@ -102,12 +102,9 @@ class EmulatedNccl : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
                                          std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst,
-                                      int tag) override;
-  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src,
-                                      int tag) override;
-  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
-                                               int tag) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;

@@ -3,11 +3,11 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <strings.h>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <strings.h>
 
 namespace dynamiccl {
 namespace emulated_nccl {
@@ -120,8 +120,8 @@ void LoadedTuner::get_coll_info(int coll_type, size_t n_bytes, float table[][NCC
                       /*regBuff=*/0, n_channels);
 }
 
-void LoadedTuner::get_chunk_size(int coll_type, size_t n_bytes, int algo, int proto,
-                                 int n_channels, size_t* chunk) const {
+void LoadedTuner::get_chunk_size(int coll_type, size_t n_bytes, int algo, int proto, int n_channels,
+                                 size_t* chunk) const {
   if (tuner_ == nullptr || get_chunk_size_ == nullptr) return;
   get_chunk_size_(context_, static_cast<ncclFunc_t>(coll_type), n_bytes, algo, proto, n_channels,
                   chunk);

@@ -21,8 +21,8 @@ bool parse_nccl_arm_name(const std::string& name, Action* action) {
   const size_t cap_slash = name.find('/', slash + 1);
   const std::vector<std::string> algos = algo_names(), protos = proto_names();
   const auto algo = std::find(algos.begin(), algos.end(), name.substr(0, slash));
-  const auto proto =
-      std::find(protos.begin(), protos.end(), name.substr(slash + 1, cap_slash - slash - 1));
+  const auto proto = std::find(protos.begin(), protos.end(),
+                               name.substr(slash + 1, cap_slash - slash - 1));
   if (algo == algos.end() || proto == protos.end()) return false;
   int cap = -1;
   if (cap_slash != std::string::npos) {
@@ -61,9 +61,9 @@ NcclArmCatalog::NcclArmCatalog(NcclCostModel model, std::vector<int> caps, bool 
         for (int c : caps_) {
           // LL moves a few bytes per flag: latency-bound, its channel count hardly matters.
           if (p == kProtoLL || c >= model_.graph_channels(a)) continue;
-          list.push_back(Arm{nccl_arm_name(a, p, c), Action{static_cast<int8_t>(a),
-                                                            static_cast<int8_t>(p),
-                                                            static_cast<int16_t>(c)}});
+          list.push_back(
+              Arm{nccl_arm_name(a, p, c),
+                  Action{static_cast<int8_t>(a), static_cast<int8_t>(p), static_cast<int16_t>(c)}});
         }
       }
     }

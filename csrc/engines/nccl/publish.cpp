@@ -1,7 +1,7 @@
 #include "engines/nccl/publish.h"
 
-#include "nccl_plugin/dynamiccl_nccl.h"
 #include "nccl_model/cost_model.h"
+#include "nccl_plugin/dynamiccl_nccl.h"
 
 namespace dynamiccl {
 

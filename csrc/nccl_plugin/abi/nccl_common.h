@@ -38,11 +38,7 @@ typedef enum {
 } ncclDebugLogLevel;
 
 /* NCCL_DEBUG_SUBSYS=<list> selects messages by these bits; only the ones used here. */
-typedef enum {
-  NCCL_INIT = 0x1,
-  NCCL_TUNING = 0x40,
-  NCCL_ALL = ~0
-} ncclDebugLogSubSys;
+typedef enum { NCCL_INIT = 0x1, NCCL_TUNING = 0x40, NCCL_ALL = ~0 } ncclDebugLogSubSys;
 
 /* printf-like; `file` is shown with TRACE messages, as NCCL shows its own function names. */
 typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char* file,

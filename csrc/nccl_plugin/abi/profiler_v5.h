@@ -14,7 +14,7 @@
 /* Event types: ncclProfilerEventDescr_v5_t.type, and the bits of the activation mask. */
 enum {
   ncclProfileGroup = 1 << 0,
-  ncclProfileColl = 1 << 1,  /* one collective as launched: what NCCL chose for it */
+  ncclProfileColl = 1 << 1, /* one collective as launched: what NCCL chose for it */
   ncclProfileP2p = 1 << 2,
   ncclProfileProxyOp = 1 << 3,
   ncclProfileProxyStep = 1 << 4,
@@ -78,9 +78,8 @@ typedef struct {
   const char* name;
 
   /* Once per communicator. Returning an error disables the profiler for it. */
-  ncclResult_t (*init)(void** context, uint64_t commId, int* eActivationMask,
-                       const char* commName, int nNodes, int nranks, int rank,
-                       ncclDebugLogger_t logfn);
+  ncclResult_t (*init)(void** context, uint64_t commId, int* eActivationMask, const char* commName,
+                       int nNodes, int nranks, int rank, ncclDebugLogger_t logfn);
 
   ncclResult_t (*startEvent)(void* context, void** eHandle, ncclProfilerEventDescr_v5_t* eDescr);
   ncclResult_t (*stopEvent)(void* eHandle);
@@ -97,8 +96,7 @@ DYNAMICCL_NCCL_ABI_CHECK(offsetof(ncclProfilerEventDescr_v5_t, coll.func) == 32,
 DYNAMICCL_NCCL_ABI_CHECK(offsetof(ncclProfilerEventDescr_v5_t, coll.count) == 56, "coll.count");
 DYNAMICCL_NCCL_ABI_CHECK(offsetof(ncclProfilerEventDescr_v5_t, coll.nChannels) == 80,
                          "coll.nChannels");
-DYNAMICCL_NCCL_ABI_CHECK(offsetof(ncclProfilerEventDescr_v5_t, coll.nWarps) == 81,
-                         "coll.nWarps");
+DYNAMICCL_NCCL_ABI_CHECK(offsetof(ncclProfilerEventDescr_v5_t, coll.nWarps) == 81, "coll.nWarps");
 DYNAMICCL_NCCL_ABI_CHECK(offsetof(ncclProfilerEventDescr_v5_t, coll.algo) == 88, "coll.algo");
 DYNAMICCL_NCCL_ABI_CHECK(offsetof(ncclProfilerEventDescr_v5_t, coll.proto) == 96, "coll.proto");
 DYNAMICCL_NCCL_ABI_CHECK(offsetof(ncclProfilerEventDescr_v5_t, kernelCh.channelId) == 24,

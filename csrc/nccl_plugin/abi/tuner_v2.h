@@ -15,14 +15,13 @@ typedef struct {
   const char* name;
 
   /* Once per communicator; *context is handed back to every other call for it. */
-  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction,
-                       void** context);
+  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void** context);
 
   /* collNetSupport / nvlsSupport: whether CollNet / NVLS can run this collective type.
    * numPipeOps: how many collectives of the group this call stands for. */
-  ncclResult_t (*getCollInfo)(void* context, ncclFunc_t collType, size_t nBytes,
-                              int collNetSupport, int nvlsSupport, int numPipeOps,
-                              int* algorithm, int* protocol, int* nChannels);
+  ncclResult_t (*getCollInfo)(void* context, ncclFunc_t collType, size_t nBytes, int collNetSupport,
+                              int nvlsSupport, int numPipeOps, int* algorithm, int* protocol,
+                              int* nChannels);
 
   ncclResult_t (*destroy)(void* context);
 } ncclTuner_v2_t;

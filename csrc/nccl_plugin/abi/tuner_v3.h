@@ -14,8 +14,7 @@
 typedef struct {
   const char* name;
 
-  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction,
-                       void** context);
+  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void** context);
 
   /* *nChannels: 0 on entry ("NCCL decides"); a positive value caps the channels. */
   ncclResult_t (*getCollInfo)(void* context, ncclFunc_t collType, size_t nBytes, int numPipeOps,

@@ -10,8 +10,7 @@
 typedef struct {
   const char* name;
 
-  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction,
-                       void** context);
+  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void** context);
 
   /* regBuff: 1 when this rank's user buffers are registered with the communicator (a
    * local fact, not necessarily the same on every rank). */

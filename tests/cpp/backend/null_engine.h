@@ -48,8 +48,8 @@ class NullEngine : public c10d::Backend {
 
   int allreduces = 0;
   bool reuse_work = false;
-  bool synchronous = false;    // return no Work
-  std::function<void()> fail;  // throws the error the engine should raise
+  bool synchronous = false;                              // return no Work
+  std::function<void()> fail;                            // throws the error the engine should raise
   std::function<void(std::vector<at::Tensor>&)> reduce;  // what the other ranks would add
 
  private:

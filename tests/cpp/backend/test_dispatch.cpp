@@ -108,7 +108,8 @@ TEST(Dispatch, AnEngineThatReturnsNoWorkGivesNoWork) {
     for (int i = 0; i < 10; ++i) {
       EXPECT_FALSE(g.pg->allreduce(t, c10d::AllreduceOptions()).defined()) << mode_name(mode);
     }
-    const SummaryCell& cell = g.pg->telemetry().summary(EngineKind::kCpu, OpKind::kAllReduce, size_bin(16));
+    const SummaryCell& cell = g.pg->telemetry().summary(EngineKind::kCpu, OpKind::kAllReduce,
+                                                        size_bin(16));
     EXPECT_EQ(cell.calls.load(), 10u) << mode_name(mode);
     EXPECT_EQ(cell.timed.load(), 0u) << mode_name(mode);  // nothing to time
   }

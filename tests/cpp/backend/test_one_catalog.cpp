@@ -57,7 +57,8 @@ TEST(OneCatalog, BackendAndSimulatorOfferTheSameNcclArms) {
     for (size_t i = 0; i < a.size(); ++i) {
       EXPECT_EQ(a[i].name, b[i].name);
       for (uint64_t bytes : {uint64_t{4}, uint64_t{1} << 16, uint64_t{1} << 26}) {
-        EXPECT_EQ(backend->prior_cost_us(op, i, bytes, 8), simulated->prior_cost_us(op, i, bytes, 8))
+        EXPECT_EQ(backend->prior_cost_us(op, i, bytes, 8),
+                  simulated->prior_cost_us(op, i, bytes, 8))
             << a[i].name << " at " << bytes;
       }
     }

@@ -33,9 +33,7 @@ class FakeCatalog : public ArmCatalog {
     }
   }
   const std::vector<Arm>& arms(OpKind) const override { return arms_; }
-  double prior_cost_us(OpKind, uint16_t arm, uint64_t, int) const override {
-    return priors_[arm];
-  }
+  double prior_cost_us(OpKind, uint16_t arm, uint64_t, int) const override { return priors_[arm]; }
 
  private:
   std::vector<double> priors_;
@@ -82,7 +80,8 @@ struct Driver {
     double c = cost(calls, ctx, d.arm) * (1.0 + noise * gauss(rng));
     if (outlier_rate > 0 && uniform(rng) < outlier_rate) c *= 3.0 + 7.0 * uniform(rng);
     // Like the backend: only the calls the learner asked to measure are reported.
-    if (d.measure) window.push_back({d.state_id, d.arm, static_cast<float>(std::max(c, 0.01)), d.probe});
+    if (d.measure)
+      window.push_back({d.state_id, d.arm, static_cast<float>(std::max(c, 0.01)), d.probe});
     window_decisions.push_back(d);
     ++calls;
     if (calls % kRound == 0) {
@@ -280,7 +279,7 @@ TEST(Learner, DefaultStaysWhenItIsBestAndExplorationCostsLittle) {
     if (i >= 10000 && d.log[i].arm != kDefaultArm) ++tail_other;
   }
   EXPECT_LT(total / (100.0 * d.log.size()) - 1.0, 0.01);  // regret below 1% of the cost
-  EXPECT_LE(tail_other, 10000 * 2 / 100);                  // converged: ~converged_budget
+  EXPECT_LE(tail_other, 10000 * 2 / 100);                 // converged: ~converged_budget
 }
 
 TEST(Learner, StepTimeRegressionFreezesExploration) {
@@ -674,8 +673,8 @@ double true_cost(const CollectiveContext& c, uint16_t arm) {
 std::vector<std::vector<Decision>> run_ranks(int ranks, uint32_t cost_seed, bool peek) {
   auto cat = catalog_of(8);
   std::vector<std::unique_ptr<Learner>> learners;
-  for (int r = 0; r < ranks; ++r) learners.push_back(std::make_unique<Learner>(LearnerConfig{},
-                                                                              cat));
+  for (int r = 0; r < ranks; ++r)
+    learners.push_back(std::make_unique<Learner>(LearnerConfig{}, cat));
   std::vector<std::vector<CollectiveContext>> work;
   for (int r = 0; r < ranks; ++r) work.push_back(workload(12000));
   std::vector<std::mt19937> local;
@@ -714,9 +713,9 @@ std::vector<std::vector<Decision>> run_ranks(int ranks, uint32_t cost_seed, bool
 }
 
 bool same(const Decision& a, const Decision& b) {
-  return a.state_id == b.state_id && a.arm == b.arm && a.probe == b.probe &&
-         a.epoch == b.epoch && a.action.algo == b.action.algo &&
-         a.action.proto == b.action.proto && a.action.channels == b.action.channels;
+  return a.state_id == b.state_id && a.arm == b.arm && a.probe == b.probe && a.epoch == b.epoch &&
+         a.action.algo == b.action.algo && a.action.proto == b.action.proto &&
+         a.action.channels == b.action.channels;
 }
 
 TEST(Learner, RanksFedTheSameRoundsDecideIdentically) {
@@ -855,7 +854,7 @@ TEST(Learner, SnapshotRestoreRoundTripStartsWarm) {
 
   Learner b(bulk_config(), cat);
   b.restore(snap);
-  EXPECT_TRUE(b.stats().empty());                   // states are created lazily...
+  EXPECT_TRUE(b.stats().empty());                  // states are created lazily...
   EXPECT_TRUE(same_snapshot(b.snapshot(), snap));  // ...but nothing restored is lost meanwhile
   // First seen in the other order: matched by (role, op, size bin), not by id.
   const Decision first = b.decide(small);
@@ -1006,8 +1005,8 @@ TEST(LearnerConfigTest, DefaultHeadsExploreLessOnLatencyCriticalRoles) {
     }
   }
   // Latency-critical point-to-point and sharded traffic explores least.
-  for (Role crit : {Role::kTensorParallel, Role::kPipeline, Role::kContextParallel,
-                    Role::kExpertParallel}) {
+  for (Role crit :
+       {Role::kTensorParallel, Role::kPipeline, Role::kContextParallel, Role::kExpertParallel}) {
     EXPECT_LE(h(crit).probe_budget, 0.2);
     EXPECT_LT(h(crit).probe_budget, h(Role::kFsdpAllGather).probe_budget);
   }

@@ -10,8 +10,8 @@
 #include "engines/nccl/arm_catalog.h"
 #include "nccl_model/cost_model.h"
 #include "nccl_model/topology.h"
-#include "truth/truth.h"
 #include "sim/workload.h"
+#include "truth/truth.h"
 
 namespace dynamiccl {
 namespace sim {
@@ -65,16 +65,19 @@ TEST(NcclArmNames, ParsingInvertsTheNameOfEveryArmAndRefusesOthers) {
     }
   }
   Action unused;
-  for (const char* bad : {"", "default", "ring", "ring/", "warp/LL", "ring/LL256", "ring/LL/c",
-                          "ring/LL/c0", "ring/LL/c65", "ring/LL/x4", "ring/LL/c4/c2", "ring/LL/c+4"}) {
+  for (const char* bad :
+       {"", "default", "ring", "ring/", "warp/LL", "ring/LL256", "ring/LL/c", "ring/LL/c0",
+        "ring/LL/c65", "ring/LL/x4", "ring/LL/c4/c2", "ring/LL/c+4"}) {
     EXPECT_FALSE(parse_nccl_arm_name(bad, &unused)) << bad;
   }
 }
 
 TEST(SimModel, TimeIsMonotonicInBytes) {
-  std::vector<std::pair<TopologySpec, GroupShape>> cases = {
-      {h100(1), {1, 8}},   {h100(4), {4, 8}},    {h100(128), {128, 8}},
-      {h100(16), {16, 1}}, {h100(12500), {12500, 8}}};
+  std::vector<std::pair<TopologySpec, GroupShape>> cases = {{h100(1), {1, 8}},
+                                                            {h100(4), {4, 8}},
+                                                            {h100(128), {128, 8}},
+                                                            {h100(16), {16, 1}},
+                                                            {h100(12500), {12500, 8}}};
   TopologySpec pcie = h100(1);
   pcie.gpu = "ampere";
   pcie.intra = {"pcie", 24.0, 1.0};
@@ -152,7 +155,7 @@ TEST(SimModel, AvailabilityFollowsNcclRules) {
   const NcclCostModel one = model(h100(1));
   EXPECT_FALSE(one.available(kFuncAllReduce, kAlgoNvlsTree, kProtoSimple));  // one node
   EXPECT_TRUE(one.available(kFuncAllReduce, kAlgoNvls, kProtoSimple));
-  EXPECT_FALSE(one.available(kFuncAllReduce, kAlgoNvls, kProtoLL));  // NVLS: Simple only
+  EXPECT_FALSE(one.available(kFuncAllReduce, kAlgoNvls, kProtoLL));     // NVLS: Simple only
   EXPECT_FALSE(one.available(kFuncAllGather, kAlgoPat, kProtoSimple));  // > 1 GPU per node
   EXPECT_FALSE(one.available(kFuncBroadcast, kAlgoTree, kProtoLL));     // broadcast: ring only
   EXPECT_TRUE(one.available(kFuncBroadcast, kAlgoRing, kProtoLL128));
@@ -247,7 +250,8 @@ TEST(SimTruth, CongestionCutsOnlyItsLinkClass) {
   // NCCL's belief does not move with congestion: the default keeps its pick.
   EXPECT_DOUBLE_EQ(multi.nominal().predict_us(OpKind::kAllReduce, ring, b),
                    GroupWorld(topo, {4, 8}, TruthFactors(), ChannelModelSpec())
-                       .nominal().predict_us(OpKind::kAllReduce, ring, b));
+                       .nominal()
+                       .predict_us(OpKind::kAllReduce, ring, b));
 }
 
 TEST(SimTruth, ChannelModelRewardsCapsOnlyWhenTheLinkSaturates) {
@@ -307,8 +311,7 @@ TEST(NcclCatalog, ArmsDefaultFirstUniqueAndPriorsFromTheModel) {
 TEST(SimWorkload, DdpBucketsFollowTorchsRule) {
   const uint64_t mib = 1 << 20;
   // Reverse order; a bucket closes once it reaches its cap; the first cap is 1 MiB.
-  const std::vector<uint64_t> params = {10 * mib, 10 * mib, 10 * mib, 10 * mib, 10 * mib,
-                                        mib / 2};
+  const std::vector<uint64_t> params = {10 * mib, 10 * mib, 10 * mib, 10 * mib, 10 * mib, mib / 2};
   const std::vector<uint64_t> b = ddp_buckets(params, 25 * mib, mib);
   ASSERT_EQ(b.size(), 3u);
   EXPECT_EQ(b[0], mib / 2 + 10 * mib);

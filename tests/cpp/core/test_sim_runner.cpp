@@ -44,8 +44,7 @@ TEST(SimRunner, LearnerBeatsTheDefaultWhereTheTruthSaysItMust) {
   const double headroom = r.total.default_us / r.total.oracle_us;
   const double speedup = r.total.default_us / r.total.learned_us;
   EXPECT_GT(headroom, 2.5);
-  EXPECT_GT(speedup, 2.0) << "learned " << r.total.learned_us << " default "
-                          << r.total.default_us;
+  EXPECT_GT(speedup, 2.0) << "learned " << r.total.learned_us << " default " << r.total.default_us;
   ASSERT_GT(r.after_convergence.calls, 0u);
   EXPECT_LT(r.after_convergence.learned_us / r.after_convergence.oracle_us, 1.05);
   bool found = false;
@@ -61,7 +60,7 @@ TEST(SimRunner, LearnerBeatsTheDefaultWhereTheTruthSaysItMust) {
 // NCCL's model is the truth on 2 nodes x 8 H100 (benchmarks/scenarios/defaults_right.json).
 TEST(SimRunner, WhereDefaultsAreRightTheLearnerCostsAtMostOnePercent) {
   ScenarioSpec s = four_node_ddp(3000);
-  s.topology = TopologySpec();  // H100 nodes of 8 GPUs, NVLink ...
+  s.topology = TopologySpec();           // H100 nodes of 8 GPUs, NVLink ...
   s.topology.inter = {"ib", 50.0, 2.0};  // ... and InfiniBand
   s.topology.nodes = 2;
   s.seed = 11;
@@ -113,7 +112,7 @@ TEST(SimRunner, SameSeedSameRun) {
 
 TEST(SimRunner, CongestionEpisodeStartsRecoveryTracking) {
   ScenarioSpec s = four_node_ddp(1200);
-  s.topology = TopologySpec();  // H100 nodes of 8 GPUs, NVLink ...
+  s.topology = TopologySpec();           // H100 nodes of 8 GPUs, NVLink ...
   s.topology.inter = {"ib", 50.0, 2.0};  // ... and InfiniBand
   s.topology.nodes = 4;
   s.workload[0].layers = 32;

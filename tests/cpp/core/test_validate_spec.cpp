@@ -34,7 +34,8 @@ TEST(ValidateSpec, RulesRelatingKeysNameTheirPaths) {
 
   ScenarioSpec s = two_nodes();
   s.topology.inter = LinkSpec();
-  EXPECT_EQ(paths(s), std::vector<std::string>{"topology.inter: missing (required when nodes > 1)"});
+  EXPECT_EQ(paths(s),
+            std::vector<std::string>{"topology.inter: missing (required when nodes > 1)"});
   s.topology.nodes = 1;  // one node needs no network
   EXPECT_TRUE(paths(s).empty());
 

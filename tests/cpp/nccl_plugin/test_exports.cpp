@@ -50,9 +50,9 @@ std::vector<std::string> defined_dynamic_symbols(const std::string& path) {
 using PluginExportsTest = PluginTest;
 
 TEST_F(PluginExportsTest, OnlyPluginSymbolsAndPublicApiAreExported) {
-  const std::set<std::string> plugin_symbols = {
-      "ncclTunerPlugin_v2", "ncclTunerPlugin_v3", "ncclTunerPlugin_v4", "ncclTunerPlugin_v5",
-      "ncclTunerPlugin_v6", "ncclProfiler_v5"};
+  const std::set<std::string> plugin_symbols = {"ncclTunerPlugin_v2", "ncclTunerPlugin_v3",
+                                                "ncclTunerPlugin_v4", "ncclTunerPlugin_v5",
+                                                "ncclTunerPlugin_v6", "ncclProfiler_v5"};
   const std::vector<std::string> names = defined_dynamic_symbols(DYNAMICCL_NCCL_PLUGIN_PATH);
   ASSERT_FALSE(names.empty());
   std::set<std::string> seen_plugin_symbols;
@@ -85,8 +85,8 @@ TEST_F(PluginExportsTest, SecondDlopenOfTheSamePathSharesState) {
   EXPECT_EQ(dlsym(again, "dynamiccl_nccl_publish"),
             dlsym(plugin().handle(), "dynamiccl_nccl_publish"));
   using Publish = void (*)(int, size_t, int, int, int);
-  reinterpret_cast<Publish>(dlsym(again, "dynamiccl_nccl_publish"))(
-      DYNAMICCL_NCCL_COLL_ALLREDUCE, 64, -1, -1, -1);
+  reinterpret_cast<Publish>(dlsym(again, "dynamiccl_nccl_publish"))(DYNAMICCL_NCCL_COLL_ALLREDUCE,
+                                                                    64, -1, -1, -1);
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_NOT_CALLED);
   void* ctx = nullptr;
   ASSERT_EQ(plugin().v5()->init(&ctx, 1, 2, 1, nullptr, nullptr, nullptr), ncclSuccess);

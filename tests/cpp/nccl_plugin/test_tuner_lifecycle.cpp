@@ -73,17 +73,17 @@ TEST_F(PluginTunerLifecycleTest, NullArgumentsNeverFailNccl) {
   void* ctx = kTableAbis[3].init();
   CostTable t(7);
   plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, -1, -1, 8);
-  EXPECT_EQ(
-      plugin().v5()->getCollInfo(ctx, ncclFuncAllReduce, kBytes, 1, t.arg(), 7, 3, 0, nullptr),
-      ncclSuccess);
+  EXPECT_EQ(plugin().v5()->getCollInfo(ctx, ncclFuncAllReduce, kBytes, 1, t.arg(), 7, 3, 0,
+                                       nullptr),
+            ncclSuccess);
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_UNAVAILABLE);
   // A missing table cannot take a forced pair either.
   plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, DYNAMICCL_NCCL_ALGO_RING,
                    DYNAMICCL_NCCL_PROTO_LL, -1);
   int n_channels = 0;
-  EXPECT_EQ(
-      plugin().v5()->getCollInfo(ctx, ncclFuncAllReduce, kBytes, 1, nullptr, 7, 3, 0, &n_channels),
-      ncclSuccess);
+  EXPECT_EQ(plugin().v5()->getCollInfo(ctx, ncclFuncAllReduce, kBytes, 1, nullptr, 7, 3, 0,
+                                       &n_channels),
+            ncclSuccess);
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_UNAVAILABLE);
   EXPECT_EQ(kTableAbis[3].fini(ctx), ncclSuccess);
 }
