@@ -1,7 +1,7 @@
 """Every torch.distributed API that makes groups, on dynamiccl as on gloo (4 real ranks): the
 same results, and the children are dynamiccl groups with their own learners and roles.
 
-split_group goes through our Backend::split (torch 2.11-2.13 split only from a default group bound
+split_group goes through our Backend::split (torch 2.11-2.14 split only from a default group bound
 to a device, and refuse otherwise for gloo as for us: the test then compares the refusals);
 new_subgroups, new_group with local synchronization and DeviceMesh (with _flatten where this
 torch has it) through the creator.
@@ -30,7 +30,7 @@ def _backend_facts(group):
 def every_group_api(rank, world):
     from torch.distributed.device_mesh import init_device_mesh
     out = {}
-    try:  # (torch 2.11-2.13 split only a default group bound to a device: gloo refuses too)
+    try:  # (torch 2.11-2.14 split only a default group bound to a device: gloo refuses too)
         child = dist.split_group(split_ranks=[[0, 1], [2, 3]], group_desc="mesh_tp")
         out["split_group"] = (_reduced(rank, child), dist.get_process_group_ranks(child),
                               _backend_facts(child))
