@@ -3,7 +3,8 @@
 # ruff, C++ format, test names; seconds), then every test — GoogleTest through ctest, and pytest
 # (real processes, real stores). Extra arguments go to pytest.
 #   --short   the set CI also runs on the oldest supported torch (DYNAMICCL_TORCH=oldest): the
-#             C++ tests, the collectives against gloo, the group APIs and the torch-suite subset
+#             C++ tests, the collectives against gloo, pipelining (it patches torch internals),
+#             the group APIs and the torch-suite subset
 SHORT=0
 if [ "${1:-}" = "--short" ]; then SHORT=1; shift; fi
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -14,7 +15,7 @@ ctest --output-on-failure -j "$(nproc)"
 cd "$ROOT"
 if [ "$SHORT" = 1 ]; then
   python -m pytest tests/python/test_torch_support.py tests/python/test_collectives.py \
-    tests/python/test_group_apis.py \
+    tests/python/test_pipelining.py tests/python/test_group_apis.py \
     tests/python/test_torch_suite.py "$@"
 else
   python -m pytest tests/python "$@"
