@@ -12,6 +12,7 @@ import os
 import sys
 from typing import Callable, List, NamedTuple, Optional
 
+from . import trace_report as _report
 from .sim import cli as _sim_cli
 
 PROG = "python -m dynamiccl_pg"
@@ -22,8 +23,6 @@ class Command(NamedTuple):
     add_arguments: Callable[[argparse.ArgumentParser], None]
     # (parsed options, the command's own words as typed, its parser for usage errors) -> status
     run: Callable[[argparse.Namespace, List[str], argparse.ArgumentParser], int]
-    # True: the command parses its own words (and --help), which argparse passes on unrecognised
-    own_words: bool = False
 
 
 def _no_options(_parser: argparse.ArgumentParser) -> None:
@@ -56,18 +55,13 @@ def _run_config(_args, _words, _parser) -> int:
     return 0
 
 
-def _run_report(_args, words, _parser) -> int:
-    from .trace_report import main as report_main  # its options live in trace_report.main
-    return report_main(words)
-
-
 COMMANDS = {
     "config": Command("every DYNAMICCL_* variable (default and current value) and the learner "
                       "head settings", _no_options, _run_config),
     "actions": Command("the arms (candidate configurations) per op and engine", _no_options,
                        _run_actions),
     "report": Command("PREFIX --out DIR: a page with plots of what a job learned, from its "
-                      "DYNAMICCL_TRACE files", _no_options, _run_report, own_words=True),
+                      "DYNAMICCL_TRACE files", _report.add_arguments, _report.run),
     "sim": Command("--scenario FILE|DIR: run scenarios through the learner (see "
                    "benchmarks/scenarios)", _sim_cli.add_arguments, _sim_cli.run),
 }
@@ -81,9 +75,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
     sub = parser.add_subparsers(dest="command", title="commands", required=True)
     subparsers = {}
     for name, command in COMMANDS.items():
-        # a command that parses its own words must see --help itself
-        p = sub.add_parser(name, help=command.help, description=command.help,
-                           add_help=not command.own_words)
+        p = sub.add_parser(name, help=command.help, description=command.help)
         command.add_arguments(p)
         subparsers[name] = p
     return parser, subparsers
@@ -92,13 +84,12 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, argparse.Argument
 def main(argv: Optional[List[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser, subparsers = build_parser()
-    # parse_known_args, not parse_args: report's words are parsed by trace_report.main
     args, extra = parser.parse_known_args(argv)
-    command, own_parser = COMMANDS[args.command], subparsers[args.command]
-    if extra and not command.own_words:
-        own_parser.error(f"unrecognized arguments: {' '.join(extra)}")  # what parse_args says
-    words = extra if command.own_words else argv[argv.index(args.command) + 1:]
-    return command.run(args, words, own_parser)
+    own_parser = subparsers[args.command]
+    if extra:  # named by the command's own parser, with its usage
+        own_parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    words = argv[argv.index(args.command) + 1:]
+    return COMMANDS[args.command].run(args, words, own_parser)
 
 
 if __name__ == "__main__":

@@ -189,11 +189,14 @@ time.</p>
     return index
 
 
-def main(argv) -> int:
-    p = argparse.ArgumentParser(prog="python -m dynamiccl_pg report", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """`python -m dynamiccl_pg report`'s options."""
+    p.description = __doc__
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.add_argument("prefix", help="the DYNAMICCL_TRACE prefix the job ran with")
     p.add_argument("--out", required=True, help="folder for index.html and its PNGs")
-    args = p.parse_args(argv)
+
+
+def run(args: argparse.Namespace, _words=None, _parser=None) -> int:
     print(write(args.prefix, args.out))
     return 0

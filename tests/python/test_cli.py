@@ -119,8 +119,8 @@ def test_sim_runs_through_the_command_and_records_its_words(tmp_path, capsys):
     assert results["command"] == "python -m dynamiccl_pg sim " + " ".join(argv)
 
 
-def test_report_parses_its_own_words_in_any_order(tmp_path, capsys):
-    # options before the prefix reach trace_report.main, which looks for the traces
+def test_report_takes_its_options_in_any_order(tmp_path, capsys):
+    # options before the prefix reach the report, which looks for the traces
     with pytest.raises(SystemExit) as e:
         main(["report", "--out", str(tmp_path / "out"), str(tmp_path / "none")])
     assert e.value.code != 0
