@@ -4,11 +4,14 @@ the ones the bindings write and read and policy_schema checks."""
 
 import copy
 import json
+import os
+import tempfile
 
 import pytest
 import torch
 import torch.distributed as dist
 
+import dynamiccl_pg
 from dist_harness import run_ranks
 from dynamiccl_pg import PolicyError, _C, config, policy_schema
 from test_policy_files import valid_policy
@@ -80,6 +83,13 @@ def written_and_read_keys(rank, world):
     snap = pg.snapshot(_C.Engine.cpu)
     state = snap["states"][0]
     written = {"snapshot": list(snap), "state": list(state), "arm": list(state["arms"][0])}
+    # The file and group levels are written by policy_io.save_policy.
+    path = os.path.join(tempfile.mkdtemp(), "policy.json")
+    dynamiccl_pg.save_policy(path)
+    with open(path) as f:
+        saved = json.load(f)
+    written["file"] = list(saved)
+    written["group"] = list(next(iter(saved["groups"].values())))
     refused = {}
     for level, key in [("snapshot", "states")] + [("state", k) for k in KEYS["state"]] + [
             ("arm", k) for k in KEYS["arm"]]:
@@ -94,7 +104,7 @@ def written_and_read_keys(rank, world):
     return written, refused
 
 
-def test_the_bindings_write_and_read_the_listed_keys():
+def test_the_writers_write_and_the_bindings_read_the_listed_keys():
     [(written, refused)] = run_ranks(written_and_read_keys, 1)
     for level, keys in written.items():
         assert sorted(keys) == sorted(KEYS[level]), level
