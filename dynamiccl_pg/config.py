@@ -22,6 +22,7 @@ MODES = tuple(VOCABULARY["modes"])
 COST_REDUCTIONS = tuple(VOCABULARY["cost_reductions"])
 ROLES = tuple(VOCABULARY["roles"])
 OPS = tuple(VOCABULARY["ops"])
+EXPOSURES = tuple(VOCABULARY["exposures"])
 HEAD_SETTINGS = {h["name"]: h for h in _C.head_settings()}  # the learner's table
 LIBRARY_VERSION = "0.2.0"  # the package's version too (setup.py reads it)
 

@@ -13,14 +13,22 @@ from . import _C, config
 
 UNSET = -1
 _DIRECTIONS = {"forward": 0, "backward": 1}
+# priority: 0 background (the call overlaps compute), 1 normal (the framework context decides),
+# 2 critical (the step waits for it). See the README's "What a state is".
+PRIORITIES = (0, 1, 2)
 
 
-def _index(name: str, value) -> int:
+def _index(name: str, value, highest=None) -> int:
     if value is None:
         return UNSET
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    accepted = (f"an integer in 0..{highest} or None" if highest is not None
+                else "an integer >= 0 or None")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"dynamiccl_pg.hint: {name}={value!r} ({type(value).__name__}) is not "
+                        f"accepted; accepted: {accepted}")
+    if value < 0 or (highest is not None and value > highest):
         raise ValueError(f"dynamiccl_pg.hint: {name}={value!r} is not accepted; "
-                         "accepted: an integer >= 0 or None")
+                         f"accepted: {accepted}")
     return value
 
 
@@ -39,9 +47,15 @@ def _encode(role, bucket, is_last, stage, direction, priority):
     else:
         raise ValueError(f"dynamiccl_pg.hint: direction={direction!r} is not accepted; "
                          "accepted: 'forward', 'backward' or None")
-    last = UNSET if is_last is None else int(bool(is_last))
+    if is_last is None:
+        last = UNSET
+    elif isinstance(is_last, bool):
+        last = int(is_last)
+    else:
+        raise TypeError(f"dynamiccl_pg.hint: is_last={is_last!r} ({type(is_last).__name__}) is "
+                        "not accepted; accepted: True, False or None")
     return (role_id, _index("bucket", bucket), last, _index("stage", stage), direction_id,
-            _index("priority", priority))
+            _index("priority", priority, PRIORITIES[-1]))
 
 
 @contextlib.contextmanager
@@ -50,8 +64,11 @@ def hint(role: Optional[str] = None, bucket: Optional[int] = None,
          direction: Optional[Union[str, None]] = None, priority: Optional[int] = None):
     """Context manager: collectives issued on this thread inside it carry these facts.
 
-    ``role`` forces the policy head (one of config.ROLES); the others refine the context.
-    Nested hints replace the outer one for their duration.
+    ``role`` forces the policy head (one of config.ROLES). ``is_last`` (DDP: the step's last
+    bucket) makes the call exposed and ends the step; ``priority`` 0 makes it overlapped, 2
+    exposed, 1 leaves it to the context; ``bucket``, ``stage`` and ``direction`` say where in the
+    step it is (FSDP2's first forward all-gather is exposed, its others overlapped) and label it
+    in the trace. Nested hints replace the outer one for their duration.
     """
     new = _encode(role, bucket, is_last, stage, direction, priority)
     previous = _C.get_hint()

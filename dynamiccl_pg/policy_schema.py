@@ -11,9 +11,10 @@ import math
 from typing import Any, Dict
 
 from . import _C
-from .config import OPS, ROLES, VOCABULARY
+from .config import EXPOSURES, OPS, ROLES, VOCABULARY
 
-FORMAT = "dynamiccl-policy/1"
+# /2: a state is keyed by exposure and fusion too (a /1 file's states would not say which).
+FORMAT = "dynamiccl-policy/2"
 ENGINES = _C.Engine.__members__  # name -> engine
 SIZE_BINS = VOCABULARY["size_bins"]
 # NCCL arms depend on the group's topology (which algorithms exist, channel caps), so a file is
@@ -119,10 +120,13 @@ def _check_states(c: _Checker, snap, path: str, engine: str) -> None:
         role = c.string(state["role"], _child(at, "role"), ROLES)
         op = c.string(state["op"], _child(at, "op"), OPS)
         size_bin = c.integer(state["size_bin"], _child(at, "size_bin"), 0, SIZE_BINS - 1)
-        key = (role, op, size_bin)
+        exposure = c.string(state["exposure"], _child(at, "exposure"), EXPOSURES)
+        fused = c.boolean(state["fused"], _child(at, "fused"))
+        key = (role, op, size_bin, exposure, fused)
         if key in seen:
-            c.fail(at, f"state (role {role}, op {op}, size_bin {size_bin}) is already listed "
-                       f"at states[{seen[key]}]; accepted: each state once")
+            c.fail(at, f"state (role {role}, op {op}, size_bin {size_bin}, exposure {exposure}, "
+                       f"fused {fused}) is already listed at states[{seen[key]}]; "
+                       "accepted: each state once")
         seen[key] = i
         c.arm(state["incumbent"], _child(at, "incumbent"), engine, op)
         c.boolean(state["converged"], _child(at, "converged"))

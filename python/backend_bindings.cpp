@@ -250,7 +250,7 @@ void def_telemetry(PGClass& cls) {
 
 // Training signals, policy snapshots, split() and the group's end.
 void def_signals_and_policy(PGClass& cls) {
-  cls.def("add_step_time", &PG::add_step_time)
+  cls.def("end_step", &PG::end_step_from_user)
       .def("add_loss", &PG::add_loss)
       .def("snapshot",
            [](PG& pg, EngineKind engine) -> py::object {

@@ -39,6 +39,8 @@ py::dict state_stats_to_py(const StateStats& s) {
   d["role"] = role_name(s.role);
   d["op"] = op_name(s.op);
   d["size_bin"] = s.size_bin;
+  d["exposure"] = exposure_name(s.exposure);
+  d["fused"] = s.fused;
   const auto name_of = [&](uint16_t arm) {
     for (const ArmStats& a : s.arms) {
       if (a.arm == arm) return a.name;
@@ -68,6 +70,15 @@ py::dict state_stats_to_py(const StateStats& s) {
   py::list arms;
   for (const auto& a : s.arms) arms.append(arm_stats_to_py(a));
   d["arms"] = arms;
+  if (!s.trial.verdict.empty()) {
+    py::dict t;
+    t["challenger"] = s.trial.challenger;
+    t["pairs"] = s.trial.pairs;
+    t["mean_delta_us"] = s.trial.mean_delta_us;
+    t["stderr_us"] = s.trial.stderr_us;
+    t["verdict"] = s.trial.verdict;
+    d["step_trial"] = t;
+  }
   return d;
 }
 
@@ -163,6 +174,9 @@ StateSnapshot state_snapshot_from_py(const py::handle& s, const std::string& at,
   if (st.size_bin < 0 || st.size_bin >= kNumSizeBins) {
     refuse(at_key(at, key::kSizeBin), bin, "0.." + std::to_string(kNumSizeBins - 1));
   }
+  st.exposure = named<Exposure>(field(s, key::kExposure, at), at_key(at, key::kExposure),
+                                exposure_names());
+  st.fused = typed_field<bool>(s, key::kFused, at, "true, false");
   st.incumbent = arm_name(s, key::kIncumbent, at, catalog, st.op);
   st.converged = typed_field<bool>(s, key::kConverged, at, "true, false");
   const py::object arms = field(s, key::kArms, at);
@@ -267,6 +281,8 @@ py::dict snapshot_to_py(const PolicySnapshot& snap) {
     d[key::kRole] = role_name(s.role);
     d[key::kOp] = op_name(s.op);
     d[key::kSizeBin] = s.size_bin;
+    d[key::kExposure] = exposure_name(s.exposure);
+    d[key::kFused] = s.fused;
     d[key::kIncumbent] = s.incumbent;
     d[key::kConverged] = s.converged;
     py::list arms;

@@ -105,7 +105,7 @@ void Consensus::start_round(uint64_t first) {
   // both; a cost no rank measured (or not yet: still running) is +inf, or -inf where max-reduced,
   // so that one unfinished rank makes it unknown. Then per call -1 if this rank could not apply
   // the arm. Then the round words.
-  at::Tensor payload = at::empty({2 * k_ + kNumRoundWords}, at::kDouble);
+  at::Tensor payload = at::empty({3 * k_ + kNumRoundWords}, at::kDouble);
   double* p = payload.data_ptr<double>();
   for (int i = 0; i < k_; ++i) {
     const uint64_t index = first + static_cast<uint64_t>(i);
@@ -141,6 +141,17 @@ void Consensus::start_round(uint64_t first) {
     w[kLoss] = loss_n_ ? loss_sum_ / loss_n_ : kInf;
     step_sum_ = loss_sum_ = 0;
     step_n_ = loss_n_ = 0;
+    // Each step's time, max over ranks (negated for the MIN all-reduce); the newest K.
+    const size_t n = step_times_us_.size();
+    const size_t keep = std::min<size_t>(n, static_cast<size_t>(k_));
+    pending_.first_step = steps_ended_ - keep;
+    pending_.steps = static_cast<int>(keep);
+    double* steps = w + kNumRoundWords;
+    for (int i = 0; i < k_; ++i) {
+      const double us = i < static_cast<int>(keep) ? step_times_us_[n - keep + i] : NAN;
+      steps[i] = std::isfinite(us) ? -us : kInf;
+    }
+    step_times_us_.clear();
   }
   w[kRoundCost] = last_round_us_ > 0 ? -last_round_us_ : kInf;  // max over ranks
   w[kRoundBlock] = last_round_us_ > 0 ? -last_block_us_ : kInf;
@@ -173,6 +184,11 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
     r.step_time_us = std::isinf(w[kStepTime]) ? NAN : w[kStepTime];
     r.loss = std::isinf(w[kLoss]) ? NAN : w[kLoss];
     r.round_calls = k_;
+    r.first_step = pending_.first_step;
+    for (int i = 0; i < pending_.steps; ++i) {
+      const double us = w[kNumRoundWords + i];
+      r.step_times_us.push_back(std::isinf(us) ? NAN : -us);
+    }
   }
   // What a round costs the job: on CPU its all-reduce competes with our schedules and Gloo's for
   // the same cores, so its whole duration; next to NCCL it runs on the host while the GPU works,
@@ -250,8 +266,16 @@ void Consensus::fail_on_disagreement() {
   C10_THROW_ERROR(DistBackendError, failure_);
 }
 
-void Consensus::add_step_time(double us) {
+void Consensus::end_step(int64_t now) {
   std::lock_guard<std::mutex> lock(signal_mu_);
+  const double us = last_step_ns_ > 0 ? static_cast<double>(now - last_step_ns_) / 1e3 : NAN;
+  last_step_ns_ = now;
+  ++steps_ended_;
+  step_times_us_.push_back(us);
+  if (step_times_us_.size() > static_cast<size_t>(4 * k_)) {
+    step_times_us_.erase(step_times_us_.begin(), step_times_us_.end() - k_);
+  }
+  if (std::isnan(us)) return;
   step_sum_ += us;
   ++step_n_;
 }

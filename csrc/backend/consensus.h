@@ -64,8 +64,13 @@ class Consensus {
   // throwing) once the ranks were found to disagree.
   void end_call(std::array<Learner*, kNumEngines> learners);
 
-  // Signals (dynamiccl_pg.step / report_loss); folded into the next round.
-  void add_step_time(double us);
+  // Signals, folded into the next round. A step boundary (DDP's last bucket, dynamiccl_pg.step)
+  // at the same call index on every rank: the time since the previous one is a step's time.
+  void end_step(int64_t now);
+  uint64_t steps_ended() {
+    std::lock_guard<std::mutex> lock(signal_mu_);
+    return steps_ended_;
+  }
   void add_loss(double loss);
 
   uint64_t learned_calls() const { return schedule_.calls(); }
@@ -78,7 +83,8 @@ class Consensus {
   void release_engine() { control_.reset(); }
 
  private:
-  // One word per call of the round (K), then the per-round words below.
+  // Two words per call of the round (2K), then the per-round words below, then one word per
+  // step that ended since the last round (at most K: older ones are dropped).
   enum Word { kHashMin, kHashNegMax, kStepTime, kLoss, kRoundCost, kRoundBlock, kNumRoundWords };
   void start_round(uint64_t first);
   void apply_pending(std::array<Learner*, kNumEngines> learners);
@@ -104,6 +110,8 @@ class Consensus {
     std::vector<at::Tensor> payload;
     c10::intrusive_ptr<c10d::Work> work;
     int64_t issued_ns = 0;
+    uint64_t first_step = 0;
+    int steps = 0;
     std::shared_ptr<std::atomic<int64_t>> completed_ns;
   } pending_;
   // What this rank's last round cost: how long its control all-reduce took, and how long it
@@ -114,6 +122,11 @@ class Consensus {
   std::mutex signal_mu_;
   double step_sum_ = 0, loss_sum_ = 0;
   int step_n_ = 0, loss_n_ = 0;
+  // The steps that ended since the last round started: their times (NaN for the first step,
+  // which has no start), the first one's number, and the last boundary.
+  std::vector<double> step_times_us_;
+  uint64_t steps_ended_ = 0;
+  int64_t last_step_ns_ = 0;
 };
 
 }  // namespace dynamiccl

@@ -200,6 +200,8 @@ void ProcessGroupDynamicCCL::ensure_learner(EngineKind engine) {
   LearnerConfig cfg = config_.learner;
   cfg.mode = config_.mode;
   learner = std::make_unique<Learner>(cfg, catalogs_[index(engine)]);
+  // Step numbers are the group's: a learner made later counts the steps already ended.
+  for (uint64_t s = consensus_.steps_ended(); s > 0; --s) learner->mark_step();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -234,7 +236,10 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
   r.bytes = c.bytes;
   r.op = c.op;
   r.engine = engine;
-  r.role = call_role(group_role(), c.op, flat_form(c.type), current_hint());
+  const Hint& hint = current_hint();
+  r.role = call_role(group_role(), c.op, flat_form(c.type), hint);
+  const bool synchronous = c.engine_async_op && !*c.engine_async_op;
+  r.exposure = call_exposure(r.role, synchronous, hint);
   // Off mode, coalescing windows and untunable calls take the native path, and so does the first
   // NCCL collective: it creates the communicator, which tells whether NCCL loaded our plugin,
   // and every rank must agree on that before any NCCL decision is published.
@@ -248,7 +253,7 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
   } else if (plan.kind == OpPlan::kLearned) {
     ensure_learner(engine);
     const Decision d = learners_[index(engine)]->decide(
-        CollectiveContext{c.op, c.effective_bytes, size_, r.role});
+        CollectiveContext{c.op, c.effective_bytes, size_, r.role, r.exposure, c.parts.size() > 1});
     r.state_id = d.state_id;
     r.arm = d.arm;
     r.epoch = d.epoch;
@@ -258,8 +263,20 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
     r.measured = d.measure;
   }
   if (r.learned || r.forced) telemetry_.log_decision(r);
+  // DDP's last bucket ends the step (after its own decision: it belongs to the step it ends).
+  if (hint.is_last == 1) {
+    framework_marks_steps_ = true;
+    end_step();
+  }
   r.start_ns = now_ns();
   return r;
+}
+
+void ProcessGroupDynamicCCL::end_step() {
+  for (auto& learner : learners_) {
+    if (learner) learner->mark_step();
+  }
+  consensus_.end_step(now_ns());
 }
 
 ProcessGroupDynamicCCL::Issued ProcessGroupDynamicCCL::issue(const Call& c, const CallRecord& rec,

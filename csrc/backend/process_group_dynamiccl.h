@@ -140,7 +140,11 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   bool nccl_tuning_active() const {
     return engines_.nccl && config_.nccl_tuning && nccl_plugin_active_;
   }
-  void add_step_time(double us) { consensus_.add_step_time(us); }
+  // dynamiccl_pg.step(): the training step ends here, unless the framework marks steps itself
+  // (DDP's last bucket does); the same call index on every rank either way.
+  void end_step_from_user() {
+    if (!framework_marks_steps_) end_step();
+  }
   void add_loss(double loss) { consensus_.add_loss(loss); }
 
  private:
@@ -203,6 +207,8 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
 
   Role group_role_ = Role::kDefault;
   bool group_role_resolved_ = false;
+  bool framework_marks_steps_ = false;  // a call carrying is_last=1 has ended a step
+  void end_step();                      // learners and consensus: a step boundary
   uint64_t seq_collective_ = 0;
   uint64_t seq_p2p_ = 0;
 

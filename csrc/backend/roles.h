@@ -26,4 +26,28 @@ inline Role call_role(Role group_role, OpKind op, bool flat, const Hint& hint) {
   return group_role;
 }
 
+// Exposure of one call (core/types.h), from the framework context alone: the priority hint
+// decides when given (0 overlapped, 2 exposed); a synchronous call is exposed; DDP's buckets
+// other than the last overlap backward compute; FSDP2's reduce-scatters overlap, and so do its
+// all-gathers that annotate() marks as prefetched (every unit's but the first forward one);
+// pipeline sends overlap the stage's compute. Everything else is exposed: the yardstick of an
+// exposed call is its own duration, as for a call whose context is unknown.
+inline Exposure call_exposure(Role role, bool synchronous, const Hint& hint) {
+  if (hint.priority == Hint::kPriorityBackground) return Exposure::kOverlapped;
+  if (hint.priority == Hint::kPriorityCritical || synchronous) return Exposure::kExposed;
+  if (hint.is_last == 0) return Exposure::kOverlapped;
+  if (hint.is_last == 1) return Exposure::kExposed;
+  switch (role) {
+    case Role::kFsdpReduceScatter:
+    case Role::kPipeline:
+      return Exposure::kOverlapped;
+    case Role::kFsdpAllGather: {
+      const bool first_forward = hint.bucket == 0 && hint.direction == 0;
+      return hint.bucket >= 0 && !first_forward ? Exposure::kOverlapped : Exposure::kExposed;
+    }
+    default:
+      return Exposure::kExposed;
+  }
+}
+
 }  // namespace dynamiccl

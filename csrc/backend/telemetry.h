@@ -26,6 +26,7 @@ struct CallRecord {
   OpKind op = OpKind::kAllReduce;
   EngineKind engine = EngineKind::kCpu;
   Role role = Role::kDefault;
+  Exposure exposure = Exposure::kExposed;
   bool probe = false;
   bool forced = false;    // DYNAMICCL_FORCE chose the arm
   bool learned = false;   // the learner chose it (consensus counts it)

@@ -101,16 +101,29 @@ inline int size_bin(uint64_t bytes) {
   return b < kNumSizeBins - 1 ? b : kNumSizeBins - 1;
 }
 
+// Whether the step waits for a call (docs/architecture.md, "Exposure"). Exposed: the caller
+// needs the result at once (synchronous calls, DDP's last bucket, FSDP2's first all-gather,
+// tensor-parallel activations), so the step pays the call's whole duration. Overlapped: compute
+// runs beside it (DDP's other buckets, prefetched all-gathers, reduce-scatters, pipeline sends),
+// so the step pays its exposed tail plus what it takes from that compute. Derived from the
+// framework context only, never from a rank's own timing, so it is the same on every rank.
+enum class Exposure : uint8_t { kExposed = 0, kOverlapped, kCount };
+constexpr int kNumExposures = static_cast<int>(Exposure::kCount);
+NameList exposure_names();  // "exposed", "overlapped"
+inline const char* exposure_name(Exposure e) { return exposure_names().name(static_cast<int>(e)); }
+
 // What framework integration knows about the call in flight (dynamiccl_pg.hint(...)).
 // -1 / kUnset means "not given".
 struct Hint {
   static constexpr int kUnset = -1;
+  // priority: 0 background (overlapped), 1 normal (the context decides), 2 critical (exposed).
+  static constexpr int kPriorityBackground = 0, kPriorityCritical = 2;
   int role = kUnset;       // a Role value forced by the hint
-  int bucket = kUnset;     // DDP bucket index
-  int is_last = kUnset;    // DDP: last bucket of the step (0/1)
-  int stage = kUnset;      // pipeline stage
-  int direction = kUnset;  // pipeline: 0 forward, 1 backward
-  int priority = kUnset;   // larger = more latency-critical
+  int bucket = kUnset;     // DDP bucket / FSDP unit index (trace only)
+  int is_last = kUnset;    // DDP: last bucket of the step (0/1): exposed, and it ends the step
+  int stage = kUnset;      // pipeline stage (trace only)
+  int direction = kUnset;  // 0 forward, 1 backward
+  int priority = kUnset;   // 0..2, see above
 };
 
 // What the policy sees of one call. Every field is the same on every rank of the group.
@@ -119,6 +132,8 @@ struct CollectiveContext {
   uint64_t effective_bytes = 0;  // the size NCCL's tuner sees (full buffer for AG/RS)
   int group_size = 1;
   Role role = Role::kDefault;
+  Exposure exposure = Exposure::kExposed;
+  bool fused = false;  // a coalesced batch of several tensors, decided once on its total bytes
 };
 
 // An engine configuration. Fields an engine does not use stay at -1.

@@ -66,6 +66,7 @@ struct ArmSlot {
   bool resolved = false;          // nothing more to learn by probing it (recomputed every round)
   bool unavailable = false;       // dropped for good: the engine cannot run it for this state
   bool parked = false;            // left out of a focused re-probe after a re-open
+  bool step_rejected = false;     // a step trial found it no better for the step (overlapped)
   bool gated = false;             // a challenger: waits for its first cost before more probes
   bool confirm = false;           // eliminated on one cost among heavy tails: one more probe
   bool dirty = false;             // costs arrived since the view was computed

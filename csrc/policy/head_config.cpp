@@ -34,6 +34,10 @@ const std::vector<HeadSetting>& head_settings() {
        "what learning may cost over the default, as a fraction of its time"},
       {"settle_calls", nullptr, &H::settle_calls, 1, kBig, false,
        "calls without an event after which a converged state settles"},
+      {"trial_pairs", nullptr, &H::trial_pairs, 2, kBig, false,
+       "overlapped states: step pairs before a step trial may decide"},
+      {"max_trial_pairs", nullptr, &H::max_trial_pairs, 2, kBig, false,
+       "overlapped states: step pairs after which an undecided trial keeps the incumbent"},
   };
   return all;
 }

@@ -19,15 +19,17 @@ namespace dynamiccl {
 
 namespace {
 
-constexpr int kNumKeys = kNumRoles * kNumOps * kNumSizeBins;
+constexpr int kNumKeys = kNumRoles * kNumOps * kNumSizeBins * kNumExposures * 2;
 // Step-time rounds that serve as the baseline until a round ran on the default arm only.
 constexpr int kFirstRounds = 3;
 // Consecutive regressed rounds before the step-time guard acts: one slow round (a checkpoint
 // write, an evaluation pass) must not freeze a whole job's exploration for good.
 constexpr int kRegressionRounds = 2;
 
-inline int state_key(int role, int op, int bin) {
-  return (role * kNumOps + op) * kNumSizeBins + bin;
+inline int state_key(int role, int op, int bin, Exposure exposure, bool fused) {
+  return (((role * kNumOps + op) * kNumSizeBins + bin) * kNumExposures +
+          static_cast<int>(exposure)) * 2 +
+         (fused ? 1 : 0);
 }
 
 template <typename T>
@@ -54,6 +56,8 @@ void validate(const LearnerConfig& c) {
       require(std::isfinite(v) && setting.accepts(v), who + setting.name + "=" + str(v),
               setting.range());
     }
+    require(h.max_trial_pairs >= h.trial_pairs,
+            who + "max_trial_pairs=" + str(h.max_trial_pairs), ">= trial_pairs");
     require(h.converged_budget <= h.probe_budget,
             who + "converged_budget=" + str(h.converged_budget), "<= probe_budget");
   }
@@ -63,9 +67,11 @@ void validate(const LearnerConfig& c) {
 }
 
 [[noreturn]] __attribute__((noinline)) void bad_context(const CollectiveContext& ctx) {
-  throw std::invalid_argument(
-      "dynamiccl learner: context with role=" + str(static_cast<int>(ctx.role)) + " op=" +
-      str(static_cast<int>(ctx.op)) + " (accepted: a Role and an OpKind below their kCount)");
+  throw std::invalid_argument("dynamiccl learner: context with role=" +
+                              str(static_cast<int>(ctx.role)) + " op=" +
+                              str(static_cast<int>(ctx.op)) + " exposure=" +
+                              str(static_cast<int>(ctx.exposure)) +
+                              " (accepted: a Role, an OpKind and an Exposure below their kCount)");
 }
 
 }  // namespace
@@ -80,6 +86,7 @@ struct Learner::Impl {
   std::vector<PolicyState> states;      // by id = first-seen order, the same on every rank
   // The group's do-no-harm budget, shared by its states (stable address: states point to it).
   std::unique_ptr<RegretBudget> budget = std::make_unique<RegretBudget>();
+  std::unique_ptr<StepTrialBoard> trials = std::make_unique<StepTrialBoard>();
   MeasureCost measure;  // the last known cost of measuring
 
   // Restored snapshots of states not seen yet; applied when the state is created.
@@ -108,8 +115,7 @@ struct Learner::Impl {
   __attribute__((noinline)) int32_t create_state(const CollectiveContext& ctx, int key, int bin) {
     const uint32_t id = static_cast<uint32_t>(states.size());
     const int role = static_cast<int>(ctx.role);
-    states.emplace_back(id, ctx.role, ctx.op, bin, config.heads[role], *catalog,
-                        ctx.effective_bytes, ctx.group_size, budget.get());
+    states.emplace_back(id, ctx, bin, config.heads[role], *catalog, budget.get(), trials.get());
     index[key] = static_cast<int32_t>(id);
     PolicyState& s = states.back();
     if (pending_index[key] >= 0) {
@@ -118,6 +124,29 @@ struct Learner::Impl {
     }
     if (guard_frozen) s.freeze();
     return static_cast<int32_t>(id);
+  }
+
+  // The step times of the round: each pair of the trial's steps (incumbent, then challenger)
+  // gives its state one paired difference. Steps without the state's calls pair with nothing.
+  void take_step_times(const RoundResult& r) {
+    StepTrialBoard& t = *trials;
+    for (size_t i = 0; i < r.step_times_us.size(); ++i) {
+      const uint64_t step = r.first_step + i;
+      while (!t.marks.empty() && t.marks.front().step < step) t.marks.pop_front();
+      if (t.marks.empty() || t.marks.front().step != step) continue;
+      const bool used = t.marks.front().used;
+      t.marks.pop_front();
+      const double us = r.step_times_us[i];
+      if (t.owner < 0 || !used || !std::isfinite(us)) {
+        t.pending_us = NAN;
+      } else if (((step - t.start) & 1) == 0) {
+        t.pending_us = us;
+        t.pending_step = step;
+      } else if (std::isfinite(t.pending_us) && t.pending_step + 1 == step) {
+        states[t.owner].add_trial_pair(us - t.pending_us);
+        t.pending_us = NAN;
+      }
+    }
   }
 
   bool exploring() const {
@@ -189,12 +218,15 @@ Decision Learner::decide(const CollectiveContext& ctx) {
   Impl& m = *impl_;
   const unsigned role = static_cast<unsigned>(ctx.role);
   const unsigned op = static_cast<unsigned>(ctx.op);
-  if (role >= static_cast<unsigned>(kNumRoles) || op >= static_cast<unsigned>(kNumOps)) {
+  // effective_bytes, not bytes: it is the same on every rank (uneven all-to-all splits are not).
+  const unsigned exposure = static_cast<unsigned>(ctx.exposure);
+  if (role >= static_cast<unsigned>(kNumRoles) || op >= static_cast<unsigned>(kNumOps) ||
+      exposure >= static_cast<unsigned>(kNumExposures)) {
     bad_context(ctx);
   }
-  // effective_bytes, not bytes: it is the same on every rank (uneven all-to-all splits are not).
   const int bin = size_bin(ctx.effective_bytes);
-  const int key = state_key(static_cast<int>(role), static_cast<int>(op), bin);
+  const int key = state_key(static_cast<int>(role), static_cast<int>(op), bin, ctx.exposure,
+                            ctx.fused);
   int32_t id = m.index[key];
   if (id < 0) id = m.create_state(ctx, key, bin);
   PolicyState& s = m.states[id];
@@ -231,6 +263,7 @@ void Learner::apply_round(const RoundResult& round) {
     nondefault_used = nondefault_used || c.arm != kDefaultArm;
     s.fold(c.arm, c.cost_us, c.probe, learning);
   }
+  m.take_step_times(round);
   if (learning) {
     if (round.round_cost_us > 0) m.measure = {round.round_cost_us, round.round_calls};
     for (PolicyState& s : m.states) s.evaluate(m.measure);
@@ -239,6 +272,15 @@ void Learner::apply_round(const RoundResult& round) {
   m.window_nondefault = 0;
   ++m.epoch;
 }
+
+void Learner::mark_step() {
+  StepTrialBoard& t = *impl_->trials;
+  if (t.owner >= 0 && t.step >= t.start) t.marks.push_back({t.step, t.used});
+  t.used = false;
+  ++t.step;
+}
+
+uint64_t Learner::steps() const { return impl_->trials->step; }
 
 uint32_t Learner::epoch() const { return impl_->epoch; }
 
@@ -281,11 +323,16 @@ void Learner::restore(const PolicySnapshot& snap) {
     require(op >= 0 && op < kNumOps, at + k::kOp + "=" + str(op), "an OpKind value");
     require(st.size_bin >= 0 && st.size_bin < kNumSizeBins,
             at + k::kSizeBin + "=" + str(st.size_bin), "0.." + str(kNumSizeBins - 1));
-    const int key = state_key(role, op, st.size_bin);
+    const int exposure = static_cast<int>(st.exposure);
+    require(exposure >= 0 && exposure < kNumExposures, at + k::kExposure + "=" + str(exposure),
+            exposure_names().joined());
+    const int key = state_key(role, op, st.size_bin, st.exposure, st.fused);
     require(!seen[key],
             at + "state (" + role_name(st.role) + ", " + op_name(st.op) + ", " + str(st.size_bin) +
+                ", " + exposure_name(st.exposure) + (st.fused ? ", fused" : "") +
                 ") listed twice",
-            std::string("each (") + k::kRole + ", " + k::kOp + ", " + k::kSizeBin + ") once");
+            std::string("each (") + k::kRole + ", " + k::kOp + ", " + k::kSizeBin + ", " +
+                k::kExposure + ", " + k::kFused + ") once");
     seen[key] = 1;
     for (const ArmSnapshot& a : st.arms) {
       require(std::isfinite(a.mean_us) && a.mean_us >= 0 && std::isfinite(a.m2) && a.m2 >= 0,
@@ -295,7 +342,8 @@ void Learner::restore(const PolicySnapshot& snap) {
     }
   }
   for (const StateSnapshot& st : snap.states) {
-    const int key = state_key(static_cast<int>(st.role), static_cast<int>(st.op), st.size_bin);
+    const int key = state_key(static_cast<int>(st.role), static_cast<int>(st.op), st.size_bin,
+                              st.exposure, st.fused);
     if (m.index[key] >= 0) {
       m.states[m.index[key]].restore(st, m.catalog->arms(st.op));
     } else if (m.pending_index[key] >= 0) {

@@ -1,5 +1,6 @@
-// The online learner of one process group: per-state (role, op, size bin) choice among an
-// engine's arms, updated only from consensus rounds so that every rank decides identically.
+// The online learner of one process group: per-state (role, op, size bin, exposure, fused)
+// choice among an engine's arms, updated only from consensus rounds so that every rank decides
+// identically.
 //
 // Contract (docs/architecture.md, "Rank consistency" and "Consensus rounds"): decide() is a
 // pure function of (the sequence of contexts seen so far, the RoundResults applied so far, the
@@ -75,6 +76,9 @@ struct HeadConfig {
   double cusum_drift = 0.5;      // CUSUM slack, same unit
   double regret_budget = 0.01;   // what learning may cost over the default, fraction of its time
   int settle_calls = 256;        // exploit calls without an event before a state settles
+  // Overlapped states: a challenger that won on duration is adopted only after a step trial.
+  int trial_pairs = 8;       // step pairs before a trial may give its verdict
+  int max_trial_pairs = 48;  // pairs after which an undecided trial keeps the incumbent
 };
 
 // Every HeadConfig field by name, with its accepted range and meaning: the one description that
@@ -109,11 +113,19 @@ struct CallOutcome {
   uint16_t arm = kDefaultArm;
   float cost_us = 0.f;  // > 0; NaN: no rank could time it (only probes need reporting then)
   bool probe = false;   // the decision was a probe (its expected extra was committed)
+  // The exposed tail: how long the caller was blocked waiting for the call (wait() or a
+  // synchronous call), max over ranks. NaN: not known (nobody waited on it, or not measured).
+  float wait_us = NAN;
 };
 
 struct RoundResult {
   std::vector<CallOutcome> calls;
   double step_time_us = NAN;  // rank-reduced mean step time since the last round; NaN = none
+  // Each step that ended since the last round, in order: its wall time, max over ranks. The
+  // steps are those marked by mark_step() (same call index on every rank), oldest first; the
+  // first entry is the step numbered `first_step`.
+  std::vector<double> step_times_us;
+  uint64_t first_step = 0;
   double loss = NAN;          // rank-reduced mean loss since the last round; NaN = none
   // What measuring costs the job: a consensus round (its control-plane all-reduce), µs, serving
   // up to `round_calls` measured calls; rounds that measure nothing are skipped, so sparse
@@ -144,11 +156,23 @@ struct StateEvent {
   uint16_t to_arm = kDefaultArm;
 };
 
+// An overlapped state's step trial: incumbent and challenger alternated across steps, judged by
+// the paired difference of step times (challenger minus incumbent).
+struct StepTrialStats {
+  std::string challenger;  // empty: no trial has run
+  uint64_t pairs = 0;
+  double mean_delta_us = 0;  // > 0: the challenger made steps slower
+  double stderr_us = 0;
+  std::string verdict;  // "running" | "adopted" | "rejected" | "no effect"
+};
+
 struct StateStats {
   uint32_t state_id = 0;
   Role role = Role::kDefault;
   OpKind op = OpKind::kAllReduce;
   int size_bin = 0;
+  Exposure exposure = Exposure::kExposed;
+  bool fused = false;
   uint16_t incumbent = kDefaultArm;
   std::string phase;  // "warmup" | "probing" | "exploit" | "settled" | "frozen"
   uint64_t calls = 0;
@@ -163,6 +187,7 @@ struct StateStats {
   double budget_us = 0;
   std::vector<StateEvent> events;  // the most recent, oldest first
   std::vector<ArmStats> arms;
+  StepTrialStats trial;  // overlapped states only
 };
 
 // Everything the learner knows, in a form Python turns into JSON (save_policy / load_policy).
@@ -177,6 +202,8 @@ struct StateSnapshot {
   Role role = Role::kDefault;
   OpKind op = OpKind::kAllReduce;
   int size_bin = 0;
+  Exposure exposure = Exposure::kExposed;
+  bool fused = false;
   std::string incumbent;  // arm name
   bool converged = false;
   std::vector<ArmSnapshot> arms;
@@ -207,11 +234,13 @@ inline constexpr std::array<const char*, 1> kSnapshot = {kStates};
 inline constexpr const char* kRole = "role";
 inline constexpr const char* kOp = "op";
 inline constexpr const char* kSizeBin = "size_bin";
+inline constexpr const char* kExposure = "exposure";
+inline constexpr const char* kFused = "fused";
 inline constexpr const char* kIncumbent = "incumbent";
 inline constexpr const char* kConverged = "converged";
 inline constexpr const char* kArms = "arms";
-inline constexpr std::array<const char*, 6> kState = {kRole,      kOp,        kSizeBin,
-                                                      kIncumbent, kConverged, kArms};
+inline constexpr std::array<const char*, 8> kState = {
+    kRole, kOp, kSizeBin, kExposure, kFused, kIncumbent, kConverged, kArms};
 // An arm of a state (ArmSnapshot).
 inline constexpr const char* kName = "name";
 inline constexpr const char* kSamples = "samples";
@@ -232,13 +261,18 @@ class Learner {
   Decision decide(const CollectiveContext& ctx);
   // Consensus: identical input on every rank, at the same call index on every rank.
   void apply_round(const RoundResult& round);
+  // The training step ends here: called at the same call index on every rank (DDP's last
+  // bucket, dynamiccl_pg.step()). Overlapped states are judged by step time, step by step.
+  void mark_step();
+  uint64_t steps() const;
 
   uint32_t epoch() const;
   Mode mode() const;
   void set_mode(Mode m);  // must be called at the same call index on every rank
   std::vector<StateStats> stats() const;
   PolicySnapshot snapshot() const;
-  // Warm start: states and arm statistics are matched by (role, op, size bin) and arm name;
+  // Warm start: states and arm statistics are matched by (role, op, size bin, exposure, fused)
+  // and arm name;
   // unknown arms are ignored. Must be applied identically on every rank.
   void restore(const PolicySnapshot& snap);
 

@@ -95,27 +95,30 @@ std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, OpKind op, size_t
 
 }  // namespace
 
-PolicyState::PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const HeadConfig& head,
-                         const ArmCatalog& catalog, uint64_t effective_bytes, int group_size,
-                         RegretBudget* group_budget)
+PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin,
+                         const HeadConfig& head, const ArmCatalog& catalog,
+                         RegretBudget* group_budget, StepTrialBoard* trials)
     : id_(id),
-      role_(role),
-      op_(op),
+      role_(ctx.role),
+      op_(ctx.op),
       size_bin_(size_bin),
+      exposure_(ctx.exposure),
+      fused_(ctx.fused),
       head_(head),
       warmup_calls_(static_cast<uint64_t>(std::max(head.warmup_calls, 0))),
       probe_ppm_(to_ppm(head.probe_budget)),
       converged_ppm_(std::min(to_ppm(head.converged_budget), to_ppm(head.probe_budget))),
       need_(static_cast<uint32_t>(std::max(head.min_samples, 1))),
       budget_ppm_(probe_ppm_),
-      group_(group_budget) {
-  const std::vector<Arm>& arms = catalog.arms(op);
+      group_(group_budget),
+      trials_(trials) {
+  const std::vector<Arm>& arms = catalog.arms(op_);
   if (arms.empty() || arms.size() > static_cast<size_t>(std::numeric_limits<int16_t>::max())) {
     throw std::logic_error(std::string("arm catalog returned ") + std::to_string(arms.size()) +
-                           " arms for op " + op_name(op) + " (accepted: 1..32767)");
+                           " arms for op " + op_name(op_) + " (accepted: 1..32767)");
   }
-  const std::vector<Ranked> ranked = rank_candidates(catalog, op, arms.size(), effective_bytes,
-                                                     group_size, head.max_candidates);
+  const std::vector<Ranked> ranked = rank_candidates(
+      catalog, op_, arms.size(), ctx.effective_bytes, ctx.group_size, head.max_candidates);
   slot_of_arm_.assign(arms.size(), -1);
   slots_.reserve(ranked.size());
   for (const Ranked& r : ranked) {
@@ -181,7 +184,8 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
   if (a.unavailable) return false;  // whatever ran in its place says nothing about the arm
   // Extra over the default: the cost winsorized as the arm's centre sees it, against the default's
   // centre (a slow outlier, which hits whatever arm runs, is not charged to the arm).
-  if (i != default_slot_ && ref_us_ > 0) {
+  // A trial's challenger is charged by the step time it costs (add_trial_pair), not per call.
+  if (i != default_slot_ && ref_us_ > 0 && i != trial_.challenger) {
     const double extra = std::clamp<double>(cost_us, a.view.clip_lo, a.view.clip_hi) - ref_us_ +
                          (probe ? probe_measure_us_ : 0.0);
     extra_us_ += extra;
@@ -288,6 +292,7 @@ void PolicyState::evaluate(const MeasureCost& measure) {
   update_measure_rates(measure);
   update_budget_view();
   if (frozen_ || phase_ == LearnPhase::kWarmup) return;
+  evaluate_trial();
   update_tail();
   const double keep = 1.0 - head_.switch_margin;  // a challenger wins below keep x the incumbent
   if (phase_ == LearnPhase::kProbing) {
@@ -332,16 +337,76 @@ void PolicyState::switch_to_cheapest(double keep) {
   int best = -1;
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& c = slots_[i];
-    if (i == incumbent_ || c.unavailable || c.stats.count() < need_) continue;
+    if (i == incumbent_ || c.unavailable || c.step_rejected || c.stats.count() < need_) continue;
     const double m = c.view.center;
     if (m < inc.view.center * keep && m + c.view.half_width < inc_lcb &&
         (best < 0 || m < slots_[best].view.center)) {
       best = i;
     }
   }
-  if (best >= 0) {
-    incumbent_ = best;
-    slots_[best].eliminated = false;
+  if (best < 0) return;
+  if (judged_by_step()) {
+    // Faster on its own is not enough when compute runs beside the call: the step decides.
+    if (trial_.challenger < 0 && trials_->owner < 0) open_trial(best);
+    return;
+  }
+  incumbent_ = best;
+  slots_[best].eliminated = false;
+}
+
+// Step trials (policy_state.h, StepTrialBoard).
+void PolicyState::open_trial(int challenger) {
+  trials_->open(static_cast<int32_t>(id_));
+  trial_ = Trial{};
+  trial_.challenger = challenger;
+  trial_.arm = slots_[challenger].arm;
+  trial_.verdict = "running";
+  note("step trial", incumbent_, challenger);
+}
+
+void PolicyState::add_trial_pair(double delta_us) {
+  if (trial_.challenger < 0) return;
+  ++trial_.pairs;
+  trial_.sum_us += delta_us;
+  trial_.sum_sq_us += delta_us * delta_us;
+  extra_us_ += delta_us;  // do no harm, counted in step time
+  group_->spent_us += delta_us;
+}
+
+// The verdict: adopted when the challenger confidently shortens the step by the switch margin
+// of the state's own time in a step; rejected when it confidently lengthens it, or the group's
+// budget is spent; after max_trial_pairs without either, no effect: the incumbent stays.
+void PolicyState::evaluate_trial() {
+  if (trial_.challenger < 0) return;
+  if (!group_->allows(0)) return end_trial("rejected: the do-no-harm budget is spent", false);
+  const double n = static_cast<double>(trial_.pairs);
+  if (trial_.pairs < static_cast<uint64_t>(head_.trial_pairs)) return;
+  const double mean = trial_.sum_us / n;
+  const double var = std::max(0.0, (trial_.sum_sq_us - n * mean * mean) / (n - 1));
+  const double se = std::sqrt(var / n);
+  const uint64_t steps = trials_->step > trials_->start ? trials_->step - trials_->start : 1;
+  const double calls_per_step = static_cast<double>(trial_.calls) / static_cast<double>(steps);
+  const double margin = head_.switch_margin * slots_[incumbent_].view.center * calls_per_step;
+  if (mean + kConfidenceZ * se < -margin) return end_trial("adopted: shorter steps", true);
+  if (mean - kConfidenceZ * se > 0) return end_trial("rejected: longer steps", false);
+  if (trial_.pairs >= static_cast<uint64_t>(head_.max_trial_pairs)) {
+    end_trial("no effect on the step: kept", false);
+  }
+}
+
+void PolicyState::end_trial(const char* verdict, bool adopt) {
+  const int c = trial_.challenger;
+  trial_.challenger = -1;
+  trial_.verdict = verdict;
+  trials_->close();
+  note(verdict, incumbent_, adopt ? c : incumbent_);
+  if (adopt) {
+    incumbent_ = c;
+    slots_[c].eliminated = false;
+    cusum_.reset();
+    unsettle();
+  } else {
+    slots_[c].step_rejected = true;
   }
 }
 
@@ -553,6 +618,7 @@ void PolicyState::drop_arm(uint16_t arm) {
   a.parked = false;
   if (runner_up_ == i) runner_up_ = -1;
   if (focus_from_ == i) focus_from_ = -1;
+  if (trial_.challenger == i) end_trial("rejected: unavailable on some rank", false);
   release_all(a);
   if (incumbent_ != i) return;
   // The best arm known in the current regime takes over (the default when none is known: a
@@ -580,6 +646,7 @@ void PolicyState::release_all(ArmSlot& a) {
 
 void PolicyState::freeze() {
   refresh_views();
+  if (trial_.challenger >= 0) end_trial("stopped: frozen by a guard", false);
   frozen_ = true;
   // A guard fires when the job's own step time or loss says learning hurts: keep an arm other
   // than the default only if it beats the default by the margin a switch needs.
@@ -641,6 +708,8 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
   st.role = role_;
   st.op = op_;
   st.size_bin = size_bin_;
+  st.exposure = exposure_;
+  st.fused = fused_;
   st.incumbent = slots_[incumbent_].arm;
   st.phase = frozen_                          ? "frozen"
              : phase_ == LearnPhase::kWarmup  ? "warmup"
@@ -670,6 +739,17 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
     as.eliminated = a.eliminated || a.unavailable || a.parked;
     st.arms.push_back(std::move(as));
   }
+  if (*trial_.verdict) {
+    const double n = static_cast<double>(trial_.pairs);
+    st.trial.challenger = arms[trial_.arm].name;
+    st.trial.pairs = trial_.pairs;
+    st.trial.mean_delta_us = n > 0 ? trial_.sum_us / n : 0;
+    const double var = n > 1 ? (trial_.sum_sq_us - n * st.trial.mean_delta_us *
+                                                       st.trial.mean_delta_us) / (n - 1)
+                             : 0;
+    st.trial.stderr_us = n > 1 ? std::sqrt(std::max(0.0, var) / n) : 0;
+    st.trial.verdict = trial_.verdict;
+  }
   return st;
 }
 
@@ -678,6 +758,8 @@ StateSnapshot PolicyState::snapshot(const std::vector<Arm>& arms) const {
   snap.role = role_;
   snap.op = op_;
   snap.size_bin = size_bin_;
+  snap.exposure = exposure_;
+  snap.fused = fused_;
   snap.incumbent = arms[slots_[incumbent_].arm].name;
   snap.converged = frozen_ || phase_ == LearnPhase::kExploit;
   for (size_t arm = 0; arm < slot_of_arm_.size(); ++arm) {

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <cstdint>
 #include <vector>
 
@@ -131,14 +132,41 @@ struct RegretBudget {
   bool allows(double more_us) const { return spent_us + inflight_us + more_us <= budget_us; }
 };
 
+// The step trials of a group's learner (docs/architecture.md, "Step trials"). One overlapped
+// state at a time runs one: from the step after it opens, the state runs its incumbent on even
+// steps and the challenger on odd ones, and each (even, odd) pair of step times, max over ranks,
+// gives one paired difference. One trial at a time, so a pair's difference is that state's.
+// `step` counts Learner::mark_step() calls: the same on every rank.
+struct StepTrialBoard {
+  uint64_t step = 0;      // the current step's number
+  int32_t owner = -1;     // the state on trial; -1 none
+  uint64_t start = 0;     // the trial's first step
+  bool used = false;      // the owner ran in the current step
+  struct Mark {
+    uint64_t step;
+    bool used;
+  };
+  std::deque<Mark> marks;      // the trial's ended steps whose times have not arrived
+  double pending_us = NAN;     // time of the pair's incumbent step, awaiting its challenger step
+  uint64_t pending_step = 0;
+  bool challenger_step() const { return ((step - start) & 1) != 0; }
+  void open(int32_t state) {
+    owner = state;
+    start = step + 1;  // the current step began before the trial: it is not part of it
+    used = false;
+    marks.clear();
+    pending_us = NAN;
+  }
+  void close() { owner = -1; }
+};
+
 class PolicyState {
  public:
   // Candidates: the engine default plus at most (max_candidates - 1) arms with the lowest prior
   // cost for this call's size and group, without those priced beyond kPriorCutoff x the best
   // prior (the kMinChallengers best always stay), all kept in probe order (prior, then arm index).
-  PolicyState(uint32_t id, Role role, OpKind op, int size_bin, const HeadConfig& head,
-              const ArmCatalog& catalog, uint64_t effective_bytes, int group_size,
-              RegretBudget* group_budget);
+  PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin, const HeadConfig& head,
+              const ArmCatalog& catalog, RegretBudget* group_budget, StepTrialBoard* trials);
 
   // Hot path: picks the slot for the next call and counts it; `measure` tells whether its cost
   // is wanted. No allocation.
@@ -149,6 +177,7 @@ class PolicyState {
     if (mode == Mode::kOff) return default_slot_;
     if (mode == Mode::kFrozen || frozen_) return incumbent_;
     group_->budget_us += head_.regret_budget * ref_us_;
+    if (trial_.challenger >= 0) return trial_call(measure);
     if (settled_) return watch(probe, measure);
     if (phase_ == LearnPhase::kWarmup) {
       if (calls_ <= warmup_calls_) {
@@ -189,6 +218,8 @@ class PolicyState {
     return target;
   }
 
+  // One paired step difference of this state's trial (challenger minus incumbent, µs).
+  void add_trial_pair(double delta_us);
   // A probe whose cost will never come (the engine could not time it): its committed extra is
   // released.
   void release_probe(uint16_t arm);
@@ -214,6 +245,8 @@ class PolicyState {
   Role role() const { return role_; }
   OpKind op() const { return op_; }
   int size_bin() const { return size_bin_; }
+  Exposure exposure() const { return exposure_; }
+  bool fused() const { return fused_; }
   LearnPhase phase() const { return phase_; }
   bool frozen() const { return frozen_; }
   bool settled() const { return settled_; }
@@ -295,6 +328,23 @@ class PolicyState {
     ++probes_;
     return default_slot_;
   }
+  // A trial's call: the incumbent until the trial's first step, then the step's arm. Measured,
+  // so that rounds keep running (they carry the step times) and the arms keep their costs.
+  int trial_call(bool* measure) {
+    *measure = true;
+    ++measured_calls_;
+    if (trials_->step < trials_->start) return incumbent_;
+    trials_->used = true;
+    ++trial_.calls;
+    return trials_->challenger_step() ? trial_.challenger : incumbent_;
+  }
+  // Overlapped states whose group marks steps judge a challenger by step time.
+  bool judged_by_step() const {
+    return exposure_ == Exposure::kOverlapped && trials_->step > 0;
+  }
+  void open_trial(int challenger);
+  void evaluate_trial();
+  void end_trial(const char* verdict, bool adopt);
   int widest_target() const;
   void set_prior_ratios();  // each arm's prior cost relative to the default's (constructor)
   void refresh_views();     // views of arms whose costs arrived since the last refresh
@@ -326,6 +376,8 @@ class PolicyState {
   Role role_;
   OpKind op_;
   int size_bin_;
+  Exposure exposure_;
+  bool fused_;
   HeadConfig head_;
   uint64_t warmup_calls_;
   uint32_t probe_ppm_;
@@ -369,6 +421,16 @@ class PolicyState {
   uint32_t check_ppm_ = 0;         // rate of the default's rollback checks (halves when they
   uint32_t check_credit_ppm_ = 0;  // confirm the incumbent, down to kMinCheckPpm)
   std::vector<StateEvent> events_;
+  // The step trial (overlapped states): the challenger's slot while one runs, -1 otherwise.
+  StepTrialBoard* trials_;
+  struct Trial {
+    int challenger = -1;
+    uint16_t arm = kDefaultArm;  // the last trial's challenger, for stats()
+    uint64_t pairs = 0;
+    double sum_us = 0, sum_sq_us = 0;  // of the paired differences
+    uint64_t calls = 0;                // the state's calls in the trial's steps
+    const char* verdict = "";
+  } trial_;
 };
 
 }  // namespace dynamiccl
