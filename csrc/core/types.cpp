@@ -11,11 +11,13 @@ constexpr const char* kRoles[] = {"default", "dp", "fsdp_ag", "fsdp_rs", "tp", "
 constexpr const char* kModes[] = {"learn", "frozen", "off"};
 constexpr const char* kEngines[] = {"cpu", "nccl"};
 constexpr const char* kCostReductions[] = {"auto", "min", "max"};
+constexpr const char* kExposures[] = {"exposed", "overlapped"};
 
 static_assert(sizeof(kOps) / sizeof(*kOps) == kNumOps, "one name per OpKind");
 static_assert(sizeof(kRoles) / sizeof(*kRoles) == kNumRoles, "one name per Role");
 static_assert(sizeof(kModes) / sizeof(*kModes) == static_cast<int>(Mode::kCount), "modes");
 static_assert(sizeof(kEngines) / sizeof(*kEngines) == kNumEngines, "one name per EngineKind");
+static_assert(sizeof(kExposures) / sizeof(*kExposures) == kNumExposures, "one per Exposure");
 static_assert(sizeof(kCostReductions) / sizeof(*kCostReductions) ==
                   static_cast<int>(CostReduce::kCount),
               "one name per CostReduce");
@@ -46,5 +48,6 @@ NameList role_names() { return list(kRoles); }
 NameList mode_names() { return list(kModes); }
 NameList engine_names() { return list(kEngines); }
 NameList cost_reduce_names() { return list(kCostReductions); }
+NameList exposure_names() { return list(kExposures); }
 
 }  // namespace dynamiccl

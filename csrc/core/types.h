@@ -88,6 +88,7 @@ inline const char* op_name(OpKind op) { return op_names().name(static_cast<int>(
 inline const char* role_name(Role role) { return role_names().name(static_cast<int>(role)); }
 inline const char* mode_name(Mode mode) { return mode_names().name(static_cast<int>(mode)); }
 inline const char* engine_name(EngineKind e) { return engine_names().name(static_cast<int>(e)); }
+inline const char* exposure_name(Exposure e) { return exposure_names().name(static_cast<int>(e)); }
 inline bool parse_op(const std::string& s, OpKind* out) { return parse_name(op_names(), s, out); }
 inline bool parse_role(const std::string& s, Role* out) { return parse_name(role_names(), s, out); }
 inline bool parse_mode(const std::string& s, Mode* out) { return parse_name(mode_names(), s, out); }
@@ -100,6 +101,16 @@ inline int size_bin(uint64_t bytes) {
   const int b = 63 - __builtin_clzll(bytes);
   return b < kNumSizeBins - 1 ? b : kNumSizeBins - 1;
 }
+
+// Whether the step waits for a call (docs/architecture.md, "Exposure"). Exposed: the caller
+// needs the result at once (synchronous calls, DDP's last bucket, FSDP2's first all-gather,
+// tensor-parallel activations), so the step pays the call's whole duration. Overlapped: compute
+// runs beside it (DDP's other buckets, prefetched all-gathers, reduce-scatters, pipeline sends),
+// so the step pays its exposed tail plus what it takes from that compute. Derived from the
+// framework context only, never from a rank's own timing, so it is the same on every rank.
+enum class Exposure : uint8_t { kExposed = 0, kOverlapped, kCount };
+constexpr int kNumExposures = static_cast<int>(Exposure::kCount);
+NameList exposure_names();  // "exposed", "overlapped"
 
 // What framework integration knows about the call in flight (dynamiccl_pg.hint(...)).
 // -1 / kUnset means "not given".
@@ -119,6 +130,8 @@ struct CollectiveContext {
   uint64_t effective_bytes = 0;  // the size NCCL's tuner sees (full buffer for AG/RS)
   int group_size = 1;
   Role role = Role::kDefault;
+  Exposure exposure = Exposure::kExposed;
+  bool fused = false;  // a coalesced batch of several tensors, decided once on its total bytes
 };
 
 // An engine configuration. Fields an engine does not use stay at -1.

@@ -75,6 +75,7 @@ struct Learner::Impl {
   std::shared_ptr<const ArmCatalog> catalog;
   Mode mode;
   uint32_t epoch = 0;
+  uint64_t steps = 0;  // mark_step() calls (step boundaries) so far
 
   std::array<int32_t, kNumKeys> index;  // (role, op, size bin) -> state id, -1 = not seen yet
   std::vector<PolicyState> states;      // by id = first-seen order, the same on every rank
@@ -239,6 +240,10 @@ void Learner::apply_round(const RoundResult& round) {
   m.window_nondefault = 0;
   ++m.epoch;
 }
+
+// Only counts for now: judging overlapped states by step time is the learner's own work.
+void Learner::mark_step() { ++impl_->steps; }
+uint64_t Learner::steps() const { return impl_->steps; }
 
 uint32_t Learner::epoch() const { return impl_->epoch; }
 

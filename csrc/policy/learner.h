@@ -109,11 +109,19 @@ struct CallOutcome {
   uint16_t arm = kDefaultArm;
   float cost_us = 0.f;  // > 0; NaN: no rank could time it (only probes need reporting then)
   bool probe = false;   // the decision was a probe (its expected extra was committed)
+  // The exposed tail: how long the caller was blocked waiting for the call (wait() or a
+  // synchronous call), max over ranks. NaN: not known (nobody waited on it, or not measured).
+  float wait_us = NAN;
 };
 
 struct RoundResult {
   std::vector<CallOutcome> calls;
   double step_time_us = NAN;  // rank-reduced mean step time since the last round; NaN = none
+  // Each step that ended since the last round, in order: its wall time, max over ranks. The
+  // steps are those marked by mark_step() (same call index on every rank), oldest first; the
+  // first entry is the step numbered `first_step`.
+  std::vector<double> step_times_us;
+  uint64_t first_step = 0;
   double loss = NAN;          // rank-reduced mean loss since the last round; NaN = none
   // What measuring costs the job: a consensus round (its control-plane all-reduce), µs, serving
   // up to `round_calls` measured calls; rounds that measure nothing are skipped, so sparse
@@ -232,6 +240,10 @@ class Learner {
   Decision decide(const CollectiveContext& ctx);
   // Consensus: identical input on every rank, at the same call index on every rank.
   void apply_round(const RoundResult& round);
+  // The training step ends here: called at the same call index on every rank (DDP's last
+  // bucket, dynamiccl_pg.step()). Overlapped states are judged by step time, step by step.
+  void mark_step();
+  uint64_t steps() const;
 
   uint32_t epoch() const;
   Mode mode() const;
