@@ -88,7 +88,6 @@ inline const char* op_name(OpKind op) { return op_names().name(static_cast<int>(
 inline const char* role_name(Role role) { return role_names().name(static_cast<int>(role)); }
 inline const char* mode_name(Mode mode) { return mode_names().name(static_cast<int>(mode)); }
 inline const char* engine_name(EngineKind e) { return engine_names().name(static_cast<int>(e)); }
-inline const char* exposure_name(Exposure e) { return exposure_names().name(static_cast<int>(e)); }
 inline bool parse_op(const std::string& s, OpKind* out) { return parse_name(op_names(), s, out); }
 inline bool parse_role(const std::string& s, Role* out) { return parse_name(role_names(), s, out); }
 inline bool parse_mode(const std::string& s, Mode* out) { return parse_name(mode_names(), s, out); }
@@ -111,6 +110,7 @@ inline int size_bin(uint64_t bytes) {
 enum class Exposure : uint8_t { kExposed = 0, kOverlapped, kCount };
 constexpr int kNumExposures = static_cast<int>(Exposure::kCount);
 NameList exposure_names();  // "exposed", "overlapped"
+inline const char* exposure_name(Exposure e) { return exposure_names().name(static_cast<int>(e)); }
 
 // What framework integration knows about the call in flight (dynamiccl_pg.hint(...)).
 // -1 / kUnset means "not given".
