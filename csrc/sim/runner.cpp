@@ -279,8 +279,7 @@ struct SimRunner::Impl {
         double best = std::numeric_limits<double>::infinity();
         for (size_t a = 0; a < s.truth.size(); ++a) {
           StepModel::State trial = st;
-          model->issue(trial, s.step, static_cast<int>(i), s.truth[a] * s.paid, s.slow[a],
-                       nullptr);
+          model->issue(trial, s.step, static_cast<int>(i), s.truth[a] * s.paid, s.slow[a], nullptr);
           const double end = model->project(trial);
           if (end < best) {
             best = end;

@@ -67,7 +67,7 @@ struct ComputeSpec {
   int sms = 132;       // SMs per GPU (H100 SXM: 132)
   // Compute slowdown while a collective runs beside it: sm_weight x (channels / sms) +
   // mem_weight x the collective's share of HBM bandwidth (protocol traffic included).
-  double sm_weight = 0.8;
+  double sm_weight = 1.0;
   double mem_weight = 0.5;
   double hbm_GBps = 3350;  // H100 SXM HBM3
   bool active() const { return fwd_us > 0 || bwd_us > 0 || post_us > 0; }

@@ -8,8 +8,7 @@
 namespace dynamiccl {
 namespace sim {
 
-double interference(const ComputeSpec& c, int channels, int proto, uint64_t bytes,
-                    double cost_us) {
+double interference(const ComputeSpec& c, int channels, int proto, uint64_t bytes, double cost_us) {
   double traffic = 1.0;  // Simple
   if (proto == kProtoLL128) traffic = 128.0 / 120.0;
   else if (proto == kProtoLL) traffic = 2.0;

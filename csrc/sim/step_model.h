@@ -53,10 +53,10 @@ class StepModel {
 
   // Where a step stands; copyable (the oracle tries arms on copies).
   struct State {
-    double t = 0;      // the compute stream's clock
-    int seg = 0;       // current segment
-    double done = 0;   // fraction of it done
-    bool synced = false;  // its overlapped calls were already waited for
+    double t = 0;                   // the compute stream's clock
+    int seg = 0;                    // current segment
+    double done = 0;                // fraction of it done
+    bool synced = false;            // its overlapped calls were already waited for
     std::vector<double> comm_free;  // per group
     struct Running {
       double start, end, slow;
