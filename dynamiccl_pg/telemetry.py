@@ -16,7 +16,8 @@ ENGINES = _C.Engine.__members__  # name -> engine, in the core's order
 
 
 def stats(group=None) -> dict:
-    """Per state of the group's learners: role, op, size bin, incumbent, calls, probes, per-arm
+    """Per state of the group's learners: role, op, size bin, exposure, fused, incumbent, calls,
+    probes, the step trial of an overlapped state, per-arm
     counts and mean/median cost (µs), alarms, frozen; plus the per-collective call summary and the
     NCCL plugin's counters. JSON-serialisable."""
     pg = _backend.backend_of(group)
@@ -26,6 +27,7 @@ def stats(group=None) -> dict:
         "group_role": pg.group_role,
         "mode": pg.mode,
         "learned_calls": pg.learned_calls,
+        "steps": pg.steps,  # step boundaries (DDP's last bucket, or step())
         "rounds_applied": pg.rounds_applied,
         "epochs": {name: pg.epoch(e) for name, e in ENGINES.items()},
         "states": {name: pg.stats(e) for name, e in ENGINES.items()},
@@ -84,10 +86,12 @@ def format_summary(group=None) -> str:
                          f"{_MIN_SHOWN_CALLS} calls and no probes not shown)")
         if not states:
             continue
-        lines.append(f"learned ({engine}): {'role':<8} {'op':<15} {'size':>9} {'incumbent':<14} "
+        lines.append(f"learned ({engine}): {'role':<8} {'op':<15} {'size':>9} {'exposure':<11} "
+                     f"{'incumbent':<14} "
                      f"{'phase':<8} {'calls':>7} {'probes':>6} {'default_us':>10} "
                      f"{'chosen_us':>10} {'speedup':>8} {'budget_used':>11}")
-        for st in sorted(states, key=lambda x: (x["role"], x["op"], x["size_bin"])):
+        for st in sorted(states, key=lambda x: (x["role"], x["op"], x["size_bin"],
+                                                x["exposure"], x["fused"])):
             arms = {a["name"]: a for a in st["arms"]}
             d, c = arms.get("default", {}), arms.get(st["incumbent"], {})
             # The learner's own yardstick: a winsorized mean of the current regime.
@@ -98,7 +102,9 @@ def format_summary(group=None) -> str:
             used = (f"{max(st['extra_us'], 0.0) / st['budget_us']:.0%}" if st["budget_us"] > 0
                     else "-")
             lines.append(f"{'':<14}{st['role']:<8} {st['op']:<15} "
-                         f"{'>=' + size_label(st['size_bin']):>9} {st['incumbent']:<14} {phase:<8} "
+                         f"{'>=' + size_label(st['size_bin']):>9} "
+                         f"{st['exposure'] + ('+f' if st['fused'] else ''):<11} "
+                         f"{st['incumbent']:<14} {phase:<8} "
                          f"{st['calls']:>7} {st['probes']:>6} "
                          f"{dm:>10.1f} {cm:>10.1f} {speed:>8} {used:>11}")
     return "\n".join(lines)
@@ -141,10 +147,11 @@ def write_trace(prefix: str, rank: Optional[int] = None) -> List[str]:
     live = [(pg.group_name_at_creation, pg.trace_records()) for pg in _backend.backends()]
     records, events = [], []
     for group, group_records in _destroyed_traces + live:
-        for (seq, op, nbytes, engine, role, arm, probe, learned, epoch, start,
+        for (seq, op, nbytes, engine, role, exposure, arm, probe, learned, epoch, start,
              end) in group_records:
-            rec = {"group": group, "seq": seq, "op": op, "bytes": nbytes,
-                   "engine": engine, "role": role, "arm": arm, "probe": probe, "learned": learned,
+            rec = {"group": group, "seq": seq, "op": op, "bytes": nbytes, "engine": engine,
+                   "role": role, "exposure": exposure, "arm": arm, "probe": probe,
+                   "learned": learned,
                    "epoch": epoch, "start_us": start / 1e3,
                    "dur_us": (end - start) / 1e3 if end else None}
             records.append(rec)

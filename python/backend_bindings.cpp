@@ -186,8 +186,8 @@ py::list trace_records(const PG& pg) {
   for (const auto& t : pg.telemetry().traces()) {
     const CallRecord& r = t.record;
     out.append(py::make_tuple(r.seq, op_name(r.op), r.bytes, engine_name(r.engine),
-                              role_name(r.role), r.arm, r.probe, r.learned, r.epoch, r.start_ns,
-                              t.end_ns.load()));
+                              role_name(r.role), exposure_name(r.exposure), r.arm, r.probe,
+                              r.learned, r.epoch, r.start_ns, t.end_ns.load()));
   }
   return out;
 }
@@ -210,6 +210,7 @@ PGClass bind_process_group_class(py::module_& m) {
       .def_property_readonly("group_role", [](PG& pg) { return role_name(pg.group_role()); })
       .def_property_readonly("group_desc", [](const PG& pg) { return pg.getGroupDesc(); })
       .def_property_readonly("learned_calls", &PG::learned_calls)
+      .def_property_readonly("steps", &PG::steps)
       .def_property_readonly("rounds_applied", &PG::rounds_applied)
       .def_property_readonly("nccl_tuning_active", &PG::nccl_tuning_active)
       .def("has_engine", [](const PG& pg, EngineKind e) { return pg.catalog(e) != nullptr; });

@@ -71,6 +71,9 @@ void bind_results(py::module_& m) {
       .def_readonly("step_default_us", &SimResult::step_default_us)
       .def_readonly("step_learned_us", &SimResult::step_learned_us)
       .def_readonly("step_oracle_us", &SimResult::step_oracle_us)
+      .def_readonly("step_time_default_us", &SimResult::step_time_default_us)
+      .def_readonly("step_time_learned_us", &SimResult::step_time_learned_us)
+      .def_readonly("step_time_oracle_us", &SimResult::step_time_oracle_us)
       .def_readonly("states", &SimResult::states)
       .def_readonly("recoveries", &SimResult::recoveries)
       .def_readonly("groups", &SimResult::groups);

@@ -134,6 +134,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   const ArmCatalog* catalog(EngineKind engine) const { return catalogs_[index(engine)].get(); }
   const Telemetry& telemetry() const { return telemetry_; }
   uint64_t learned_calls() const { return consensus_.learned_calls(); }
+  uint64_t steps() { return consensus_.steps_ended(); }
   uint64_t rounds_applied() const { return consensus_.rounds_applied(); }
   // NCCL tuning is live: the engine exists, tuning was not stepped aside, every rank's NCCL
   // loaded the plugin (known after the first NCCL call).

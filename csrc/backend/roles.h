@@ -39,14 +39,12 @@ inline Exposure call_exposure(Role role, bool synchronous, const Hint& hint) {
   if (hint.is_last == 1) return Exposure::kExposed;
   switch (role) {
     case Role::kFsdpReduceScatter:
-    case Role::kPipeline:
-      return Exposure::kOverlapped;
+    case Role::kPipeline: return Exposure::kOverlapped;
     case Role::kFsdpAllGather: {
       const bool first_forward = hint.bucket == 0 && hint.direction == 0;
       return hint.bucket >= 0 && !first_forward ? Exposure::kOverlapped : Exposure::kExposed;
     }
-    default:
-      return Exposure::kExposed;
+    default: return Exposure::kExposed;
   }
 }
 

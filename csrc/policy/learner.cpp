@@ -28,7 +28,8 @@ constexpr int kRegressionRounds = 2;
 
 inline int state_key(int role, int op, int bin, Exposure exposure, bool fused) {
   return (((role * kNumOps + op) * kNumSizeBins + bin) * kNumExposures +
-          static_cast<int>(exposure)) * 2 +
+          static_cast<int>(exposure)) *
+             2 +
          (fused ? 1 : 0);
 }
 
@@ -56,8 +57,8 @@ void validate(const LearnerConfig& c) {
       require(std::isfinite(v) && setting.accepts(v), who + setting.name + "=" + str(v),
               setting.range());
     }
-    require(h.max_trial_pairs >= h.trial_pairs,
-            who + "max_trial_pairs=" + str(h.max_trial_pairs), ">= trial_pairs");
+    require(h.max_trial_pairs >= h.trial_pairs, who + "max_trial_pairs=" + str(h.max_trial_pairs),
+            ">= trial_pairs");
     require(h.converged_budget <= h.probe_budget,
             who + "converged_budget=" + str(h.converged_budget), "<= probe_budget");
   }
@@ -67,11 +68,10 @@ void validate(const LearnerConfig& c) {
 }
 
 [[noreturn]] __attribute__((noinline)) void bad_context(const CollectiveContext& ctx) {
-  throw std::invalid_argument("dynamiccl learner: context with role=" +
-                              str(static_cast<int>(ctx.role)) + " op=" +
-                              str(static_cast<int>(ctx.op)) + " exposure=" +
-                              str(static_cast<int>(ctx.exposure)) +
-                              " (accepted: a Role, an OpKind and an Exposure below their kCount)");
+  throw std::invalid_argument(
+      "dynamiccl learner: context with role=" + str(static_cast<int>(ctx.role)) +
+      " op=" + str(static_cast<int>(ctx.op)) + " exposure=" + str(static_cast<int>(ctx.exposure)) +
+      " (accepted: a Role, an OpKind and an Exposure below their kCount)");
 }
 
 }  // namespace
@@ -329,8 +329,7 @@ void Learner::restore(const PolicySnapshot& snap) {
     const int key = state_key(role, op, st.size_bin, st.exposure, st.fused);
     require(!seen[key],
             at + "state (" + role_name(st.role) + ", " + op_name(st.op) + ", " + str(st.size_bin) +
-                ", " + exposure_name(st.exposure) + (st.fused ? ", fused" : "") +
-                ") listed twice",
+                ", " + exposure_name(st.exposure) + (st.fused ? ", fused" : "") + ") listed twice",
             std::string("each (") + k::kRole + ", " + k::kOp + ", " + k::kSizeBin + ", " +
                 k::kExposure + ", " + k::kFused + ") once");
     seen[key] = 1;

@@ -126,7 +126,7 @@ struct RoundResult {
   // first entry is the step numbered `first_step`.
   std::vector<double> step_times_us;
   uint64_t first_step = 0;
-  double loss = NAN;          // rank-reduced mean loss since the last round; NaN = none
+  double loss = NAN;  // rank-reduced mean loss since the last round; NaN = none
   // What measuring costs the job: a consensus round (its control-plane all-reduce), µs, serving
   // up to `round_calls` measured calls; rounds that measure nothing are skipped, so sparse
   // measurements each cost a round of their own. 0 = unknown (measuring is free).
@@ -239,8 +239,8 @@ inline constexpr const char* kFused = "fused";
 inline constexpr const char* kIncumbent = "incumbent";
 inline constexpr const char* kConverged = "converged";
 inline constexpr const char* kArms = "arms";
-inline constexpr std::array<const char*, 8> kState = {
-    kRole, kOp, kSizeBin, kExposure, kFused, kIncumbent, kConverged, kArms};
+inline constexpr std::array<const char*, 8> kState = {kRole,  kOp,        kSizeBin,   kExposure,
+                                                      kFused, kIncumbent, kConverged, kArms};
 // An arm of a state (ArmSnapshot).
 inline constexpr const char* kName = "name";
 inline constexpr const char* kSamples = "samples";

@@ -117,8 +117,8 @@ PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin
     throw std::logic_error(std::string("arm catalog returned ") + std::to_string(arms.size()) +
                            " arms for op " + op_name(op_) + " (accepted: 1..32767)");
   }
-  const std::vector<Ranked> ranked = rank_candidates(
-      catalog, op_, arms.size(), ctx.effective_bytes, ctx.group_size, head.max_candidates);
+  const std::vector<Ranked> ranked = rank_candidates(catalog, op_, arms.size(), ctx.effective_bytes,
+                                                     ctx.group_size, head.max_candidates);
   slot_of_arm_.assign(arms.size(), -1);
   slots_.reserve(ranked.size());
   for (const Ranked& r : ranked) {
@@ -354,7 +354,10 @@ void PolicyState::switch_to_cheapest(double keep) {
   slots_[best].eliminated = false;
 }
 
-// Step trials (policy_state.h, StepTrialBoard).
+// Step trials (policy_state.h, StepTrialBoard). A trial is looked at every round, so its bound
+// is wider than a single test's: about 3 standard errors keeps the chance that a neutral arm is
+// judged either way over 40 looks near 5%.
+constexpr double kTrialZ = 3.0;
 void PolicyState::open_trial(int challenger) {
   trials_->open(static_cast<int32_t>(id_));
   trial_ = Trial{};
@@ -387,8 +390,8 @@ void PolicyState::evaluate_trial() {
   const uint64_t steps = trials_->step > trials_->start ? trials_->step - trials_->start : 1;
   const double calls_per_step = static_cast<double>(trial_.calls) / static_cast<double>(steps);
   const double margin = head_.switch_margin * slots_[incumbent_].view.center * calls_per_step;
-  if (mean + kConfidenceZ * se < -margin) return end_trial("adopted: shorter steps", true);
-  if (mean - kConfidenceZ * se > 0) return end_trial("rejected: longer steps", false);
+  if (mean + kTrialZ * se < -margin) return end_trial("adopted: shorter steps", true);
+  if (mean - kTrialZ * se > 0) return end_trial("rejected: longer steps", false);
   if (trial_.pairs >= static_cast<uint64_t>(head_.max_trial_pairs)) {
     end_trial("no effect on the step: kept", false);
   }
@@ -744,8 +747,9 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
     st.trial.challenger = arms[trial_.arm].name;
     st.trial.pairs = trial_.pairs;
     st.trial.mean_delta_us = n > 0 ? trial_.sum_us / n : 0;
-    const double var = n > 1 ? (trial_.sum_sq_us - n * st.trial.mean_delta_us *
-                                                       st.trial.mean_delta_us) / (n - 1)
+    const double var = n > 1 ? (trial_.sum_sq_us -
+                                n * st.trial.mean_delta_us * st.trial.mean_delta_us) /
+                                   (n - 1)
                              : 0;
     st.trial.stderr_us = n > 1 ? std::sqrt(std::max(0.0, var) / n) : 0;
     st.trial.verdict = trial_.verdict;

@@ -10,8 +10,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "core/types.h"
@@ -138,16 +138,16 @@ struct RegretBudget {
 // gives one paired difference. One trial at a time, so a pair's difference is that state's.
 // `step` counts Learner::mark_step() calls: the same on every rank.
 struct StepTrialBoard {
-  uint64_t step = 0;      // the current step's number
-  int32_t owner = -1;     // the state on trial; -1 none
-  uint64_t start = 0;     // the trial's first step
-  bool used = false;      // the owner ran in the current step
+  uint64_t step = 0;   // the current step's number
+  int32_t owner = -1;  // the state on trial; -1 none
+  uint64_t start = 0;  // the trial's first step
+  bool used = false;   // the owner ran in the current step
   struct Mark {
     uint64_t step;
     bool used;
   };
-  std::deque<Mark> marks;      // the trial's ended steps whose times have not arrived
-  double pending_us = NAN;     // time of the pair's incumbent step, awaiting its challenger step
+  std::deque<Mark> marks;   // the trial's ended steps whose times have not arrived
+  double pending_us = NAN;  // time of the pair's incumbent step, awaiting its challenger step
   uint64_t pending_step = 0;
   bool challenger_step() const { return ((step - start) & 1) != 0; }
   void open(int32_t state) {
@@ -339,9 +339,7 @@ class PolicyState {
     return trials_->challenger_step() ? trial_.challenger : incumbent_;
   }
   // Overlapped states whose group marks steps judge a challenger by step time.
-  bool judged_by_step() const {
-    return exposure_ == Exposure::kOverlapped && trials_->step > 0;
-  }
+  bool judged_by_step() const { return exposure_ == Exposure::kOverlapped && trials_->step > 0; }
   void open_trial(int challenger);
   void evaluate_trial();
   void end_trial(const char* verdict, bool adopt);

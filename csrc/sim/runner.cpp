@@ -8,6 +8,7 @@
 #include "engines/nccl/arm_catalog.h"
 #include "policy/learner.h"
 #include "policy/round_scheduler.h"
+#include "sim/step_model.h"
 #include "sim/workload.h"
 #include "truth/rng.h"
 #include "truth/truth.h"
@@ -80,6 +81,13 @@ struct Site {
   uint16_t oracle_arm = 0;
   uint32_t state_id = 0;
   bool state_known = false;
+  // With compute: the call in the step model and each arm's compute slowdown when overlapped.
+  StepCall step;
+  std::vector<double> slow;
+  double paid = 1;  // this step's noise draw
+  // Where its outcome sits until the round is applied (its tail is known at the phase's end).
+  uint64_t outcome_round = 0;
+  int outcome_index = -1;
 };
 
 struct Group {
@@ -91,6 +99,7 @@ struct Group {
   int ranks_sampled = 1;
   RoundScheduler rounds;  // the product's: measured costs apply one round later
   RoundResult current, pending;
+  uint64_t current_serial = 1, pending_serial = 0;  // round numbers (0 = none) for tail patches
   double prev_cost_us = 0;         // the group's previous call (overlapping calls queue behind it)
   std::vector<StateTrack> states;  // by state id
   int unconverged = 0;             // states seen, with something to learn, not yet converged
@@ -112,6 +121,10 @@ struct SimRunner::Impl {
   int step = 0;
   LinkScale scale;
   SimResult res;
+  bool compute = false;  // the step model runs (the scenario has compute)
+  std::unique_ptr<StepModel> model;
+  StepModel::State learned_step;
+  std::vector<StepModel::Wait> waits;
 
   explicit Impl(const ScenarioSpec& s) : spec(s), rng(s.seed) {
     validate_spec(spec);
@@ -150,6 +163,17 @@ struct SimRunner::Impl {
       sites[i].truth.resize(arms);
       sites[i].unavailable.resize(arms);
     }
+    compute = spec.compute.active();
+    if (compute) {
+      model = std::make_unique<StepModel>(spec.compute, spec.microbatches,
+                                          static_cast<int>(groups.size()));
+      for (size_t i = 0; i < sites.size(); ++i) {
+        const CallSite& c = workload.calls[i];
+        sites[i].step = StepCall{c.group, model->segment(c.mb, c.phase), c.pos,
+                                 c.ctx.exposure == Exposure::kOverlapped};
+        sites[i].slow.resize(sites[i].truth.size());
+      }
+    }
     res.name = spec.name;
     refresh_tables();
   }
@@ -183,7 +207,25 @@ struct SimRunner::Impl {
           s.oracle_arm = static_cast<uint16_t>(a);
         }
       }
+      if (compute)
+        for (size_t a = 0; a < arms.size(); ++a)
+          s.slow[a] = slowdown(g, s, s.unavailable[a] ? arms[0].action : arms[a].action, a);
     }
+  }
+
+  // The compute slowdown of the site's call on `action` while it overlaps compute.
+  double slowdown(const Group& g, const Site& s, const Action& action, size_t arm) const {
+    int algo = action.algo, proto = action.proto, channels = kP2pChannels;
+    if (func_of(s.ctx.op) < 0) {
+      proto = kProtoSimple;
+    } else {
+      if (action.is_default() || algo < 0 || proto < 0)
+        g.world->default_pick(s.ctx.op, s.ctx.effective_bytes, &algo, &proto);
+      const NcclCostModel& m = g.world->nominal();
+      const int cap = action.channels > 0 ? action.channels : m.graph_channels(algo);
+      channels = m.channels_used(algo, proto, s.ctx.effective_bytes, cap);
+    }
+    return interference(spec.compute, channels, proto, s.ctx.effective_bytes, s.truth[arm]);
   }
 
   // Links changed: new truth tables; if an episode begins now, follow the states it hits.
@@ -208,6 +250,64 @@ struct SimRunner::Impl {
     res.step_default_us.push_back(0);
     res.step_learned_us.push_back(0);
     res.step_oracle_us.push_back(0);
+    if (compute) learned_step = model->start();
+  }
+
+  // The exposed tails that became known: into the outcomes of rounds not yet applied.
+  void patch_waits() {
+    for (const StepModel::Wait& w : waits) {
+      Site& s = sites[w.call];
+      Group& g = groups[s.group];
+      RoundResult* r = s.outcome_round == g.current_serial   ? &g.current
+                       : s.outcome_round == g.pending_serial ? &g.pending
+                                                             : nullptr;
+      if (r && s.outcome_index >= 0 && s.outcome_index < static_cast<int>(r->calls.size()))
+        r->calls[s.outcome_index].wait_us = static_cast<float>(w.wait_us);
+    }
+    waits.clear();
+  }
+
+  // A whole step on the same noise draws with one arm per call given by `pick` (or, with
+  // `greedy`, the arm whose call ends the current phase earliest).
+  template <typename Pick>
+  double plan_step(Pick pick, bool greedy) const {
+    StepModel::State st = model->start();
+    for (size_t i = 0; i < sites.size(); ++i) {
+      const Site& s = sites[i];
+      size_t arm = pick(s);
+      if (greedy) {
+        double best = std::numeric_limits<double>::infinity();
+        for (size_t a = 0; a < s.truth.size(); ++a) {
+          StepModel::State trial = st;
+          model->issue(trial, s.step, static_cast<int>(i), s.truth[a] * s.paid, s.slow[a], nullptr);
+          const double end = model->project(trial);
+          if (end < best) {
+            best = end;
+            arm = a;
+          }
+        }
+      }
+      model->issue(st, s.step, static_cast<int>(i), s.truth[arm] * s.paid, s.slow[arm], nullptr);
+    }
+    return model->finish(st, nullptr);
+  }
+
+  void end_step() {
+    if (!compute) return;
+    const double learned = model->finish(learned_step, &waits);
+    patch_waits();
+    const double def = plan_step([](const Site&) { return size_t{0}; }, false);
+    const double fastest = plan_step([](const Site& s) { return size_t{s.oracle_arm}; }, false);
+    const double greedy = plan_step([](const Site&) { return size_t{0}; }, true);
+    res.step_time_default_us.push_back(def);
+    res.step_time_learned_us.push_back(learned);
+    res.step_time_oracle_us.push_back(std::min({def, fastest, greedy}));
+    // The step's wall time reaches each group's learner with its next round's costs.
+    for (Group& g : groups) {
+      if (g.current.step_times_us.empty()) g.current.first_step = static_cast<uint64_t>(step);
+      g.current.step_times_us.push_back(learned);
+      g.learner->mark_step();
+    }
   }
 
   void start_recovery(int episode, const std::vector<double>& old_oracle,
@@ -282,6 +382,8 @@ struct SimRunner::Impl {
     g.learner->apply_round(round);
     round.calls.clear();
     round.unavailable.clear();
+    round.step_times_us.clear();
+    if (&round == &g.pending) g.pending_serial = 0;
     poll_convergence(g);
   }
 
@@ -310,6 +412,12 @@ struct SimRunner::Impl {
     // The job pays one draw (common to every policy); the learner hears the product's measure.
     const double paid = rank_noise();
     const double learned = chosen * paid, def = s.truth[0] * paid, oracle = s.oracle * paid;
+    s.paid = paid;
+    double wait = NAN;
+    if (compute) {
+      wait = model->issue(learned_step, s.step, site_index, learned, s.slow[d.arm], &waits);
+      patch_waits();
+    }
     add(res.total, def, learned, oracle, d.probe);
     add(res.roles[static_cast<int>(s.ctx.role)], def, learned, oracle, d.probe);
     add(t.totals, def, learned, oracle, d.probe);
@@ -322,10 +430,18 @@ struct SimRunner::Impl {
     res.step_oracle_us.back() += oracle;
     if (t.recovery >= 0) track_recovery(t, chosen / s.oracle);
 
+    s.outcome_index = -1;
     if (d.measure) {
       g.current.calls.push_back(
           CallOutcome{d.state_id, d.arm, static_cast<float>(measured_cost(g, chosen)), d.probe});
       if (s.unavailable[d.arm]) g.current.unavailable.emplace_back(d.state_id, d.arm);
+      if (compute) {
+        // An overlapped call's tail is known when its phase ends (patched in then, if the
+        // round is still unapplied); until then nobody has waited on it.
+        g.current.calls.back().wait_us = static_cast<float>(wait);
+        s.outcome_round = g.current_serial;
+        s.outcome_index = static_cast<int>(g.current.calls.size() - 1);
+      }
     }
     g.prev_cost_us = chosen * paid;
     g.rounds.add_call(d.measure);
@@ -336,9 +452,12 @@ struct SimRunner::Impl {
       ++res.total.rounds;
       res.total.learned_us += spec.round_cost_us;
       res.step_learned_us.back() += spec.round_cost_us;
+      if (compute) model->block(learned_step, spec.round_cost_us);
       std::swap(g.current, g.pending);  // in flight until the next boundary
+      g.pending_serial = g.current_serial++;
       g.current.calls.clear();
       g.current.unavailable.clear();
+      g.current.step_times_us.clear();
     }
   }
 
@@ -370,6 +489,7 @@ struct SimRunner::Impl {
     for (int k = 0; k < n; ++k) {
       begin_step();
       for (int i = 0; i < n_calls; ++i) call(i);
+      end_step();
       ++step;
     }
   }

@@ -64,6 +64,13 @@ struct SimResult {
   CostTotals after_convergence;
   std::array<CostTotals, kNumRoles> roles{};
   std::vector<double> step_default_us, step_learned_us, step_oracle_us;
+  // With compute (ScenarioSpec::compute active; empty otherwise): each step's wall time under
+  // the step model (sim/step_model.h) for NCCL's default on every call, the learner's choices
+  // (consensus rounds included) and the step-time oracle: per step the best of three plans on
+  // the same noise draws: the default, the per-call oracle (each call's fastest arm), and a
+  // greedy plan (call by call, the arm that ends the current phase earliest given the calls
+  // before it, ties to the lower arm index).
+  std::vector<double> step_time_default_us, step_time_learned_us, step_time_oracle_us;
   std::vector<StateResult> states;
   std::vector<RecoveryResult> recoveries;
   std::vector<std::string> groups;  // "name: nodes x gpus_per_node, N channels"

@@ -286,6 +286,10 @@ Key workload_entry() {
                   integer("per_step", &S::per_step, 1, kMaxCount, "consecutive calls per step"),
                   choice("phase", &S::phase, phase_names(),
                          "where in the step: forward, backward, or after both"),
+                  choice("exposure", &S::exposure, exposure_names().list(),
+                         "with `compute`: whether the step waits for the call (`exposed`) or "
+                         "the phase's compute runs beside it (`overlapped`, waited for at the "
+                         "phase's end); ignored without `compute`"),
                   group,
               }),
           inline_object("ddp",
@@ -443,6 +447,28 @@ Key channel_caps() {
       });
 }
 
+Key compute() {
+  using S = ComputeSpec;
+  return object("compute", &ScenarioSpec::compute,
+                "the step's compute, which overlapped collectives run beside and slow down (the "
+                "step model: csrc/sim/step_model.h; calibration: "
+                "benchmarks/sim/interference_calibration.md)",
+                {
+                    number("fwd_us", &S::fwd_us, 0, 1e9, "forward compute per microbatch, us"),
+                    number("bwd_us", &S::bwd_us, 0, 1e9, "backward compute per microbatch, us"),
+                    number("post_us", &S::post_us, 0, 1e9,
+                           "compute once per step after the last backward (optimizer), us"),
+                    integer("sms", &S::sms, 1, 1024, "SMs per GPU (H100 SXM: 132)"),
+                    number("sm_weight", &S::sm_weight, 0, 10,
+                           "compute slowdown per unit of SM share a collective's channels hold"),
+                    number("mem_weight", &S::mem_weight, 0, 10,
+                           "compute slowdown per unit of HBM bandwidth share a collective uses"),
+                    number("hbm_GBps", &S::hbm_GBps, 0, 1e6, "HBM bandwidth per GPU, GB/s")
+                        .above_min(),
+                })
+      .absent("no compute model: a step is the sum of its collectives' times");
+}
+
 Key consensus() {
   using S = ScenarioSpec;
   return inline_object(
@@ -499,6 +525,7 @@ SchemaNode build() {
           congestion(),
           channel_model(),
           channel_caps(),
+          compute(),
           consensus(),
           learner(),
           choice("expect", &S::expect, {"gain", "no_gain"}, "which targets apply")

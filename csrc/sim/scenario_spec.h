@@ -55,6 +55,22 @@ struct WorkloadSpec {
   bool reshard_after_forward = true;
   uint64_t activation_bytes = 0;
   int calls_per_layer = 2;
+  std::string exposure = "exposed";  // call only: exposure_names() (core/types.h)
+};
+
+// The step's compute and how overlapped collectives slow it (sim/step_model.h has the model).
+// Absent (every duration 0): no compute model; a step is the sum of its calls, as before.
+struct ComputeSpec {
+  double fwd_us = 0;   // forward compute per microbatch, us
+  double bwd_us = 0;   // backward compute per microbatch, us
+  double post_us = 0;  // once per step after the last backward (optimizer), us
+  int sms = 132;       // SMs per GPU (H100 SXM: 132)
+  // Compute slowdown while a collective runs beside it: sm_weight x (channels / sms) +
+  // mem_weight x the collective's share of HBM bandwidth (protocol traffic included).
+  double sm_weight = 1.0;
+  double mem_weight = 0.5;
+  double hbm_GBps = 3350;  // H100 SXM HBM3
+  bool active() const { return fwd_us > 0 || bwd_us > 0 || post_us > 0; }
 };
 
 // HeadConfig fields (head_settings(), policy/learner.h) set for one role, or for every role.
@@ -88,6 +104,7 @@ struct ScenarioSpec {
   ChannelModelSpec channel_model;
   std::vector<CongestionSpec> congestion;
   std::vector<WorkloadSpec> workload;
+  ComputeSpec compute;
   // Channel caps offered as arms; empty with derive_channel_caps = derived from the group.
   std::vector<int> channel_caps;
   bool derive_channel_caps = true;

@@ -86,9 +86,13 @@ class Builder {
   int last_mb() const { return spec_.microbatches - 1; }
 
   void emit(int entry, int k, int mb, int phase, double pos, int group, Role role, OpKind op,
-            uint64_t eff_bytes) {
+            uint64_t eff_bytes, bool overlapped = false) {
     Placed p{mb, phase, pos, entry, k, CallSite{}};
     CallSite& s = p.site;
+    s.mb = mb;
+    s.phase = phase;
+    s.pos = pos;
+    if (overlapped && spec_.compute.active()) s.ctx.exposure = Exposure::kOverlapped;
     s.group = group;
     s.ctx.op = op;
     s.ctx.effective_bytes = eff_bytes;
@@ -114,7 +118,12 @@ class Builder {
         bad(i, "phase '" + w.phase + "' (accepted: " + join_names(phase_names()) + ")");
       if (w.bytes < 1) bad(i, "bytes must be >= 1");
       if (w.per_step < 1) bad(i, "per_step must be >= 1");
-      for (int k = 0; k < w.per_step; ++k) emit(i, k, last_mb(), phase, 0.5, g, role, op, w.bytes);
+      Exposure exposure;
+      if (!parse_name(exposure_names(), w.exposure, &exposure))
+        bad(i, "exposure '" + w.exposure + "' (accepted: " + exposure_names().joined() + ")");
+      const bool overlapped = exposure == Exposure::kOverlapped;
+      for (int k = 0; k < w.per_step; ++k)
+        emit(i, k, last_mb(), phase, 0.5, g, role, op, w.bytes, overlapped);
     } else if (w.kind == "ddp") {
       std::vector<uint64_t> params = w.param_bytes;
       if (params.empty()) params.assign(static_cast<size_t>(std::max(w.layers, 0)), w.layer_bytes);
@@ -129,22 +138,26 @@ class Builder {
       for (size_t k = 0; k < buckets.size(); ++k) {
         done += buckets[k];
         // A bucket is reduced as soon as backward has produced all its gradients.
+        // The last bucket ends backward: the step waits for it; the others overlap backward.
         emit(i, static_cast<int>(k), last_mb(), kBwd, static_cast<double>(done) / total, g,
-             Role::kDataParallel, OpKind::kAllReduce, buckets[k]);
+             Role::kDataParallel, OpKind::kAllReduce, buckets[k], k + 1 < buckets.size());
       }
     } else if (w.kind == "fsdp") {
       if (w.layers < 1 || w.layer_bytes < 1) bad(i, "fsdp needs layers >= 1 and layer_bytes >= 1");
       const double L = w.layers;
       int k = 0;
       for (int mb = 0; mb < spec_.microbatches; ++mb) {
+        // The first forward all-gather is waited for; the others are prefetched (overlapped).
         for (int l = 0; l < w.layers; ++l)
-          emit(i, k++, mb, kFwd, l / L, g, Role::kFsdpAllGather, OpKind::kAllGather, w.layer_bytes);
+          emit(i, k++, mb, kFwd, l / L, g, Role::kFsdpAllGather, OpKind::kAllGather, w.layer_bytes,
+               l > 0);
         for (int l = w.layers - 1; l >= 0; --l) {
           const double pos = (w.layers - 1 - l) / L;
           if (w.reshard_after_forward)
-            emit(i, k++, mb, kBwd, pos, g, Role::kFsdpAllGather, OpKind::kAllGather, w.layer_bytes);
+            emit(i, k++, mb, kBwd, pos, g, Role::kFsdpAllGather, OpKind::kAllGather, w.layer_bytes,
+                 true);
           emit(i, k++, mb, kBwd, pos + 0.75 / L, g, Role::kFsdpReduceScatter,
-               OpKind::kReduceScatter, w.layer_bytes);
+               OpKind::kReduceScatter, w.layer_bytes, true);
         }
       }
     } else if (w.kind == "tp") {
@@ -167,7 +180,7 @@ class Builder {
       int k = 0;
       for (int mb = 0; mb < spec_.microbatches; ++mb) {
         for (int dir = kFwd; dir <= kBwd; ++dir) {
-          emit(i, k++, mb, dir, 1.0, g, Role::kPipeline, OpKind::kSend, w.activation_bytes);
+          emit(i, k++, mb, dir, 1.0, g, Role::kPipeline, OpKind::kSend, w.activation_bytes, true);
         }
       }
     } else {

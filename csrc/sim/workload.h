@@ -43,7 +43,11 @@ GroupPlan plan_groups(const ScenarioSpec& spec, std::vector<SpecProblem>* proble
 
 struct CallSite {
   int group = 0;          // index into Workload::groups
-  CollectiveContext ctx;  // op, role, effective bytes, group size
+  CollectiveContext ctx;  // op, role, effective bytes, group size, exposure
+  // Where the call is issued: microbatch, phase, position within the phase's compute (0..1).
+  int mb = 0;
+  int phase = kPost;
+  double pos = 0.5;
 };
 
 struct Workload {
@@ -51,7 +55,12 @@ struct Workload {
   std::vector<CallSite> calls;  // one step, in issue order
 };
 
-// Throws std::invalid_argument naming the workload entry and field that is wrong.
+// Throws std::invalid_argument naming the workload entry and field that is wrong. Exposure
+// (CollectiveContext::exposure) is set only when the scenario has compute (ComputeSpec::active):
+// DDP's last bucket exposed and the others overlapped; FSDP2's first forward all-gather
+// exposed, the prefetched all-gathers and the reduce-scatters overlapped; tensor-parallel
+// all-reduces exposed; pipeline sends overlapped; a call entry as its `exposure` says. Without
+// compute every call is exposed (the step waits for each).
 Workload build_workload(const ScenarioSpec& spec);
 
 // DDP's bucket assignment: parameters in reverse order, a bucket closes once it reaches its

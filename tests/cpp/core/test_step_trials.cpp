@@ -1,0 +1,160 @@
+// Overlapped states and step trials: a challenger that is faster per call is adopted only when
+// the steps it runs in are shorter (docs/architecture.md, "Step trials"). A synthetic step: a
+// fixed compute time, plus per call of the overlapped state what its arm adds to the step (an
+// arm that holds more of the machine slows the compute beside it), with Gaussian noise.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "policy/learner.h"
+
+namespace dynamiccl {
+namespace {
+
+constexpr int kRound = 16;        // K: calls per consensus round
+constexpr int kCallsPerStep = 4;  // the state's calls (buckets) per step
+constexpr double kComputeUs = 5000;
+
+class TwoArmCatalog : public ArmCatalog {
+ public:
+  TwoArmCatalog() {
+    Arm def;
+    def.name = "default";
+    Arm fast;
+    fast.name = "fast";
+    fast.action.algo = 1;
+    arms_ = {def, fast};
+  }
+  const std::vector<Arm>& arms(OpKind) const override { return arms_; }
+  double prior_cost_us(OpKind, uint16_t, uint64_t, int) const override { return 100; }
+
+ private:
+  std::vector<Arm> arms_;
+};
+
+struct ArmTruth {
+  double call_us;       // the call's own duration
+  double step_cost_us;  // what one call adds to the step
+};
+
+// Runs `steps` steps of one overlapped state and returns the learner's stats for it.
+StateStats run_steps(Learner& learner, const std::vector<ArmTruth>& truth, int steps,
+                     bool mark_steps, std::vector<uint16_t>* last_arms = nullptr) {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  CollectiveContext ctx;
+  ctx.effective_bytes = 1 << 20;
+  ctx.group_size = 4;
+  ctx.role = Role::kDataParallel;
+  ctx.exposure = Exposure::kOverlapped;
+  RoundResult round;
+  std::vector<double> ended;  // step times since the last round
+  uint64_t first_step = 0, steps_ended = 0;
+  uint64_t calls = 0;
+  for (int s = 0; s < steps; ++s) {
+    double step_us = kComputeUs;
+    for (int c = 0; c < kCallsPerStep; ++c) {
+      const Decision d = learner.decide(ctx);
+      const ArmTruth& t = truth.at(d.arm);
+      step_us += t.step_cost_us;
+      if (last_arms && s == steps - 1) last_arms->push_back(d.arm);
+      if (d.measure) {
+        const float cost = static_cast<float>(t.call_us * (1.0 + 0.02 * noise(rng)));
+        round.calls.push_back({d.state_id, d.arm, cost, d.probe});
+      }
+      if (++calls % kRound == 0) {
+        round.first_step = first_step;
+        round.step_times_us = ended;
+        first_step = steps_ended;
+        ended.clear();
+        learner.apply_round(round);
+        round = RoundResult{};
+      }
+    }
+    if (mark_steps) {
+      learner.mark_step();
+      ended.push_back(step_us + 20.0 * noise(rng));
+      ++steps_ended;
+    }
+  }
+  return learner.stats().at(0);
+}
+
+LearnerConfig config() {
+  LearnerConfig cfg;
+  for (HeadConfig& h : cfg.heads) h = HeadConfig{};
+  return cfg;
+}
+
+TEST(StepTrials, AnArmFasterPerCallButSlowerForTheStepIsNotAdopted) {
+  Learner learner(config(), std::make_shared<TwoArmCatalog>());
+  // "fast" halves the call but costs the step 300 µs a call more (it takes cores from compute).
+  const StateStats st = run_steps(learner, {{100, 10}, {50, 310}}, 400, true);
+  EXPECT_EQ(st.exposure, Exposure::kOverlapped);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
+  EXPECT_EQ(st.trial.challenger, "fast");
+  // Rejected on the evidence or because the pairs spent the do-no-harm budget: either way early.
+  EXPECT_EQ(st.trial.verdict.rfind("rejected", 0), 0u) << st.trial.verdict;
+  EXPECT_LE(st.trial.pairs, static_cast<uint64_t>(HeadConfig{}.trial_pairs));
+  EXPECT_GT(st.trial.mean_delta_us, 1000);  // 4 calls x 300 µs
+}
+
+TEST(StepTrials, AnArmThatShortensTheStepIsAdopted) {
+  Learner learner(config(), std::make_shared<TwoArmCatalog>());
+  std::vector<uint16_t> last;
+  const StateStats st = run_steps(learner, {{100, 60}, {50, 10}}, 400, true, &last);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "fast");
+  EXPECT_EQ(st.trial.verdict, "adopted: shorter steps");
+  EXPECT_LT(st.trial.mean_delta_us, -150);
+  EXPECT_TRUE(std::all_of(last.begin(), last.end(), [](uint16_t a) { return a == 1; }));
+}
+
+TEST(StepTrials, NoEffectOnTheStepKeepsTheDefault) {
+  Learner learner(config(), std::make_shared<TwoArmCatalog>());
+  // Hidden entirely: the step does not change, whatever the call takes.
+  const StateStats st = run_steps(learner, {{100, 0}, {50, 0}}, 600, true);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
+  EXPECT_EQ(st.trial.verdict, "no effect on the step: kept");
+  EXPECT_GE(st.trial.pairs, static_cast<uint64_t>(HeadConfig{}.max_trial_pairs));  // per round
+}
+
+TEST(StepTrials, WithoutStepBoundariesTheCallsDurationDecides) {
+  Learner learner(config(), std::make_shared<TwoArmCatalog>());
+  const StateStats st = run_steps(learner, {{100, 10}, {50, 310}}, 400, false);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "fast");
+  EXPECT_TRUE(st.trial.verdict.empty());
+}
+
+TEST(StepTrials, ExposureAndFusionAreSeparateStates) {
+  Learner learner(config(), std::make_shared<TwoArmCatalog>());
+  CollectiveContext ctx;
+  ctx.effective_bytes = 4096;
+  const uint32_t exposed = learner.decide(ctx).state_id;
+  ctx.exposure = Exposure::kOverlapped;
+  const uint32_t overlapped = learner.decide(ctx).state_id;
+  ctx.fused = true;
+  const uint32_t fused = learner.decide(ctx).state_id;
+  EXPECT_NE(exposed, overlapped);
+  EXPECT_NE(overlapped, fused);
+  ctx.exposure = static_cast<Exposure>(7);
+  EXPECT_THROW(learner.decide(ctx), std::invalid_argument);
+}
+
+TEST(StepTrials, MaxTrialPairsBelowTrialPairsIsRefused) {
+  LearnerConfig cfg = config();
+  cfg.heads[0].trial_pairs = 10;
+  cfg.heads[0].max_trial_pairs = 5;
+  try {
+    Learner learner(cfg, std::make_shared<TwoArmCatalog>());
+    FAIL() << "accepted max_trial_pairs < trial_pairs";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("max_trial_pairs=5"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dynamiccl
