@@ -122,6 +122,7 @@ struct SimRunner::Impl {
   LinkScale scale;
   SimResult res;
   bool compute = false;  // the step model runs (the scenario has compute)
+  bool spec_mark_steps = true;  // ComputeSpec::mark_steps
   std::unique_ptr<StepModel> model;
   StepModel::State learned_step;
   std::vector<StepModel::Wait> waits;
@@ -164,6 +165,7 @@ struct SimRunner::Impl {
       sites[i].unavailable.resize(arms);
     }
     compute = spec.compute.active();
+    spec_mark_steps = spec.compute.mark_steps;
     if (compute) {
       model = std::make_unique<StepModel>(spec.compute, spec.microbatches,
                                           static_cast<int>(groups.size()));
@@ -303,6 +305,7 @@ struct SimRunner::Impl {
     res.step_time_learned_us.push_back(learned);
     res.step_time_oracle_us.push_back(std::min({def, fastest, greedy}));
     // The step's wall time reaches each group's learner with its next round's costs.
+    if (!spec_mark_steps) return;
     for (Group& g : groups) {
       if (g.current.step_times_us.empty()) g.current.first_step = static_cast<uint64_t>(step);
       g.current.step_times_us.push_back(learned);

@@ -465,6 +465,9 @@ Key compute() {
                            "compute slowdown per unit of HBM bandwidth share a collective uses"),
                     number("hbm_GBps", &S::hbm_GBps, 0, 1e6, "HBM bandwidth per GPU, GB/s")
                         .above_min(),
+                    boolean("mark_steps", &S::mark_steps,
+                            "the learner is told where steps end, so that step trials judge "
+                            "overlapped calls (false: every call by its duration)"),
                 })
       .absent("no compute model: a step is the sum of its collectives' times");
 }

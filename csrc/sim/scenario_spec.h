@@ -70,6 +70,9 @@ struct ComputeSpec {
   double sm_weight = 1.0;
   double mem_weight = 0.5;
   double hbm_GBps = 3350;  // H100 SXM HBM3
+  // The learner is told where steps end (step trials judge overlapped calls); false: it judges
+  // every call by its duration, as the per-call learner did (the baseline of step-time figures).
+  bool mark_steps = true;
   bool active() const { return fwd_us > 0 || bwd_us > 0 || post_us > 0; }
 };
 
