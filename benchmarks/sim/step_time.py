@@ -55,7 +55,9 @@ def main() -> int:
         head = (d - o) / d
 
         def captured(x):
-            return f"{(d - x) / (d - o):.0%}" if d - o > 1e-9 * d else f"{(x - d) / d:+.2%} vs default"
+            if d - o > 1e-9 * d:
+                return f"{(d - x) / (d - o):.0%}"
+            return f"{(x - d) / d:+.2%} vs default"
         print(f"| {sc.name} | {d:.1f} | {p:.1f} | {a:.1f} | {o:.1f} | {head:.2%} | {captured(p)} | "
               f"{captured(a)} |")
     return 0

@@ -121,7 +121,7 @@ struct SimRunner::Impl {
   int step = 0;
   LinkScale scale;
   SimResult res;
-  bool compute = false;  // the step model runs (the scenario has compute)
+  bool compute = false;         // the step model runs (the scenario has compute)
   bool spec_mark_steps = true;  // ComputeSpec::mark_steps
   std::unique_ptr<StepModel> model;
   StepModel::State learned_step;
