@@ -12,17 +12,17 @@ from typing import Optional, Union
 from . import _C, config
 
 UNSET = -1
-_DIRECTIONS = {"forward": 0, "backward": 1}
-# priority: 0 background (the call overlaps compute), 1 normal (the framework context decides),
-# 2 critical (the step waits for it). See the README's "What a state is".
-PRIORITIES = (0, 1, 2)
+# Both indexed by the C++ values (core/types.h). priority: 0 background (the call overlaps
+# compute), 1 normal (the framework context decides), 2 critical (the step waits for it).
+_DIRECTIONS = {name: i for i, name in enumerate(config.VOCABULARY["hint_directions"])}
+PRIORITIES = tuple(config.VOCABULARY["hint_priorities"])
+_PRIORITY_RANGE = ("an integer in 0.." + str(len(PRIORITIES) - 1) + " (" +
+                   ", ".join(f"{i} {name}" for i, name in enumerate(PRIORITIES)) + ") or None")
 
 
-def _index(name: str, value, highest=None) -> int:
+def _index(name: str, value, accepted: str = "an integer >= 0 or None", highest=None) -> int:
     if value is None:
         return UNSET
-    accepted = (f"an integer in 0..{highest} or None" if highest is not None
-                else "an integer >= 0 or None")
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"dynamiccl_pg.hint: {name}={value!r} ({type(value).__name__}) is not "
                         f"accepted; accepted: {accepted}")
@@ -46,7 +46,7 @@ def _encode(role, bucket, is_last, stage, direction, priority):
         direction_id = _DIRECTIONS[direction]
     else:
         raise ValueError(f"dynamiccl_pg.hint: direction={direction!r} is not accepted; "
-                         "accepted: 'forward', 'backward' or None")
+                         f"accepted: {', '.join(map(repr, _DIRECTIONS))} or None")
     if is_last is None:
         last = UNSET
     elif isinstance(is_last, bool):
@@ -55,7 +55,7 @@ def _encode(role, bucket, is_last, stage, direction, priority):
         raise TypeError(f"dynamiccl_pg.hint: is_last={is_last!r} ({type(is_last).__name__}) is "
                         "not accepted; accepted: True, False or None")
     return (role_id, _index("bucket", bucket), last, _index("stage", stage), direction_id,
-            _index("priority", priority, PRIORITIES[-1]))
+            _index("priority", priority, _PRIORITY_RANGE, len(PRIORITIES) - 1))
 
 
 @contextlib.contextmanager

@@ -25,6 +25,8 @@ py::dict vocabulary() {
   v["engines"] = to_vector(engine_names());
   v["cost_reductions"] = to_vector(cost_reduce_names());
   v["exposures"] = to_vector(exposure_names());
+  v["hint_priorities"] = to_vector(priority_names());
+  v["hint_directions"] = to_vector(direction_names());
   std::vector<std::string> algos, protos;
   for (int a = 0; a < nccl::kNumAlgos; ++a) algos.push_back(nccl::algo_name(a));
   for (int p = 0; p < nccl::kNumProtos; ++p) protos.push_back(nccl::proto_name(p));

@@ -41,7 +41,7 @@ inline Exposure call_exposure(Role role, bool synchronous, const Hint& hint) {
     case Role::kFsdpReduceScatter:
     case Role::kPipeline: return Exposure::kOverlapped;
     case Role::kFsdpAllGather: {
-      const bool first_forward = hint.bucket == 0 && hint.direction == 0;
+      const bool first_forward = hint.bucket == 0 && hint.direction == Hint::kForward;
       return hint.bucket >= 0 && !first_forward ? Exposure::kOverlapped : Exposure::kExposed;
     }
     default: return Exposure::kExposed;

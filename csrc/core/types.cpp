@@ -12,12 +12,16 @@ constexpr const char* kModes[] = {"learn", "frozen", "off"};
 constexpr const char* kEngines[] = {"cpu", "nccl"};
 constexpr const char* kCostReductions[] = {"auto", "min", "max"};
 constexpr const char* kExposures[] = {"exposed", "overlapped"};
+constexpr const char* kPriorities[] = {"background", "normal", "critical"};
+constexpr const char* kDirections[] = {"forward", "backward"};
 
 static_assert(sizeof(kOps) / sizeof(*kOps) == kNumOps, "one name per OpKind");
 static_assert(sizeof(kRoles) / sizeof(*kRoles) == kNumRoles, "one name per Role");
 static_assert(sizeof(kModes) / sizeof(*kModes) == static_cast<int>(Mode::kCount), "modes");
 static_assert(sizeof(kEngines) / sizeof(*kEngines) == kNumEngines, "one name per EngineKind");
 static_assert(sizeof(kExposures) / sizeof(*kExposures) == kNumExposures, "one per Exposure");
+static_assert(sizeof(kPriorities) / sizeof(*kPriorities) == Hint::kPriorityCritical + 1,
+              "Hint::kPriorityCritical is the last priority");
 static_assert(sizeof(kCostReductions) / sizeof(*kCostReductions) ==
                   static_cast<int>(CostReduce::kCount),
               "one name per CostReduce");
@@ -49,5 +53,7 @@ NameList mode_names() { return list(kModes); }
 NameList engine_names() { return list(kEngines); }
 NameList cost_reduce_names() { return list(kCostReductions); }
 NameList exposure_names() { return list(kExposures); }
+NameList priority_names() { return list(kPriorities); }
+NameList direction_names() { return list(kDirections); }
 
 }  // namespace dynamiccl

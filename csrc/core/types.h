@@ -112,18 +112,23 @@ constexpr int kNumExposures = static_cast<int>(Exposure::kCount);
 NameList exposure_names();  // "exposed", "overlapped"
 inline const char* exposure_name(Exposure e) { return exposure_names().name(static_cast<int>(e)); }
 
+// The values of Hint::priority and Hint::direction, by name (indexed by value).
+NameList priority_names();   // "background" (overlapped), "normal" (the context decides),
+                             // "critical" (exposed)
+NameList direction_names();  // "forward", "backward"
+
 // What framework integration knows about the call in flight (dynamiccl_pg.hint(...)).
 // -1 / kUnset means "not given".
 struct Hint {
   static constexpr int kUnset = -1;
-  // priority: 0 background (overlapped), 1 normal (the context decides), 2 critical (exposed).
-  static constexpr int kPriorityBackground = 0, kPriorityCritical = 2;
+  static constexpr int kPriorityBackground = 0, kPriorityCritical = 2;  // priority_names()
+  static constexpr int kForward = 0;                                    // direction_names()
   int role = kUnset;       // a Role value forced by the hint
   int bucket = kUnset;     // DDP bucket / FSDP unit index (trace only)
   int is_last = kUnset;    // DDP: last bucket of the step (0/1): exposed, and it ends the step
   int stage = kUnset;      // pipeline stage (trace only)
-  int direction = kUnset;  // 0 forward, 1 backward
-  int priority = kUnset;   // 0..2, see above
+  int direction = kUnset;  // a direction_names() index
+  int priority = kUnset;   // a priority_names() index
 };
 
 // What the policy sees of one call. Every field is the same on every rank of the group.

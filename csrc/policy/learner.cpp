@@ -139,7 +139,7 @@ struct Learner::Impl {
       const double us = r.step_times_us[i];
       if (t.owner < 0 || !used || !std::isfinite(us)) {
         t.pending_us = NAN;
-      } else if (((step - t.start) & 1) == 0) {
+      } else if (!t.challenger_at(step)) {
         t.pending_us = us;
         t.pending_step = step;
       } else if (std::isfinite(t.pending_us) && t.pending_step + 1 == step) {
@@ -279,8 +279,6 @@ void Learner::mark_step() {
   t.used = false;
   ++t.step;
 }
-
-uint64_t Learner::steps() const { return impl_->trials->step; }
 
 uint32_t Learner::epoch() const { return impl_->epoch; }
 

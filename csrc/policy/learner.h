@@ -113,9 +113,6 @@ struct CallOutcome {
   uint16_t arm = kDefaultArm;
   float cost_us = 0.f;  // > 0; NaN: no rank could time it (only probes need reporting then)
   bool probe = false;   // the decision was a probe (its expected extra was committed)
-  // The exposed tail: how long the caller was blocked waiting for the call (wait() or a
-  // synchronous call), max over ranks. NaN: not known (nobody waited on it, or not measured).
-  float wait_us = NAN;
 };
 
 struct RoundResult {
@@ -264,7 +261,6 @@ class Learner {
   // The training step ends here: called at the same call index on every rank (DDP's last
   // bucket, dynamiccl_pg.step()). Overlapped states are judged by step time, step by step.
   void mark_step();
-  uint64_t steps() const;
 
   uint32_t epoch() const;
   Mode mode() const;

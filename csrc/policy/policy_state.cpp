@@ -369,9 +369,7 @@ void PolicyState::open_trial(int challenger) {
 
 void PolicyState::add_trial_pair(double delta_us) {
   if (trial_.challenger < 0) return;
-  ++trial_.pairs;
-  trial_.sum_us += delta_us;
-  trial_.sum_sq_us += delta_us * delta_us;
+  trial_.deltas.add(delta_us);
   extra_us_ += delta_us;  // do no harm, counted in step time
   group_->spent_us += delta_us;
 }
@@ -382,17 +380,16 @@ void PolicyState::add_trial_pair(double delta_us) {
 void PolicyState::evaluate_trial() {
   if (trial_.challenger < 0) return;
   if (!group_->allows(0)) return end_trial("rejected: the do-no-harm budget is spent", false);
-  const double n = static_cast<double>(trial_.pairs);
-  if (trial_.pairs < static_cast<uint64_t>(head_.trial_pairs)) return;
-  const double mean = trial_.sum_us / n;
-  const double var = std::max(0.0, (trial_.sum_sq_us - n * mean * mean) / (n - 1));
-  const double se = std::sqrt(var / n);
+  const uint64_t pairs = trial_.deltas.count();
+  if (pairs < static_cast<uint64_t>(head_.trial_pairs)) return;
+  const double mean = trial_.deltas.mean();
+  const double se = trial_.stderr_us();
   const uint64_t steps = trials_->step > trials_->start ? trials_->step - trials_->start : 1;
   const double calls_per_step = static_cast<double>(trial_.calls) / static_cast<double>(steps);
   const double margin = head_.switch_margin * slots_[incumbent_].view.center * calls_per_step;
   if (mean + kTrialZ * se < -margin) return end_trial("adopted: shorter steps", true);
   if (mean - kTrialZ * se > 0) return end_trial("rejected: longer steps", false);
-  if (trial_.pairs >= static_cast<uint64_t>(head_.max_trial_pairs)) {
+  if (pairs >= static_cast<uint64_t>(head_.max_trial_pairs)) {
     end_trial("no effect on the step: kept", false);
   }
 }
@@ -743,15 +740,10 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
     st.arms.push_back(std::move(as));
   }
   if (*trial_.verdict) {
-    const double n = static_cast<double>(trial_.pairs);
     st.trial.challenger = arms[trial_.arm].name;
-    st.trial.pairs = trial_.pairs;
-    st.trial.mean_delta_us = n > 0 ? trial_.sum_us / n : 0;
-    const double var = n > 1 ? (trial_.sum_sq_us -
-                                n * st.trial.mean_delta_us * st.trial.mean_delta_us) /
-                                   (n - 1)
-                             : 0;
-    st.trial.stderr_us = n > 1 ? std::sqrt(std::max(0.0, var) / n) : 0;
+    st.trial.pairs = trial_.deltas.count();
+    st.trial.mean_delta_us = trial_.deltas.mean();
+    st.trial.stderr_us = trial_.stderr_us();
     st.trial.verdict = trial_.verdict;
   }
   return st;

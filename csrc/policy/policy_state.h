@@ -149,7 +149,7 @@ struct StepTrialBoard {
   std::deque<Mark> marks;   // the trial's ended steps whose times have not arrived
   double pending_us = NAN;  // time of the pair's incumbent step, awaiting its challenger step
   uint64_t pending_step = 0;
-  bool challenger_step() const { return ((step - start) & 1) != 0; }
+  bool challenger_at(uint64_t s) const { return ((s - start) & 1) != 0; }
   void open(int32_t state) {
     owner = state;
     start = step + 1;  // the current step began before the trial: it is not part of it
@@ -336,7 +336,7 @@ class PolicyState {
     if (trials_->step < trials_->start) return incumbent_;
     trials_->used = true;
     ++trial_.calls;
-    return trials_->challenger_step() ? trial_.challenger : incumbent_;
+    return trials_->challenger_at(trials_->step) ? trial_.challenger : incumbent_;
   }
   // Overlapped states whose group marks steps judge a challenger by step time.
   bool judged_by_step() const { return exposure_ == Exposure::kOverlapped && trials_->step > 0; }
@@ -424,9 +424,11 @@ class PolicyState {
   struct Trial {
     int challenger = -1;
     uint16_t arm = kDefaultArm;  // the last trial's challenger, for stats()
-    uint64_t pairs = 0;
-    double sum_us = 0, sum_sq_us = 0;  // of the paired differences
-    uint64_t calls = 0;                // the state's calls in the trial's steps
+    RunningStats deltas;         // the paired differences, µs
+    uint64_t calls = 0;          // the state's calls in the trial's steps
+    double stderr_us() const {
+      return deltas.count() > 1 ? deltas.stddev() / std::sqrt(deltas.count()) : 0.0;
+    }
     const char* verdict = "";
   } trial_;
 };

@@ -85,9 +85,6 @@ struct Site {
   StepCall step;
   std::vector<double> slow;
   double paid = 1;  // this step's noise draw
-  // Where its outcome sits until the round is applied (its tail is known at the phase's end).
-  uint64_t outcome_round = 0;
-  int outcome_index = -1;
 };
 
 struct Group {
@@ -99,7 +96,6 @@ struct Group {
   int ranks_sampled = 1;
   RoundScheduler rounds;  // the product's: measured costs apply one round later
   RoundResult current, pending;
-  uint64_t current_serial = 1, pending_serial = 0;  // round numbers (0 = none) for tail patches
   double prev_cost_us = 0;         // the group's previous call (overlapping calls queue behind it)
   std::vector<StateTrack> states;  // by state id
   int unconverged = 0;             // states seen, with something to learn, not yet converged
@@ -121,11 +117,9 @@ struct SimRunner::Impl {
   int step = 0;
   LinkScale scale;
   SimResult res;
-  bool compute = false;         // the step model runs (the scenario has compute)
-  bool spec_mark_steps = true;  // ComputeSpec::mark_steps
+  bool compute = false;  // the step model runs (the scenario has compute)
   std::unique_ptr<StepModel> model;
   StepModel::State learned_step;
-  std::vector<StepModel::Wait> waits;
 
   explicit Impl(const ScenarioSpec& s) : spec(s), rng(s.seed) {
     validate_spec(spec);
@@ -165,7 +159,6 @@ struct SimRunner::Impl {
       sites[i].unavailable.resize(arms);
     }
     compute = spec.compute.active();
-    spec_mark_steps = spec.compute.mark_steps;
     if (compute) {
       model = std::make_unique<StepModel>(spec.compute, spec.microbatches,
                                           static_cast<int>(groups.size()));
@@ -255,20 +248,6 @@ struct SimRunner::Impl {
     if (compute) learned_step = model->start();
   }
 
-  // The exposed tails that became known: into the outcomes of rounds not yet applied.
-  void patch_waits() {
-    for (const StepModel::Wait& w : waits) {
-      Site& s = sites[w.call];
-      Group& g = groups[s.group];
-      RoundResult* r = s.outcome_round == g.current_serial   ? &g.current
-                       : s.outcome_round == g.pending_serial ? &g.pending
-                                                             : nullptr;
-      if (r && s.outcome_index >= 0 && s.outcome_index < static_cast<int>(r->calls.size()))
-        r->calls[s.outcome_index].wait_us = static_cast<float>(w.wait_us);
-    }
-    waits.clear();
-  }
-
   // A whole step on the same noise draws with one arm per call given by `pick` (or, with
   // `greedy`, the arm whose call ends the current phase earliest).
   template <typename Pick>
@@ -296,8 +275,7 @@ struct SimRunner::Impl {
 
   void end_step() {
     if (!compute) return;
-    const double learned = model->finish(learned_step, &waits);
-    patch_waits();
+    const double learned = model->finish(learned_step, nullptr);
     const double def = plan_step([](const Site&) { return size_t{0}; }, false);
     const double fastest = plan_step([](const Site& s) { return size_t{s.oracle_arm}; }, false);
     const double greedy = plan_step([](const Site&) { return size_t{0}; }, true);
@@ -305,7 +283,7 @@ struct SimRunner::Impl {
     res.step_time_learned_us.push_back(learned);
     res.step_time_oracle_us.push_back(std::min({def, fastest, greedy}));
     // The step's wall time reaches each group's learner with its next round's costs.
-    if (!spec_mark_steps) return;
+    if (!spec.compute.mark_steps) return;
     for (Group& g : groups) {
       if (g.current.step_times_us.empty()) g.current.first_step = static_cast<uint64_t>(step);
       g.current.step_times_us.push_back(learned);
@@ -386,7 +364,6 @@ struct SimRunner::Impl {
     round.calls.clear();
     round.unavailable.clear();
     round.step_times_us.clear();
-    if (&round == &g.pending) g.pending_serial = 0;
     poll_convergence(g);
   }
 
@@ -416,11 +393,7 @@ struct SimRunner::Impl {
     const double paid = rank_noise();
     const double learned = chosen * paid, def = s.truth[0] * paid, oracle = s.oracle * paid;
     s.paid = paid;
-    double wait = NAN;
-    if (compute) {
-      wait = model->issue(learned_step, s.step, site_index, learned, s.slow[d.arm], &waits);
-      patch_waits();
-    }
+    if (compute) model->issue(learned_step, s.step, site_index, learned, s.slow[d.arm], nullptr);
     add(res.total, def, learned, oracle, d.probe);
     add(res.roles[static_cast<int>(s.ctx.role)], def, learned, oracle, d.probe);
     add(t.totals, def, learned, oracle, d.probe);
@@ -433,18 +406,10 @@ struct SimRunner::Impl {
     res.step_oracle_us.back() += oracle;
     if (t.recovery >= 0) track_recovery(t, chosen / s.oracle);
 
-    s.outcome_index = -1;
     if (d.measure) {
       g.current.calls.push_back(
           CallOutcome{d.state_id, d.arm, static_cast<float>(measured_cost(g, chosen)), d.probe});
       if (s.unavailable[d.arm]) g.current.unavailable.emplace_back(d.state_id, d.arm);
-      if (compute) {
-        // An overlapped call's tail is known when its phase ends (patched in then, if the
-        // round is still unapplied); until then nobody has waited on it.
-        g.current.calls.back().wait_us = static_cast<float>(wait);
-        s.outcome_round = g.current_serial;
-        s.outcome_index = static_cast<int>(g.current.calls.size() - 1);
-      }
     }
     g.prev_cost_us = chosen * paid;
     g.rounds.add_call(d.measure);
@@ -457,7 +422,6 @@ struct SimRunner::Impl {
       res.step_learned_us.back() += spec.round_cost_us;
       if (compute) model->block(learned_step, spec.round_cost_us);
       std::swap(g.current, g.pending);  // in flight until the next boundary
-      g.pending_serial = g.current_serial++;
       g.current.calls.clear();
       g.current.unavailable.clear();
       g.current.step_times_us.clear();
