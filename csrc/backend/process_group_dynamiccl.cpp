@@ -236,10 +236,14 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
   r.bytes = c.bytes;
   r.op = c.op;
   r.engine = engine;
+  // The context is built from these locals, not read back from `r`: reading the two adjacent
+  // byte fields just written as one word stalls store forwarding on the hot path.
   const Hint& hint = current_hint();
-  r.role = call_role(group_role(), c.op, flat_form(c.type), hint);
+  const Role role = call_role(group_role(), c.op, flat_form(c.type), hint);
   const bool synchronous = c.engine_async_op && !*c.engine_async_op;
-  r.exposure = call_exposure(r.role, synchronous, hint);
+  const Exposure exposure = call_exposure(role, synchronous, hint);
+  r.role = role;
+  r.exposure = exposure;
   // Off mode, coalescing windows and untunable calls take the native path, and so does the first
   // NCCL collective: it creates the communicator, which tells whether NCCL loaded our plugin,
   // and every rank must agree on that before any NCCL decision is published.
@@ -253,7 +257,7 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
   } else if (plan.kind == OpPlan::kLearned) {
     ensure_learner(engine);
     const Decision d = learners_[index(engine)]->decide(
-        CollectiveContext{c.op, c.effective_bytes, size_, r.role, r.exposure, c.parts.size() > 1});
+        CollectiveContext{c.op, c.effective_bytes, size_, role, exposure, c.parts.size() > 1});
     r.state_id = d.state_id;
     r.arm = d.arm;
     r.epoch = d.epoch;
