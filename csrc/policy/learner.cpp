@@ -82,7 +82,7 @@ struct Learner::Impl {
   Mode mode;
   uint32_t epoch = 0;
 
-  std::array<int32_t, kNumKeys> index;  // (role, op, size bin) -> state id, -1 = not seen yet
+  std::array<int32_t, kNumKeys> index;  // state_key() -> state id, -1 = not seen yet
   std::vector<PolicyState> states;      // by id = first-seen order, the same on every rank
   // The group's do-no-harm budget, shared by its states (stable address: states point to it).
   std::unique_ptr<RegretBudget> budget = std::make_unique<RegretBudget>();
@@ -218,12 +218,12 @@ Decision Learner::decide(const CollectiveContext& ctx) {
   Impl& m = *impl_;
   const unsigned role = static_cast<unsigned>(ctx.role);
   const unsigned op = static_cast<unsigned>(ctx.op);
-  // effective_bytes, not bytes: it is the same on every rank (uneven all-to-all splits are not).
   const unsigned exposure = static_cast<unsigned>(ctx.exposure);
   if (role >= static_cast<unsigned>(kNumRoles) || op >= static_cast<unsigned>(kNumOps) ||
       exposure >= static_cast<unsigned>(kNumExposures)) {
     bad_context(ctx);
   }
+  // effective_bytes, not bytes: it is the same on every rank (uneven all-to-all splits are not).
   const int bin = size_bin(ctx.effective_bytes);
   const int key = state_key(static_cast<int>(role), static_cast<int>(op), bin, ctx.exposure,
                             ctx.fused);

@@ -381,10 +381,15 @@ void PolicyState::evaluate_trial() {
   if (trial_.challenger < 0) return;
   if (!group_->allows(0)) return end_trial("rejected: the do-no-harm budget is spent", false);
   const uint64_t pairs = trial_.deltas.count();
+  const uint64_t steps = trials_->step > trials_->start ? trials_->step - trials_->start : 1;
+  // A state that stopped being called in most steps would hold the group's only trial forever.
+  if (pairs < static_cast<uint64_t>(head_.max_trial_pairs) &&
+      steps > 4 * static_cast<uint64_t>(head_.max_trial_pairs)) {
+    return end_trial("stopped: too few steps with the state's calls", false);
+  }
   if (pairs < static_cast<uint64_t>(head_.trial_pairs)) return;
   const double mean = trial_.deltas.mean();
   const double se = trial_.stderr_us();
-  const uint64_t steps = trials_->step > trials_->start ? trials_->step - trials_->start : 1;
   const double calls_per_step = static_cast<double>(trial_.calls) / static_cast<double>(steps);
   const double margin = head_.switch_margin * slots_[incumbent_].view.center * calls_per_step;
   if (mean + kTrialZ * se < -margin) return end_trial("adopted: shorter steps", true);

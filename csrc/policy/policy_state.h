@@ -245,8 +245,6 @@ class PolicyState {
   Role role() const { return role_; }
   OpKind op() const { return op_; }
   int size_bin() const { return size_bin_; }
-  Exposure exposure() const { return exposure_; }
-  bool fused() const { return fused_; }
   LearnPhase phase() const { return phase_; }
   bool frozen() const { return frozen_; }
   bool settled() const { return settled_; }

@@ -122,6 +122,22 @@ TEST(StepTrials, NoEffectOnTheStepKeepsTheDefault) {
   EXPECT_GE(st.trial.pairs, static_cast<uint64_t>(HeadConfig{}.max_trial_pairs));  // per round
 }
 
+TEST(StepTrials, ATrialWhoseStateIsNoLongerCalledStopsAndFreesTheBoard) {
+  Learner learner(config(), std::make_shared<TwoArmCatalog>());
+  run_steps(learner, {{100, 10}, {50, 10}}, 60, true);  // opens a trial on "fast"
+  ASSERT_EQ(learner.stats().at(0).trial.verdict, "running");
+  // The state is not called any more; steps and rounds go on (another state's calls).
+  CollectiveContext other;
+  other.effective_bytes = 64;
+  RoundResult empty;
+  for (int step = 0; step < 4 * HeadConfig{}.max_trial_pairs + 8; ++step) {
+    learner.decide(other);
+    learner.mark_step();
+    learner.apply_round(empty);
+  }
+  EXPECT_EQ(learner.stats().at(0).trial.verdict, "stopped: too few steps with the state's calls");
+}
+
 TEST(StepTrials, WithoutStepBoundariesTheCallsDurationDecides) {
   Learner learner(config(), std::make_shared<TwoArmCatalog>());
   const StateStats st = run_steps(learner, {{100, 10}, {50, 310}}, 400, false);
