@@ -83,11 +83,13 @@ TEST_F(PluginTunerV2Test, RepeatedQueryForTheSameCallIsAnsweredAndCountedOnce) {
   expect_untouched(call());
 }
 
+// A published (collective, algorithm, protocol) and what the communicator offers (CollNet, NVLS).
+struct PairCase {
+  int coll, algo, proto, collnet, nvls;
+};
+
 TEST_F(PluginTunerV2Test, PairsNcclDoesNotOfferAreRefused) {
-  struct Case {
-    int coll, algo, proto, collnet, nvls;
-  };
-  const Case refused[] = {
+  const PairCase refused[] = {
       {DYNAMICCL_NCCL_COLL_ALLREDUCE, DYNAMICCL_NCCL_ALGO_RING, DYNAMICCL_NCCL_PROTO_LL128, 1, 1},
       {DYNAMICCL_NCCL_COLL_BROADCAST, DYNAMICCL_NCCL_ALGO_TREE, DYNAMICCL_NCCL_PROTO_SIMPLE, 1, 1},
       {DYNAMICCL_NCCL_COLL_REDUCE, DYNAMICCL_NCCL_ALGO_TREE, DYNAMICCL_NCCL_PROTO_LL, 1, 1},
@@ -101,7 +103,7 @@ TEST_F(PluginTunerV2Test, PairsNcclDoesNotOfferAreRefused) {
       {DYNAMICCL_NCCL_COLL_ALLREDUCE, DYNAMICCL_NCCL_ALGO_RING, -1, 1, 1},  // v2 needs both
       {DYNAMICCL_NCCL_COLL_ALLREDUCE, -1, DYNAMICCL_NCCL_PROTO_LL, 1, 1},
   };
-  for (const Case& k : refused) {
+  for (const PairCase& k : refused) {
     plugin().publish(k.coll, kBytes, k.algo, k.proto, 8);
     expect_untouched(call(k.coll, kBytes, k.collnet, k.nvls));
     EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_UNAVAILABLE)
@@ -110,10 +112,7 @@ TEST_F(PluginTunerV2Test, PairsNcclDoesNotOfferAreRefused) {
 }
 
 TEST_F(PluginTunerV2Test, PairsNcclOffersAreAccepted) {
-  struct Case {
-    int coll, algo, proto, collnet, nvls;
-  };
-  const Case accepted[] = {
+  const PairCase accepted[] = {
       {DYNAMICCL_NCCL_COLL_BROADCAST, DYNAMICCL_NCCL_ALGO_RING, DYNAMICCL_NCCL_PROTO_LL, 0, 0},
       {DYNAMICCL_NCCL_COLL_ALLGATHER, DYNAMICCL_NCCL_ALGO_RING, DYNAMICCL_NCCL_PROTO_SIMPLE, 0, 0},
       {DYNAMICCL_NCCL_COLL_ALLREDUCE, DYNAMICCL_NCCL_ALGO_NVLS, DYNAMICCL_NCCL_PROTO_SIMPLE, 0, 1},
@@ -122,7 +121,7 @@ TEST_F(PluginTunerV2Test, PairsNcclOffersAreAccepted) {
       {DYNAMICCL_NCCL_COLL_ALLREDUCE, DYNAMICCL_NCCL_ALGO_COLLNET_CHAIN,
        DYNAMICCL_NCCL_PROTO_SIMPLE, 1, 0},
   };
-  for (const Case& k : accepted) {
+  for (const PairCase& k : accepted) {
     plugin().publish(k.coll, kBytes, k.algo, k.proto, -1);
     const V2Call c = call(k.coll, kBytes, k.collnet, k.nvls);
     EXPECT_EQ(c.algorithm, k.algo);
