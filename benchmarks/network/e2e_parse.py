@@ -37,13 +37,14 @@ def parse_log(path: str) -> dict:
                 continue
             if in_table:
                 cols = line.split()
-                if len(cols) != 11:
+                if len(cols) != 12:
                     in_table = False
                     continue
-                (role, op, size, incumbent, phase, calls, probes, dflt, chosen, speedup,
-                 budget_used) = cols
+                (role, op, size, exposure, incumbent, phase, calls, probes, dflt, chosen,
+                 speedup, budget_used) = cols
                 out["learned"].append({
-                    "role": role, "op": op, "size": size, "incumbent": incumbent,
+                    "role": role, "op": op, "size": size, "exposure": exposure,
+                    "incumbent": incumbent,
                     "phase": phase, "calls": int(calls), "probes": int(probes),
                     "default_us": float(dflt), "chosen_us": float(chosen), "speedup": speedup,
                     "budget_used": budget_used})

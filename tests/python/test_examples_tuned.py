@@ -37,7 +37,7 @@ def run_example(tmp_path, script, *args):
 def test_the_bytes_frameworks_send_are_tuned(tmp_path, script, args, heads):
     summary, share = run_example(tmp_path, script, *args)
     assert share >= 95.0, (share, summary)
-    # The summary's learned table: role, op, size, incumbent, phase, ...
-    learned_roles = set(re.findall(r"^\s+(\w+)\s+\w+\s+>=\S+\s+\S+\s+"
+    # The summary's learned table: role, op, size, exposure, incumbent, phase, ...
+    learned_roles = set(re.findall(r"^\s+(\w+)\s+\w+\s+>=\S+\s+\S+\s+\S+\s+"
                                    r"(?:warmup|probing|exploit|settled|frozen)\s", summary, re.M))
     assert heads <= learned_roles, summary
