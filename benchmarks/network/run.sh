@@ -41,11 +41,13 @@ done
 
 if ((BUILD_ENV)); then
   # shellcheck source=/dev/null
-  source "$ROOT/scripts/env.sh"
+  source "$ROOT/scripts/env.sh"  # sets VENV and BUILD, the environment and build it made
+  PY="$VENV/bin/python"
+else
+  # --no-build: the environment already in effect (scripts/env.sh sourced, or one's own).
+  PY="$(command -v python)"
+  BUILD="${DYNAMICCL_BUILD:-$ROOT/build}"
 fi
-VENV="${DYNAMICCL_VENV:-$HOME/.cache/dynamiccl/venv}"
-BUILD="${DYNAMICCL_BUILD:-$ROOT/build}"
-PY="$VENV/bin/python"
 if ((QUICK)); then OUT="${OUT:-$BUILD/network-quick}"; else OUT="${OUT:-$HERE}"; fi
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
