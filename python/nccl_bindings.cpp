@@ -64,9 +64,9 @@ std::string loaded_plugin_path() {
 py::dict nccl_predict(const py::dict& topology, const std::string& op_str, uint64_t bytes,
                       int nccl_version) {
   const nccl::TopologySpec spec = topology_from_py(topology);
-  const NcclArmCatalog cat =
-      nccl_catalog_for(nccl::resolve_topology(spec),
-                       nccl::GroupShape{spec.nodes, spec.gpus_per_node}, {}, true, nccl_version);
+  const NcclArmCatalog cat = nccl_catalog_for(nccl::resolve_topology(spec),
+                                              nccl::GroupShape{spec.nodes, spec.gpus_per_node}, {},
+                                              true, nccl_version);
   const auto op = parse_or_throw<OpKind>(op_names(), op_str, "op");
   py::dict out;
   const auto& arms = cat.arms(op);

@@ -226,7 +226,8 @@ void bind_arms(py::module_& m) {
         return parse_nccl_arm_name(name, &action);
       },
       py::arg("name"),
-      "Whether `name` has the form of an NCCL arm (ALGO/PROTO, optionally /cN and /kNK); whether a group "
+      "Whether `name` has the form of an NCCL arm (ALGO/PROTO, optionally /cN and /kNK); whether a "
+      "group "
       "offers it depends on the group's topology (arm_names).");
   m.def(
       "arm_names",

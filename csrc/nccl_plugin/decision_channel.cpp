@@ -104,8 +104,12 @@ extern "C" {
 DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish_chunk(int coll_type, size_t nbytes, int algo,
                                                         int proto, int nchannels,
                                                         size_t chunk_bytes) {
-  t_slot.decision = {coll_type, nbytes, algo < 0 ? -1 : algo, proto < 0 ? -1 : proto,
-                     nchannels <= 0 ? -1 : nchannels, chunk_bytes};
+  t_slot.decision = {coll_type,
+                     nbytes,
+                     algo < 0 ? -1 : algo,
+                     proto < 0 ? -1 : proto,
+                     nchannels <= 0 ? -1 : nchannels,
+                     chunk_bytes};
   t_slot.armed = true;
   t_slot.answered = false;
   t_slot.outcome = DYNAMICCL_NCCL_NOT_CALLED;

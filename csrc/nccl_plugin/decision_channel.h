@@ -11,17 +11,17 @@ namespace nccl_plugin {
 struct Decision {
   int coll_type;
   size_t nbytes;
-  int algo;       // -1 = NCCL's choice
-  int proto;      // -1 = NCCL's choice
-  int nchannels;  // <= 0 = NCCL's choice
+  int algo;            // -1 = NCCL's choice
+  int proto;           // -1 = NCCL's choice
+  int nchannels;       // <= 0 = NCCL's choice
   size_t chunk_bytes;  // 0 = NCCL's choice (tuner ABI v6 getChunkSize)
 };
 
 struct ThreadSlot {
   Decision decision;
-  bool armed;     // a decision is published and not consumed
-  bool answered;  // a matching call already counted it (NCCL 2.21 asks twice per call)
-  int outcome;    // enum dynamiccl_nccl_outcome
+  bool armed;          // a decision is published and not consumed
+  bool answered;       // a matching call already counted it (NCCL 2.21 asks twice per call)
+  int outcome;         // enum dynamiccl_nccl_outcome
   bool chunk_due;      // getCollInfo applied a decision with a chunk; getChunkSize may return it
   bool chunk_counted;  // one chunk_size_applied per published decision
 };

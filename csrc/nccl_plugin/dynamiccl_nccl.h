@@ -167,15 +167,15 @@ DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_last_outcome(void);
 
 /* Process-wide counters (relaxed atomics: each value is exact, the set is not a snapshot). */
 struct dynamiccl_nccl_counters {
-  uint64_t applied;          /* getCollInfo calls that applied a published decision */
-  uint64_t abstained;        /* getCollInfo calls with no decision published on their thread */
-  uint64_t unavailable;      /* matching decisions NCCL could not honour (cost entry -1) */
-  uint64_t mismatched;       /* calls that did not match the published decision */
-  uint64_t init_calls;       /* tuner init calls (one per communicator NCCL created) */
-  uint64_t active_comms;     /* communicators initialised and not yet destroyed/finalized */
-  uint64_t abi_version;      /* the tuner ABI of the most recent init (2..6; 0 before any) */
-  uint64_t chunk_size_calls; /* v6 getChunkSize calls (NCCL >= 2.30) */
-  uint64_t chunk_size_applied;  /* getChunkSize calls that returned a published chunk */
+  uint64_t applied;             /* getCollInfo calls that applied a published decision */
+  uint64_t abstained;           /* getCollInfo calls with no decision published on their thread */
+  uint64_t unavailable;         /* matching decisions NCCL could not honour (cost entry -1) */
+  uint64_t mismatched;          /* calls that did not match the published decision */
+  uint64_t init_calls;          /* tuner init calls (one per communicator NCCL created) */
+  uint64_t active_comms;        /* communicators initialised and not yet destroyed/finalized */
+  uint64_t abi_version;         /* the tuner ABI of the most recent init (2..6; 0 before any) */
+  uint64_t chunk_size_calls;    /* v6 getChunkSize calls (NCCL >= 2.30) */
+  uint64_t chunk_size_applied;  /* decisions whose chunk getChunkSize returned (once each) */
   uint64_t chunk_size_rejected; /* matching calls whose published chunk was not valid for the
                                    protocol NCCL settled on: NCCL's value was kept */
 };

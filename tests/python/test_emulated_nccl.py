@@ -179,7 +179,7 @@ def test_decisions_reach_the_emulated_nccl_through_the_plugin_it_loaded(tmp_path
         assert not state["incumbent"].startswith("ring"), state
 
 
-# ---- chunk-size arms (NCCL >= 2.30) ---------------------------------------------------------------
+# ---- chunk-size arms (NCCL >= 2.30) -------------------------------------------------------------
 
 CHUNK_ARM = "ring/Simple/k256K"
 

@@ -18,7 +18,8 @@ constexpr int kChunkDivisors[] = {2, 4};
 // Chunk sizes are offered where the chunk shapes a pipeline: ring and tree with Simple or LL128
 // (LL moves a few bytes per flag and is latency-bound; NVLS, CollNet and PAT chunk their own way).
 bool chunk_tunable(int algo, int proto) {
-  return (algo == kAlgoRing || algo == kAlgoTree) && (proto == kProtoSimple || proto == kProtoLL128);
+  return (algo == kAlgoRing || algo == kAlgoTree) &&
+         (proto == kProtoSimple || proto == kProtoLL128);
 }
 
 }  // namespace

@@ -75,8 +75,8 @@ TEST(NcclChunkArms, EveryChunkArmIsValidForItsProtocolAndParsesBack) {
       if (arm.action.chunk_bytes <= 0) continue;
       EXPECT_TRUE(arm.action.algo == kAlgoRing || arm.action.algo == kAlgoTree) << arm.name;
       EXPECT_NE(arm.action.proto, kProtoLL) << arm.name;
-      EXPECT_TRUE(dynamiccl_nccl_chunk_valid(arm.action.proto,
-                                             static_cast<size_t>(arm.action.chunk_bytes)))
+      EXPECT_TRUE(
+          dynamiccl_nccl_chunk_valid(arm.action.proto, static_cast<size_t>(arm.action.chunk_bytes)))
           << arm.name;
       EXPECT_LT(static_cast<size_t>(arm.action.chunk_bytes), default_chunk_bytes(arm.action.proto));
       Action got;

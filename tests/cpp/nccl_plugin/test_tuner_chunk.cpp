@@ -27,9 +27,9 @@ class PluginTunerChunkTest : public PluginTest {
   // pick. Returns the chunk NCCL ends up with (it passes kNcclChunk in).
   size_t run(int coll, size_t bytes, CostTable& table, size_t nccl_chunk = kNcclChunk) {
     int n_channels = 0;
-    EXPECT_EQ(plugin().v6()->getCollInfo(ctx_, static_cast<ncclFunc_t>(coll), bytes, 1,
-                                         table.arg(), DYNAMICCL_NCCL_NUM_ALGOS,
-                                         DYNAMICCL_NCCL_NUM_PROTOS, 0, &n_channels),
+    EXPECT_EQ(plugin().v6()->getCollInfo(ctx_, static_cast<ncclFunc_t>(coll), bytes, 1, table.arg(),
+                                         DYNAMICCL_NCCL_NUM_ALGOS, DYNAMICCL_NCCL_NUM_PROTOS, 0,
+                                         &n_channels),
               ncclSuccess);
     const auto [algo, proto] = table.nccl_choice();
     size_t chunk = nccl_chunk;
@@ -127,9 +127,9 @@ TEST_F(PluginTunerChunkTest, AbstainsWhenTheDecisionWasUnavailable) {
 // A chunk NCCL would have to clamp or round (not the protocol's step buffer / 2^k, or beyond it)
 // is never returned: NCCL's value stays and the rejection is counted.
 TEST_F(PluginTunerChunkTest, NeverReturnsAnInvalidChunk) {
-  for (const size_t bad : {kHalfSimple + 1, size_t{3} << 20, size_t{1000},
-                           DYNAMICCL_NCCL_CHUNK_STEP_SIMPLE / 128,
-                           DYNAMICCL_NCCL_CHUNK_STEP_LL128 / 2}) {
+  for (const size_t bad :
+       {kHalfSimple + 1, size_t{3} << 20, size_t{1000}, DYNAMICCL_NCCL_CHUNK_STEP_SIMPLE / 128,
+        DYNAMICCL_NCCL_CHUNK_STEP_LL128 / 2}) {
     const auto before = plugin().counters();
     CostTable table(DYNAMICCL_NCCL_NUM_ALGOS);
     plugin().publish_chunk(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, DYNAMICCL_NCCL_ALGO_RING,
