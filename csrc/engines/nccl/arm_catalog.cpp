@@ -110,7 +110,14 @@ NcclArmCatalog::NcclArmCatalog(NcclCostModel model, std::vector<int> caps, bool 
               Arm{nccl_arm_name(a, p, c),
                   Action{static_cast<int8_t>(a), static_cast<int8_t>(p), static_cast<int16_t>(c)}});
         }
-        if (!chunks_offered_ || !chunk_tunable(a, p)) continue;
+      }
+    }
+    // Chunk arms come after all others, so that the arms an older NCCL's catalog has keep their
+    // indices.
+    if (!chunks_offered_) continue;
+    for (int a = 0; a < kNumAlgos; ++a) {
+      for (int p = 0; p < kNumProtos; ++p) {
+        if (!model_.available(f, a, p) || !chunk_tunable(a, p)) continue;
         for (int divisor : kChunkDivisors) {
           const int chunk = static_cast<int>(default_chunk_bytes(p)) / divisor;
           list.push_back(Arm{nccl_arm_name(a, p, 0, chunk),
