@@ -436,7 +436,7 @@ double NcclCostModel::predict_us(OpKind op, const Action& act, uint64_t bytes) c
   const int c = act.channels > 0 ? std::min<int>(act.channels, n) : n;
   const double t_us = t.lat_us + static_cast<double>(bytes) / (1000.0 * t.bw_GBps * c / n);
   if (act.chunk_bytes <= 0) return t_us;
-  return t_us + chunk_delta_us(p, act.chunk_bytes, bytes, c, n, t.bw_GBps);
+  return t_us + chunk_delta_us(p, act.chunk_bytes, bytes, c, n, t.bw_GBps, in_.n_ranks - 1);
 }
 
 size_t default_chunk_bytes(int proto) {
@@ -449,18 +449,20 @@ size_t default_chunk_bytes(int proto) {
 }
 
 double NcclCostModel::chunk_delta_us(int proto, int chunk_bytes, uint64_t bytes, int channels,
-                                     int graph_channels, double bw_GBps) {
+                                     int graph_channels, double bw_GBps, int depth) {
   const double base = static_cast<double>(default_chunk_bytes(proto));
-  if (chunk_bytes <= 0 || base <= 0 || channels <= 0 || graph_channels <= 0 || bw_GBps <= 0) {
+  if (chunk_bytes <= 0 || base <= 0 || channels <= 0 || graph_channels <= 0 || bw_GBps <= 0 ||
+      depth <= 0) {
     return 0.0;
   }
   const double share = static_cast<double>(bytes) / channels;  // bytes per channel
   if (share <= 0) return 0.0;
   const double per_channel_GBps = bw_GBps / graph_channels;
-  // One chunk (at most the channel's share) to fill and drain, plus a fixed cost per step.
+  // `depth` chunks (each at most the channel's share) to fill the pipeline, plus a fixed cost per
+  // step.
   const auto cost = [&](double chunk) {
     const double c = std::min(chunk, share);
-    return c / (1000.0 * per_channel_GBps) + kChunkStepUs * std::ceil(share / c);
+    return depth * c / (1000.0 * per_channel_GBps) + kChunkStepUs * std::ceil(share / c);
   };
   return cost(static_cast<double>(chunk_bytes)) - cost(base);
 }

@@ -124,13 +124,14 @@ class NcclCostModel {
   double predict_us(OpKind op, const Action& action, uint64_t bytes) const;
   // What a chunk size changes in the time of a call, relative to the protocol's default chunk
   // (default_chunk_bytes), for a call of `bytes` on `channels` channels of algorithm bandwidth
-  // `bw_GBps` over all of the graph's `graph_channels`. A simple pipelining model: each channel
-  // moves bytes / channels in steps of one chunk. The pipeline fills and drains one chunk, which
-  // costs chunk / (per-channel bandwidth) once; every step costs kChunkStepUs. So a smaller
-  // chunk fills faster and pays more steps: it helps large messages only; a chunk at or above
-  // the per-channel share changes nothing. 0 for the default chunk or chunk_bytes <= 0.
+  // `bw_GBps` over all of the graph's `graph_channels`, through a pipeline `depth` hops deep (the
+  // communicator's ranks - 1). A simple pipelining model: each channel moves bytes / channels in
+  // steps of one chunk; filling the pipeline costs depth x chunk / (per-channel bandwidth) and
+  // every step costs kChunkStepUs. A smaller chunk fills faster and pays more steps: it helps
+  // large calls (up to a point: tiny chunks drown in steps); a chunk at or above a channel's
+  // share changes nothing. Exactly 0 for the default chunk or chunk_bytes <= 0.
   static double chunk_delta_us(int proto, int chunk_bytes, uint64_t bytes, int channels,
-                               int graph_channels, double bw_GBps);
+                               int graph_channels, double bw_GBps, int depth);
   static constexpr double kChunkStepUs = 0.2;
   int graph_channels(int algo) const { return in_.graphs[algo].n_channels; }
 

@@ -119,7 +119,8 @@ double GroupWorld::truth_us(OpKind op, const Action& act, uint64_t bytes) const 
   // A chunk size (NCCL >= 2.30) changes the pipelining as the cost model says, at this truth's
   // bandwidth.
   return time_us + NcclCostModel::chunk_delta_us(p, act.chunk_bytes, bytes, c, n,
-                                                 t.bw_GBps * factors_.bw[a][p]);
+                                                 t.bw_GBps * factors_.bw[a][p],
+                                                 truth_.inputs().n_ranks - 1);
 }
 
 }  // namespace truth

@@ -127,10 +127,13 @@ TEST(NcclChunkCostModel, DefaultChunkIsTheChunklessModelAndSmallerChunksPipeline
       EXPECT_LT(h, t) << b;  // a faster pipeline fill outweighs the extra steps
     }
   }
-  EXPECT_EQ(NcclCostModel::chunk_delta_us(kProtoSimple, -1, 1ull << 30, 16, 16, 100.0), 0.0);
-  EXPECT_EQ(NcclCostModel::chunk_delta_us(kProtoSimple, 128 << 10, 0, 16, 16, 100.0), 0.0);
+  EXPECT_EQ(NcclCostModel::chunk_delta_us(kProtoSimple, -1, 1ull << 30, 16, 16, 100.0, 15), 0.0);
+  EXPECT_EQ(NcclCostModel::chunk_delta_us(kProtoSimple, 128 << 10, 0, 16, 16, 100.0, 15), 0.0);
+  EXPECT_LT(NcclCostModel::chunk_delta_us(kProtoSimple, 128 << 10, 1ull << 30, 16, 16, 100.0, 15),
+            0.0);
   // Tiny chunks on a large call pay more in steps than they save.
-  EXPECT_GT(NcclCostModel::chunk_delta_us(kProtoSimple, 1 << 10, 1ull << 30, 16, 16, 100.0), 0.0);
+  EXPECT_GT(NcclCostModel::chunk_delta_us(kProtoSimple, 1 << 10, 1ull << 30, 16, 16, 100.0, 15),
+            0.0);
 }
 
 }  // namespace
