@@ -12,6 +12,7 @@ import functools
 import os
 import warnings
 from datetime import timedelta
+from typing import Optional
 
 import torch
 import torch.distributed as dist
@@ -56,6 +57,19 @@ def _prepare_nccl_env(cfg: dict) -> bool:
     # Per-collective GPU time from the inner work's events (read without blocking).
     os.environ.setdefault("TORCH_NCCL_ENABLE_TIMING", "1")
     return True
+
+
+def _nccl_version_code(emulated_release: Optional[str]) -> int:
+    """NCCL_VERSION_CODE (major*10000 + minor*100 + patch) of the NCCL engine: the emulated
+    release ("2.30" -> 23000), else torch's NCCL; 0 when unknown."""
+    if emulated_release is not None:
+        major, minor = emulated_release.split(".")[:2]
+        return int(major) * 10000 + int(minor) * 100
+    version = torch.cuda.nccl.version()
+    if isinstance(version, int):  # old torch: NCCL's own code
+        return version
+    major, minor, patch = (tuple(version) + (0, 0, 0))[:3]
+    return int(major) * 10000 + int(minor) * 100 + int(patch)
 
 
 def _make_nccl(store, rank: int, size: int, timeout: timedelta, nccl_options, split_from,
@@ -134,6 +148,9 @@ def _create(dist_opts, backend_options):
         else:
             nccl = _make_nccl(store, rank, size, timeout, nccl_options,
                               getattr(dist_opts, "split_from", None), global_ranks)
+        # Which NCCL the catalog is for (chunk-size arms need 2.30): the emulated release, or
+        # torch's NCCL.
+        cfg["nccl_version"] = _nccl_version_code(cfg["emulate_nccl_version"] if emulated else None)
         # The cluster NCCL's cost model (the NCCL arms' prior) assumes, as every rank describes it.
         cfg["nccl_topology"] = topology.describe(store, rank, size, cfg["topology_override"],
                                                  facts)

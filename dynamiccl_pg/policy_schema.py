@@ -19,9 +19,10 @@ ENGINES = _C.Engine.__members__  # name -> engine
 SIZE_BINS = VOCABULARY["size_bins"]
 # NCCL arms depend on the group's topology (which algorithms exist, channel caps), so a file is
 # checked here for their form only; restoring checks them against the group's own catalog.
-_NCCL_ARM_FORM = (f"default, or ALGO/PROTO or ALGO/PROTO/cN with ALGO one of "
-                  f"{', '.join(VOCABULARY['nccl_algos'])}, PROTO one of "
-                  f"{', '.join(VOCABULARY['nccl_protos'])}, N 1..{VOCABULARY['nccl_max_channels']}")
+_NCCL_ARM_FORM = (f"default, or ALGO/PROTO, ALGO/PROTO/cN, ALGO/PROTO/kCK or "
+                  f"ALGO/PROTO/cN/kCK with ALGO one of {', '.join(VOCABULARY['nccl_algos'])}, "
+                  f"PROTO one of {', '.join(VOCABULARY['nccl_protos'])}, "
+                  f"N 1..{VOCABULARY['nccl_max_channels']}, C a chunk size in KiB (NCCL >= 2.30)")
 _UINT64_MAX = (1 << 64) - 1
 
 # Keys of each object, every one required (save_policy writes them all); defined once, in the

@@ -125,6 +125,7 @@ BackendConfig config_from_dict(const py::dict& d) {
     c.nccl_topology = topology_from_py(d["nccl_topology"].cast<py::dict>());
     c.nccl_group = nccl::GroupShape{c.nccl_topology.nodes, c.nccl_topology.gpus_per_node};
   }
+  c.nccl_version = get_or<int>(d, "nccl_version", c.nccl_version);
   set_heads(d, &c.learner);
   c.learner.step_regression = get_or<double>(d, "step_regression", c.learner.step_regression);
   c.learner.loss_stall_rounds = get_or<int>(d, "loss_stall_rounds", c.learner.loss_stall_rounds);

@@ -61,10 +61,12 @@ std::string loaded_plugin_path() {
 }
 
 // NCCL's cost model (the NCCL prior) of the described communicator: per arm, its time.
-py::dict nccl_predict(const py::dict& topology, const std::string& op_str, uint64_t bytes) {
+py::dict nccl_predict(const py::dict& topology, const std::string& op_str, uint64_t bytes,
+                      int nccl_version) {
   const nccl::TopologySpec spec = topology_from_py(topology);
   const NcclArmCatalog cat = nccl_catalog_for(nccl::resolve_topology(spec),
-                                              nccl::GroupShape{spec.nodes, spec.gpus_per_node});
+                                              nccl::GroupShape{spec.nodes, spec.gpus_per_node}, {},
+                                              true, nccl_version);
   const auto op = parse_or_throw<OpKind>(op_names(), op_str, "op");
   py::dict out;
   const auto& arms = cat.arms(op);
@@ -80,6 +82,7 @@ py::dict nccl_predict(const py::dict& topology, const std::string& op_str, uint6
 
 void bind_cost_model(py::module_& m) {
   m.def("nccl_predict", &nccl_predict, py::arg("topology"), py::arg("op"), py::arg("bytes"),
+        py::arg("nccl_version") = 0,
         "NCCL's modelled time (us) of every arm of `op` at `bytes` on the described communicator "
         "(a topology dict as dynamiccl_pg.topology describes it); 'default' names NCCL's pick.");
   m.def(
@@ -114,6 +117,8 @@ py::dict nccl_counters() {
   d["init_calls"] = c.init_calls;
   d["abi_version"] = c.abi_version;
   d["chunk_size_calls"] = c.chunk_size_calls;
+  d["chunk_size_applied"] = c.chunk_size_applied;
+  d["chunk_size_rejected"] = c.chunk_size_rejected;
   d["active_comms"] = c.active_comms;
   d["loaded_by_nccl"] = dynamiccl_nccl_loaded_by_nccl() != 0;
   d["profiler_loaded_by_nccl"] = dynamiccl_nccl_profiler_loaded_by_nccl() != 0;

@@ -240,23 +240,26 @@ void bind_arms(py::module_& m) {
         return parse_nccl_arm_name(name, &action);
       },
       py::arg("name"),
-      "Whether `name` has the form of an NCCL arm (ALGO/PROTO or ALGO/PROTO/cN); whether a group "
+      "Whether `name` has the form of an NCCL arm (ALGO/PROTO, optionally /cN and /kNK); whether a "
+      "group "
       "offers it depends on the group's topology (arm_names).");
   m.def(
       "arm_names",
-      [](EngineKind engine, const std::string& op, const py::object& topology) {
+      [](EngineKind engine, const std::string& op, const py::object& topology, int nccl_version) {
         if (engine == EngineKind::kCpu) return arm_names(CpuArmCatalog(), op);
         const nccl::TopologySpec spec = topology.is_none()
                                             ? nccl::TopologySpec{}
                                             : topology_from_py(topology.cast<py::dict>());
         return arm_names(nccl_catalog_for(nccl::resolve_topology(spec),
-                                          nccl::GroupShape{spec.nodes, spec.gpus_per_node}),
+                                          nccl::GroupShape{spec.nodes, spec.gpus_per_node}, {},
+                                          true, nccl_version),
                          op);
       },
       py::arg("engine"), py::arg("op"), py::arg("topology") = py::none(),
+      py::arg("nccl_version") = 0,
       "The arms an engine offers for an op (the first is the engine default); NCCL's depend on "
       "the topology (a dict as dynamiccl_pg.topology describes it; default: one node of eight "
-      "Hopper GPUs on NVLink).");
+      "Hopper GPUs on NVLink); chunk-size arms need nccl_version (NCCL_VERSION_CODE) >= 23000.");
 }
 
 }  // namespace

@@ -28,6 +28,9 @@ struct BackendConfig {
   // model of this communicator, which gives the NCCL arms and their prior.
   nccl::TopologySpec nccl_topology;
   nccl::GroupShape nccl_group{1, 1};
+  // The NCCL engine's release (NCCL_VERSION_CODE, 23000 = 2.30.0; 0 = unknown or none): the
+  // emulated release for the emulated NCCL, else torch's NCCL. Chunk-size arms need 2.30.
+  int nccl_version = 0;
   // The NCCL engine is the emulated NCCL (DYNAMICCL_EMULATE_NCCL): CPU tensors take the NCCL
   // branch, so that it runs end to end without a GPU.
   bool nccl_emulated = false;

@@ -116,7 +116,8 @@ ProcessGroupDynamicCCL::ProcessGroupDynamicCCL(int rank, int size, Engines engin
   catalogs_[index(kCpu)] = std::make_shared<CpuArmCatalog>();
   if (engines_.nccl) {
     catalogs_[index(kNccl)] = std::make_shared<NcclArmCatalog>(
-        nccl_catalog_for(nccl::resolve_topology(config_.nccl_topology), config_.nccl_group));
+        nccl_catalog_for(nccl::resolve_topology(config_.nccl_topology), config_.nccl_group, {},
+                         true, config_.nccl_version));
   }
   for (int e = 0; e < kNumEngines; ++e) {
     const bool tuned = catalogs_[e] && (e == index(kCpu) || config_.nccl_tuning);

@@ -142,13 +142,15 @@ struct CollectiveContext {
 };
 
 // An engine configuration. Fields an engine does not use stay at -1.
-// NCCL: algo/proto are NCCL's enum values (NCCL_ALGO_*, NCCL_PROTO_*), channels a cap.
+// NCCL: algo/proto are NCCL's enum values (NCCL_ALGO_*, NCCL_PROTO_*), channels a cap,
+//       chunk_bytes the chunk size handed to NCCL >= 2.30 (tuner ABI v6; -1 = NCCL's own).
 // CPU:  algo indexes the CPU schedule registry, channels is the segment count.
 struct Action {
   int8_t algo = -1;
   int8_t proto = -1;
   int16_t channels = -1;
-  bool is_default() const { return algo < 0 && proto < 0 && channels < 0; }
+  int32_t chunk_bytes = -1;
+  bool is_default() const { return algo < 0 && proto < 0 && channels < 0 && chunk_bytes < 0; }
 };
 
 // Arm 0 of every arm set is "engine default": let the engine choose as it would without us.

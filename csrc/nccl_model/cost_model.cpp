@@ -434,7 +434,37 @@ double NcclCostModel::predict_us(OpKind op, const Action& act, uint64_t bytes) c
   if (!terms(f, a, p, bytes, &t)) return -1.0;
   const int n = graph_channels(a);
   const int c = act.channels > 0 ? std::min<int>(act.channels, n) : n;
-  return t.lat_us + static_cast<double>(bytes) / (1000.0 * t.bw_GBps * c / n);
+  const double t_us = t.lat_us + static_cast<double>(bytes) / (1000.0 * t.bw_GBps * c / n);
+  if (act.chunk_bytes <= 0) return t_us;
+  return t_us + chunk_delta_us(p, act.chunk_bytes, bytes, c, n, t.bw_GBps, in_.n_ranks - 1);
+}
+
+size_t default_chunk_bytes(int proto) {
+  switch (proto) {
+    case kProtoLL: return DYNAMICCL_NCCL_CHUNK_STEP_LL;
+    case kProtoLL128: return DYNAMICCL_NCCL_CHUNK_STEP_LL128;
+    case kProtoSimple: return DYNAMICCL_NCCL_CHUNK_STEP_SIMPLE;
+    default: return 0;
+  }
+}
+
+double NcclCostModel::chunk_delta_us(int proto, int chunk_bytes, uint64_t bytes, int channels,
+                                     int graph_channels, double bw_GBps, int depth) {
+  const double base = static_cast<double>(default_chunk_bytes(proto));
+  if (chunk_bytes <= 0 || base <= 0 || channels <= 0 || graph_channels <= 0 || bw_GBps <= 0 ||
+      depth <= 0) {
+    return 0.0;
+  }
+  const double share = static_cast<double>(bytes) / channels;  // bytes per channel
+  if (share <= 0) return 0.0;
+  const double per_channel_GBps = bw_GBps / graph_channels;
+  // `depth` chunks (each at most the channel's share) to fill the pipeline, plus a fixed cost per
+  // step.
+  const auto cost = [&](double chunk) {
+    const double c = std::min(chunk, share);
+    return depth * c / (1000.0 * per_channel_GBps) + kChunkStepUs * std::ceil(share / c);
+  };
+  return cost(static_cast<double>(chunk_bytes)) - cost(base);
 }
 
 }  // namespace nccl

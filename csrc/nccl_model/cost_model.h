@@ -8,6 +8,7 @@
 // scenario, as the truth. The names of NCCL's algorithms and protocols are defined here, once.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -56,6 +57,10 @@ bool parse_algo(const std::string& name, int* out);   // case-insensitive
 bool parse_proto(const std::string& name, int* out);  // case-insensitive
 // The tuner function of an op, or -1 for ops NCCL's tuner never sees (send, alltoall, ...).
 int func_of(OpKind op);
+
+// NCCL's chunk for a protocol before a tuner speaks: its step buffer (the plugin's header holds
+// the sizes, so that the plugin, the catalog and the emulated NCCL agree); 0 for an unknown one.
+size_t default_chunk_bytes(int proto);
 
 enum CompCap : int { kVolta = 0, kAmpere = 1, kHopper = 2, kBlackwell = 3, kNumCompCaps = 4 };
 
@@ -114,7 +119,20 @@ class NcclCostModel {
   // The model's time in us for an explicit choice of a tuner op (algo/proto >= 0, channels a cap
   // or -1; the default action = NCCL's own pick), bandwidth scaled by the capped share of
   // channels. -1 when unavailable or not a collective NCCL's tuner sees.
+  // A chunk size (action.chunk_bytes > 0) adds chunk_delta_us; without one the result is
+  // exactly the chunk-less model's.
   double predict_us(OpKind op, const Action& action, uint64_t bytes) const;
+  // What a chunk size changes in the time of a call, relative to the protocol's default chunk
+  // (default_chunk_bytes), for a call of `bytes` on `channels` channels of algorithm bandwidth
+  // `bw_GBps` over all of the graph's `graph_channels`, through a pipeline `depth` hops deep (the
+  // communicator's ranks - 1). A simple pipelining model: each channel moves bytes / channels in
+  // steps of one chunk; filling the pipeline costs depth x chunk / (per-channel bandwidth) and
+  // every step costs kChunkStepUs. A smaller chunk fills faster and pays more steps: it helps
+  // large calls (up to a point: tiny chunks drown in steps); a chunk at or above a channel's
+  // share changes nothing. Exactly 0 for the default chunk or chunk_bytes <= 0.
+  static double chunk_delta_us(int proto, int chunk_bytes, uint64_t bytes, int channels,
+                               int graph_channels, double bw_GBps, int depth);
+  static constexpr double kChunkStepUs = 0.2;
   int graph_channels(int algo) const { return in_.graphs[algo].n_channels; }
 
  private:

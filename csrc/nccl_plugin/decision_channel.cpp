@@ -23,6 +23,8 @@ std::atomic<uint64_t> g_init_calls{0};
 std::atomic<int64_t> g_active_comms{0};
 std::atomic<uint64_t> g_abi_version{0};
 std::atomic<uint64_t> g_chunk_size_calls{0};
+std::atomic<uint64_t> g_chunk_size_applied{0};
+std::atomic<uint64_t> g_chunk_size_rejected{0};
 
 void bump(std::atomic<uint64_t>& counter) { counter.fetch_add(1, std::memory_order_relaxed); }
 
@@ -50,6 +52,7 @@ void finish_mismatch(ThreadSlot& slot) {
 }
 
 void finish_match(ThreadSlot& slot, int outcome, bool consume) {
+  if (outcome == DYNAMICCL_NCCL_APPLIED && slot.decision.chunk_bytes > 0) slot.chunk_due = true;
   if (!slot.answered) {
     slot.answered = true;
     slot.outcome = outcome;
@@ -68,6 +71,29 @@ void note_comm_destroy() { g_active_comms.fetch_sub(1, std::memory_order_relaxed
 
 void note_chunk_size_call() { bump(g_chunk_size_calls); }
 
+bool chunk_valid(int proto, size_t chunk_bytes) {
+  return dynamiccl_nccl_chunk_valid(proto, chunk_bytes) != 0;
+}
+
+size_t chunk_for_call(ThreadSlot& slot, const ChunkCall& call, size_t nccl_value) {
+  const Decision& d = slot.decision;
+  if (!slot.chunk_due || d.chunk_bytes == 0) return nccl_value;
+  if (d.coll_type != call.coll_type || d.nbytes != call.nbytes) return nccl_value;
+  if ((d.algo >= 0 && d.algo != call.algo) || (d.proto >= 0 && d.proto != call.proto)) {
+    return nccl_value;
+  }
+  if (!chunk_valid(call.proto, d.chunk_bytes)) {
+    if (!slot.chunk_counted) bump(g_chunk_size_rejected);
+    slot.chunk_counted = true;
+    return nccl_value;
+  }
+  // NCCL may ask once per channel range of the collective: each gets the same chunk, counted
+  // once per published decision.
+  if (!slot.chunk_counted) bump(g_chunk_size_applied);
+  slot.chunk_counted = true;
+  return d.chunk_bytes;
+}
+
 }  // namespace nccl_plugin
 }  // namespace dynamiccl
 
@@ -75,16 +101,31 @@ using dynamiccl::nccl_plugin::t_slot;
 
 extern "C" {
 
-DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish(int coll_type, size_t nbytes, int algo, int proto,
-                                                  int nchannels) {
-  t_slot.decision = {coll_type, nbytes, algo < 0 ? -1 : algo, proto < 0 ? -1 : proto,
-                     nchannels <= 0 ? -1 : nchannels};
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish_chunk(int coll_type, size_t nbytes, int algo,
+                                                        int proto, int nchannels,
+                                                        size_t chunk_bytes) {
+  t_slot.decision = {coll_type,
+                     nbytes,
+                     algo < 0 ? -1 : algo,
+                     proto < 0 ? -1 : proto,
+                     nchannels <= 0 ? -1 : nchannels,
+                     chunk_bytes};
   t_slot.armed = true;
   t_slot.answered = false;
   t_slot.outcome = DYNAMICCL_NCCL_NOT_CALLED;
+  t_slot.chunk_due = false;
+  t_slot.chunk_counted = false;
 }
 
-DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_clear(void) { t_slot.armed = false; }
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish(int coll_type, size_t nbytes, int algo, int proto,
+                                                  int nchannels) {
+  dynamiccl_nccl_publish_chunk(coll_type, nbytes, algo, proto, nchannels, 0);
+}
+
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_clear(void) {
+  t_slot.armed = false;
+  t_slot.chunk_due = false;
+}
 
 DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_last_outcome(void) { return t_slot.outcome; }
 
@@ -101,6 +142,8 @@ DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_get_counters(struct dynamiccl_nccl_cou
   out->active_comms = active > 0 ? static_cast<uint64_t>(active) : 0;
   out->abi_version = g_abi_version.load(relaxed);
   out->chunk_size_calls = g_chunk_size_calls.load(relaxed);
+  out->chunk_size_applied = g_chunk_size_applied.load(relaxed);
+  out->chunk_size_rejected = g_chunk_size_rejected.load(relaxed);
 }
 
 DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_loaded_by_nccl(void) {

@@ -11,16 +11,19 @@ namespace nccl_plugin {
 struct Decision {
   int coll_type;
   size_t nbytes;
-  int algo;       // -1 = NCCL's choice
-  int proto;      // -1 = NCCL's choice
-  int nchannels;  // <= 0 = NCCL's choice
+  int algo;            // -1 = NCCL's choice
+  int proto;           // -1 = NCCL's choice
+  int nchannels;       // <= 0 = NCCL's choice
+  size_t chunk_bytes;  // 0 = NCCL's choice (tuner ABI v6 getChunkSize)
 };
 
 struct ThreadSlot {
   Decision decision;
-  bool armed;     // a decision is published and not consumed
-  bool answered;  // a matching call already counted it (NCCL 2.21 asks twice per call)
-  int outcome;    // enum dynamiccl_nccl_outcome
+  bool armed;          // a decision is published and not consumed
+  bool answered;       // a matching call already counted it (NCCL 2.21 asks twice per call)
+  int outcome;         // enum dynamiccl_nccl_outcome
+  bool chunk_due;      // getCollInfo applied a decision with a chunk; getChunkSize may return it
+  bool chunk_counted;  // one chunk_size_applied per published decision
 };
 
 // The calling thread's slot (thread_local storage of this library).
@@ -51,6 +54,20 @@ void finish_match(ThreadSlot& slot, int outcome, bool consume);
 void note_comm_init(int abi_version, bool has_context);
 void note_comm_destroy();
 void note_chunk_size_call();
+
+// One v6 getChunkSize call, as NCCL describes it (after it settled algorithm and protocol).
+struct ChunkCall {
+  int coll_type;
+  size_t nbytes;
+  int algo;
+  int proto;
+};
+// Whether the protocol accepts `chunk_bytes` from us (dynamiccl_nccl_chunk_valid).
+bool chunk_valid(int proto, size_t chunk_bytes);
+// The chunk size for `call`: the thread's published chunk when getCollInfo applied that
+// decision, the call is the decision's (type, bytes, and its algorithm/protocol where named) and
+// the chunk is valid for the protocol; otherwise `nccl_value`. Counts what it did.
+size_t chunk_for_call(ThreadSlot& slot, const ChunkCall& call, size_t nccl_value);
 
 }  // namespace nccl_plugin
 }  // namespace dynamiccl

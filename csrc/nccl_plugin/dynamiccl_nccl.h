@@ -91,6 +91,19 @@ extern "C" {
 /* NCCL never runs a collective on more channels than this (MAXCHANNELS). */
 #define DYNAMICCL_NCCL_MAX_CHANNELS 64
 
+/* Chunk sizes (NCCL >= 2.30, tuner ABI v6 getChunkSize). A protocol's step buffer with NCCL's
+ * default buffer sizes, over its NCCL_STEPS (8) slots: LL 8x512x16 bytes, LL128 120x640x8
+ * bytes, Simple 4 MiB / 8. The plugin hands NCCL a published chunk only when it is this value
+ * divided by a power of two from 1 to DYNAMICCL_NCCL_CHUNK_MAX_DIVISOR, so that NCCL never
+ * has to clamp or round it (it always fits one step and keeps the protocol's line grain). */
+#define DYNAMICCL_NCCL_CHUNK_STEP_LL ((size_t)8 * 512 * 16)
+#define DYNAMICCL_NCCL_CHUNK_STEP_LL128 ((size_t)120 * 640 * 8)
+#define DYNAMICCL_NCCL_CHUNK_STEP_SIMPLE ((size_t)512 * 1024)
+#define DYNAMICCL_NCCL_CHUNK_MAX_DIVISOR 64
+/* The first NCCL release (NCCL_VERSION_CODE: major*10000 + minor*100 + patch) whose tuner ABI
+ * (v6) lets a plugin set the chunk size. */
+#define DYNAMICCL_NCCL_CHUNK_MIN_VERSION 23000
+
 /* Outcome of the last getCollInfo call on the calling thread. */
 enum dynamiccl_nccl_outcome {
   DYNAMICCL_NCCL_NOT_CALLED = 0,  /* no getCollInfo on this thread since the last publish */
@@ -112,10 +125,39 @@ enum dynamiccl_nccl_outcome {
  *   and never more than the communicator has; with NCCL 2.21 it is the channel count.
  * A decision of -1/-1/-1 is honoured by changing nothing (it still counts as applied).
  * Replaces any earlier decision of this thread and resets its outcome to NOT_CALLED.
- * Never blocks and never allocates.
+ * Never blocks and never allocates. Same as dynamiccl_nccl_publish_chunk with chunk_bytes 0.
  */
 DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish(int coll_type, size_t nbytes, int algo, int proto,
                                                   int nchannels);
+
+/*
+ * dynamiccl_nccl_publish plus a chunk size in bytes (0 = NCCL's own). With tuner ABI v6
+ * (NCCL >= 2.30) NCCL asks getChunkSize once it settled algorithm, protocol and channels; the
+ * plugin then returns chunk_bytes when, on this thread, getCollInfo applied this decision, the
+ * call has the decision's collective type and byte count, NCCL settled on the decision's
+ * algorithm/protocol (where it named them), and chunk_bytes is valid for that protocol
+ * (dynamiccl_nccl_chunk_valid). Otherwise NCCL's value is kept. Older NCCLs never ask: the
+ * chunk is then simply not applied (the rest of the decision is).
+ */
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish_chunk(int coll_type, size_t nbytes, int algo,
+                                                        int proto, int nchannels,
+                                                        size_t chunk_bytes);
+
+/* 1 when chunk_bytes is a chunk the plugin hands NCCL for protocol `proto`: the protocol's step
+ * buffer (DYNAMICCL_NCCL_CHUNK_STEP_*) divided by 1, 2, 4, ... DYNAMICCL_NCCL_CHUNK_MAX_DIVISOR;
+ * else 0 (also for an unknown protocol). Inline, so that code not linked with the plugin (the
+ * arm catalog) applies the same rule. */
+static inline int dynamiccl_nccl_chunk_valid(int proto, size_t chunk_bytes) {
+  size_t step = 0, divisor;
+  if (proto == DYNAMICCL_NCCL_PROTO_LL) step = DYNAMICCL_NCCL_CHUNK_STEP_LL;
+  if (proto == DYNAMICCL_NCCL_PROTO_LL128) step = DYNAMICCL_NCCL_CHUNK_STEP_LL128;
+  if (proto == DYNAMICCL_NCCL_PROTO_SIMPLE) step = DYNAMICCL_NCCL_CHUNK_STEP_SIMPLE;
+  if (step == 0 || chunk_bytes == 0) return 0;
+  for (divisor = 1; divisor <= DYNAMICCL_NCCL_CHUNK_MAX_DIVISOR; divisor *= 2) {
+    if (chunk_bytes * divisor == step) return 1;
+  }
+  return 0;
+}
 
 /* Drops this thread's published decision, if any. The outcome is kept. */
 DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_clear(void);
@@ -125,14 +167,17 @@ DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_last_outcome(void);
 
 /* Process-wide counters (relaxed atomics: each value is exact, the set is not a snapshot). */
 struct dynamiccl_nccl_counters {
-  uint64_t applied;          /* getCollInfo calls that applied a published decision */
-  uint64_t abstained;        /* getCollInfo calls with no decision published on their thread */
-  uint64_t unavailable;      /* matching decisions NCCL could not honour (cost entry -1) */
-  uint64_t mismatched;       /* calls that did not match the published decision */
-  uint64_t init_calls;       /* tuner init calls (one per communicator NCCL created) */
-  uint64_t active_comms;     /* communicators initialised and not yet destroyed/finalized */
-  uint64_t abi_version;      /* the tuner ABI of the most recent init (2..6; 0 before any) */
-  uint64_t chunk_size_calls; /* v6 getChunkSize calls (NCCL >= 2.30); the chunk size is kept */
+  uint64_t applied;             /* getCollInfo calls that applied a published decision */
+  uint64_t abstained;           /* getCollInfo calls with no decision published on their thread */
+  uint64_t unavailable;         /* matching decisions NCCL could not honour (cost entry -1) */
+  uint64_t mismatched;          /* calls that did not match the published decision */
+  uint64_t init_calls;          /* tuner init calls (one per communicator NCCL created) */
+  uint64_t active_comms;        /* communicators initialised and not yet destroyed/finalized */
+  uint64_t abi_version;         /* the tuner ABI of the most recent init (2..6; 0 before any) */
+  uint64_t chunk_size_calls;    /* v6 getChunkSize calls (NCCL >= 2.30) */
+  uint64_t chunk_size_applied;  /* decisions whose chunk getChunkSize returned (once each) */
+  uint64_t chunk_size_rejected; /* matching calls whose published chunk was not valid for the
+                                   protocol NCCL settled on: NCCL's value was kept */
 };
 DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_get_counters(struct dynamiccl_nccl_counters* out);
 

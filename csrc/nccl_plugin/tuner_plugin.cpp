@@ -171,12 +171,15 @@ ncclResult_t getCollInfoV3(void* context, ncclFunc_t collType, size_t nBytes, in
                      nChannels);
 }
 
-// v6 (NCCL 2.30): asked after NCCL settled algorithm, protocol and channels. The chunk size is
-// not an action of ours yet: NCCL's value is kept (the call is counted, so that tests see which
-// ABI NCCL drives).
-ncclResult_t getChunkSize(void* /*context*/, ncclFunc_t /*collType*/, size_t /*nBytes*/,
-                          int /*algo*/, int /*proto*/, int /*nChannels*/, size_t* /*chunkSize*/) {
+// v6 (NCCL 2.30): asked after NCCL settled algorithm, protocol and channels. Returns the
+// published chunk for the collective whose decision getCollInfo applied on this thread
+// (chunk_for_call has the rules); otherwise, or for an untuned communicator, NCCL's value stays.
+// Never fails.
+ncclResult_t getChunkSize(void* context, ncclFunc_t collType, size_t nBytes, int algo, int proto,
+                          int /*nChannels*/, size_t* chunkSize) {
   note_chunk_size_call();
+  if (context == nullptr || chunkSize == nullptr) return ncclSuccess;
+  *chunkSize = chunk_for_call(this_thread_slot(), {collType, nBytes, algo, proto}, *chunkSize);
   return ncclSuccess;
 }
 

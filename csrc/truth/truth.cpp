@@ -114,7 +114,13 @@ double GroupWorld::truth_us(OpKind op, const Action& act, uint64_t bytes) const 
   const double lat = t.lat_us * factors_.lat[a][p] +
                      channels_.lat_per_channel_us * truth_.channels_used(a, p, bytes, c);
   const double bw = t.bw_GBps * factors_.bw[a][p] * chan_share;
-  return lat + static_cast<double>(bytes) / (1000.0 * bw);
+  const double time_us = lat + static_cast<double>(bytes) / (1000.0 * bw);
+  if (act.chunk_bytes <= 0) return time_us;  // NCCL's chunk: exactly the chunk-less truth
+  // A chunk size (NCCL >= 2.30) changes the pipelining as the cost model says, at this truth's
+  // bandwidth.
+  return time_us + NcclCostModel::chunk_delta_us(p, act.chunk_bytes, bytes, c, n,
+                                                 t.bw_GBps * factors_.bw[a][p],
+                                                 truth_.inputs().n_ranks - 1);
 }
 
 }  // namespace truth

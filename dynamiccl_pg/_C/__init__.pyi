@@ -124,9 +124,9 @@ class ProcessGroupDynamicCCL(torch._C._distributed_c10d.Backend):
     @property
     def steps(self) -> int:
         ...
-def arm_names(engine: Engine, op: str, topology: typing.Any = None) -> list[str]:
+def arm_names(engine: Engine, op: str, topology: typing.Any = None, nccl_version: typing.SupportsInt | typing.SupportsIndex = 0) -> list[str]:
     """
-    The arms an engine offers for an op (the first is the engine default); NCCL's depend on the topology (a dict as dynamiccl_pg.topology describes it; default: one node of eight Hopper GPUs on NVLink).
+    The arms an engine offers for an op (the first is the engine default); NCCL's depend on the topology (a dict as dynamiccl_pg.topology describes it; default: one node of eight Hopper GPUs on NVLink); chunk-size arms need nccl_version (NCCL_VERSION_CODE) >= 23000.
     """
 def assumed_bw_GBps(link: str, gpu: str) -> float:
     """
@@ -152,7 +152,7 @@ def head_settings() -> list:
     """
 def is_nccl_arm_name(name: str) -> bool:
     """
-    Whether `name` has the form of an NCCL arm (ALGO/PROTO or ALGO/PROTO/cN); whether a group offers it depends on the group's topology (arm_names).
+    Whether `name` has the form of an NCCL arm (ALGO/PROTO, optionally /cN and /kNK); whether a group offers it depends on the group's topology (arm_names).
     """
 def nccl_counters() -> dict:
     ...
@@ -160,7 +160,7 @@ def nccl_plugin_path() -> str:
     """
     Path of the tuner plugin library this module is linked with (give NCCL this one).
     """
-def nccl_predict(topology: dict, op: str, bytes: typing.SupportsInt | typing.SupportsIndex) -> dict:
+def nccl_predict(topology: dict, op: str, bytes: typing.SupportsInt | typing.SupportsIndex, nccl_version: typing.SupportsInt | typing.SupportsIndex = 0) -> dict:
     """
     NCCL's modelled time (us) of every arm of `op` at `bytes` on the described communicator (a topology dict as dynamiccl_pg.topology describes it); 'default' names NCCL's pick.
     """

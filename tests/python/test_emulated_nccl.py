@@ -128,8 +128,16 @@ def learn_allreduces(rank, world, calls, nbytes):
 
 
 def _parse_arm(name):
-    algo, proto, *cap = name.split("/")
-    return algo, proto, int(cap[0][1:]) if cap else -1
+    """(algo, proto, channel cap) of an NCCL arm name; a chunk part ("/k256K") is _arm_chunk's."""
+    algo, proto, *rest = name.split("/")
+    caps = [int(part[1:]) for part in rest if part.startswith("c")]
+    return algo, proto, caps[0] if caps else -1
+
+
+def _arm_chunk(name):
+    """The chunk size in bytes an NCCL arm name asks for ("ring/Simple/k256K"), or None."""
+    chunks = [int(part[1:-1]) * 1024 for part in name.split("/")[2:] if part.startswith("k")]
+    return chunks[0] if chunks else None
 
 
 def test_decisions_reach_the_emulated_nccl_through_the_plugin_it_loaded(tmp_path, nccl_release):
@@ -142,7 +150,8 @@ def test_decisions_reach_the_emulated_nccl_through_the_plugin_it_loaded(tmp_path
         plugin = st["nccl_plugin"]
         assert plugin["loaded_by_nccl"] and plugin["tuning_active"], plugin
         # NCCL 2.30 loads ABI v6 and asks for each tuned call's chunk size, which the plugin keeps
-        # (the emulation's default for the protocol, at most the message); 2.28 loads v5.
+        # (the emulation's default for the protocol, at most the message) unless the arm names
+        # one; 2.28 loads v5 and its catalog has no chunk arms.
         v6 = nccl_release == "2.30"
         assert plugin["abi_version"] == (6 if v6 else 5), plugin
         assert (plugin["chunk_size_calls"] == len(runs)) if v6 else plugin["chunk_size_calls"] == 0
@@ -161,11 +170,53 @@ def test_decisions_reach_the_emulated_nccl_through_the_plugin_it_loaded(tmp_path
                 assert ran == default_run
             else:
                 assert ran == _parse_arm(name), (name, ran)
+                if _arm_chunk(name) is not None:
+                    assert v6 and run["chunk_bytes"] == _arm_chunk(name), (name, run)
                 applied += 1
         assert plugin["applied"] == applied > 0
         [state] = st["states"]["nccl"]
         # Rings are slow in truth: whatever it settled on is not one.
         assert not state["incumbent"].startswith("ring"), state
+
+
+# ---- chunk-size arms (NCCL >= 2.30) -------------------------------------------------------------
+
+CHUNK_ARM = "ring/Simple/k256K"
+
+
+def forced_allreduces(rank, world, calls, nbytes):
+    t = torch.empty(nbytes // 4)
+    wrong = 0
+    for _ in range(calls):
+        t.fill_(float(rank + 1))
+        dist.all_reduce(t)
+        wrong += int(not torch.all(t == world * (world + 1) / 2))
+    return wrong, dynamiccl_pg.stats()["nccl_plugin"], runs_of()
+
+
+def test_a_forced_chunk_arm_is_applied_and_read_back_per_call(tmp_path, nccl_release):
+    env = emulated(scenario(tmp_path), DYNAMICCL_FORCE=f"allreduce:{CHUNK_ARM}")
+    if nccl_release != "2.30":
+        # NCCL before 2.30 cannot take a chunk size: the arm is not offered, and forcing it is
+        # refused at group creation, naming the arm and the arms that are accepted.
+        errors = run_ranks(_init_only, 4, env=env, expect_failure=True)
+        for e in errors:
+            assert f"DYNAMICCL_FORCE arm '{CHUNK_ARM}' is not an arm of allreduce" in e, e
+            accepted = e.split("accepted: ", 1)[1]
+            assert "ring/Simple" in accepted and "/k" not in accepted, e
+        return
+    calls = 6
+    for wrong, plugin, runs in run_ranks(forced_allreduces, 4, calls, 1 << 20, env=env):
+        assert wrong == 0
+        assert plugin["abi_version"] == 6, plugin
+        # The first call is NCCL's own (the plugin agreement); every later one ran the forced arm
+        # with its chunk, as getChunkSize returned it.
+        tuned = [r for r in runs if r["tuner_saw"]][1:]
+        assert len(tuned) == calls - 1, runs
+        for run in tuned:
+            assert (run["algo"], run["proto"], run["chunk_bytes"]) == ("ring", "Simple", 256 << 10)
+        assert plugin["chunk_size_applied"] == calls - 1, plugin
+        assert plugin["chunk_size_rejected"] == 0, plugin
 
 
 # ---- stepping aside, everywhere, never hanging -------------------------------------------------

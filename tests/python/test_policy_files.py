@@ -97,7 +97,8 @@ CASES = [
     ("nccl incumbent a cpu arm", _set(("groups", "0", "engines", "nccl", "states", 0,
                                        "incumbent"), "rd"),
      'groups["0"].engines.nccl.states[0].incumbent',
-     "accepted: default, or ALGO/PROTO or ALGO/PROTO/cN with ALGO one of tree"),
+     "accepted: default, or ALGO/PROTO, ALGO/PROTO/cN, ALGO/PROTO/kCK or ALGO/PROTO/cN/kCK "
+     "with ALGO one of tree"),
     ("converged not a bool", _set(_cpu(3, "converged"), "yes"), f"{STATES}[3].converged",
      "true, false"),
     ("arms not a list", _set(_cpu(3, "arms"), {}), f"{STATES}[3].arms", "a list"),

@@ -151,14 +151,10 @@ std::function<void()> scaling(const Reduction& plan, std::vector<at::Tensor> ten
   };
 }
 
-// NCCL's chunk before the tuner speaks: a protocol's default buffer over its NCCL_STEPS (8)
-// slots (Simple 4 MiB, LL128 120x640x8x8 bytes, LL 8x512x8x16 bytes), at most the message.
+// NCCL's chunk before the tuner speaks: the protocol's step buffer (nccl::default_chunk_bytes),
+// at most the message.
 size_t default_chunk_bytes(int proto, uint64_t bytes) {
-  constexpr size_t kSteps = 8;
-  const size_t buffer = proto == NCCL_PROTO_LL      ? 8 * 512 * kSteps * 16
-                        : proto == NCCL_PROTO_LL128 ? 120 * 640 * kSteps * 8
-                                                    : size_t{4} << 20;
-  return std::max<size_t>(1, std::min<size_t>(buffer / kSteps, bytes));
+  return std::max<size_t>(1, std::min<size_t>(nccl::default_chunk_bytes(proto), bytes));
 }
 
 }  // namespace
@@ -223,12 +219,18 @@ EmulatedRun EmulatedNccl::decide(OpKind op, uint64_t bytes) {
               bytes, " bytes (NCCL_ALGO='", config_.nccl_algo, "', NCCL_PROTO='",
               config_.nccl_proto, "')");
   if (n_channels > 0) run.channels = std::min(n_channels, model.graph_channels(run.algo));
-  size_t chunk = default_chunk_bytes(run.proto, bytes);
+  const size_t nccl_chunk = default_chunk_bytes(run.proto, bytes);
+  size_t chunk = nccl_chunk;
   tuner_.get_chunk_size(func, bytes, run.algo, run.proto,
                         run.channels > 0 ? run.channels : model.graph_channels(run.algo), &chunk);
+  // NCCL clamps a tuner's chunk to the step buffer (a chunk of 0 would be its own bug: kept out).
+  if (chunk == 0) chunk = nccl_chunk;
+  chunk = std::min(chunk, nccl::default_chunk_bytes(run.proto));
   run.chunk_bytes = chunk;
+  // The truth prices a chunk the tuner changed; NCCL's own is the chunk-less truth.
   const Action chosen{static_cast<int8_t>(run.algo), static_cast<int8_t>(run.proto),
-                      static_cast<int16_t>(run.channels)};
+                      static_cast<int16_t>(run.channels),
+                      chunk != nccl_chunk ? static_cast<int32_t>(chunk) : -1};
   run.duration_us = world_.truth_us(op, chosen, bytes) * config_.cluster.noise.sample(rng_);
   return run;
 }

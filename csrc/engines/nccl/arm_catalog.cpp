@@ -9,38 +9,83 @@ namespace dynamiccl {
 
 using namespace nccl;
 
-std::string nccl_arm_name(int algo, int proto, int cap) {
+namespace {
+
+// Chunk arms: the protocol's default chunk divided by these (a chunk larger than the step
+// buffer would only be clamped back by NCCL).
+constexpr int kChunkDivisors[] = {2, 4};
+
+// Chunk sizes are offered where the chunk shapes a pipeline: ring and tree with Simple or LL128
+// (LL moves a few bytes per flag and is latency-bound; NVLS, CollNet and PAT chunk their own way).
+bool chunk_tunable(int algo, int proto) {
+  return (algo == kAlgoRing || algo == kAlgoTree) &&
+         (proto == kProtoSimple || proto == kProtoLL128);
+}
+
+}  // namespace
+
+std::string nccl_arm_name(int algo, int proto, int cap, int chunk_bytes) {
   std::string s = std::string(algo_name(algo)) + "/" + proto_name(proto);
   if (cap > 0) s += "/c" + std::to_string(cap);
+  if (chunk_bytes > 0) s += "/k" + std::to_string(chunk_bytes / 1024) + "K";
   return s;
 }
 
+namespace {
+
+// "123" within [lo, hi] (at most 9 digits), else -1.
+int parse_bounded(const std::string& digits, int lo, int hi) {
+  if (digits.empty() || digits.size() > 9 ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return -1;
+  }
+  const long v = std::stol(digits);
+  return v >= lo && v <= hi ? static_cast<int>(v) : -1;
+}
+
+}  // namespace
+
 bool parse_nccl_arm_name(const std::string& name, Action* action) {
-  const size_t slash = name.find('/');
-  if (slash == std::string::npos) return false;
-  const size_t cap_slash = name.find('/', slash + 1);
+  std::vector<std::string> parts;
+  for (size_t begin = 0;;) {
+    const size_t slash = name.find('/', begin);
+    parts.push_back(name.substr(begin, slash == std::string::npos ? slash : slash - begin));
+    if (slash == std::string::npos) break;
+    begin = slash + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 4) return false;
   const std::vector<std::string> algos = algo_names(), protos = proto_names();
-  const auto algo = std::find(algos.begin(), algos.end(), name.substr(0, slash));
-  const auto proto = std::find(protos.begin(), protos.end(),
-                               name.substr(slash + 1, cap_slash - slash - 1));
+  const auto algo = std::find(algos.begin(), algos.end(), parts[0]);
+  const auto proto = std::find(protos.begin(), protos.end(), parts[1]);
   if (algo == algos.end() || proto == protos.end()) return false;
-  int cap = -1;
-  if (cap_slash != std::string::npos) {
-    const std::string c = name.substr(cap_slash + 1);  // "cN"
-    if (c.size() < 2 || c.size() > 3 || c[0] != 'c' ||
-        c.find_first_not_of("0123456789", 1) != std::string::npos) {
+  int cap = -1, chunk = -1;
+  size_t i = 2;
+  if (i < parts.size() && !parts[i].empty() && parts[i][0] == 'c') {  // "cN"
+    cap = parse_bounded(parts[i].substr(1), 1, DYNAMICCL_NCCL_MAX_CHANNELS);
+    if (cap < 0) return false;
+    ++i;
+  }
+  if (i < parts.size()) {  // "kNK": N KiB, a chunk the plugin would hand NCCL for the protocol
+    const std::string& k = parts[i];
+    if (k.size() < 3 || k[0] != 'k' || k.back() != 'K') return false;
+    const int kib = parse_bounded(k.substr(1, k.size() - 2), 1, 1 << 20);
+    if (kib < 0) return false;
+    chunk = kib * 1024;
+    if (!dynamiccl_nccl_chunk_valid(static_cast<int>(proto - protos.begin()),
+                                    static_cast<size_t>(chunk))) {
       return false;
     }
-    cap = std::stoi(c.substr(1));
-    if (cap < 1 || cap > DYNAMICCL_NCCL_MAX_CHANNELS) return false;
+    ++i;
   }
+  if (i != parts.size()) return false;
   *action = Action{static_cast<int8_t>(algo - algos.begin()),
-                   static_cast<int8_t>(proto - protos.begin()), static_cast<int16_t>(cap)};
+                   static_cast<int8_t>(proto - protos.begin()), static_cast<int16_t>(cap), chunk};
   return true;
 }
 
-NcclArmCatalog::NcclArmCatalog(NcclCostModel model, std::vector<int> caps, bool derive_caps)
-    : model_(std::move(model)) {
+NcclArmCatalog::NcclArmCatalog(NcclCostModel model, std::vector<int> caps, bool derive_caps,
+                               int nccl_version)
+    : model_(std::move(model)), chunks_offered_(nccl_version >= DYNAMICCL_NCCL_CHUNK_MIN_VERSION) {
   const int nch = model_.graph_channels(kAlgoRing);
   if (caps.empty() && derive_caps) caps = {nch / 4, nch / 2};
   std::sort(caps.begin(), caps.end());
@@ -67,6 +112,19 @@ NcclArmCatalog::NcclArmCatalog(NcclCostModel model, std::vector<int> caps, bool 
         }
       }
     }
+    // Chunk arms come after all others, so that the arms an older NCCL's catalog has keep their
+    // indices.
+    if (!chunks_offered_) continue;
+    for (int a = 0; a < kNumAlgos; ++a) {
+      for (int p = 0; p < kNumProtos; ++p) {
+        if (!model_.available(f, a, p) || !chunk_tunable(a, p)) continue;
+        for (int divisor : kChunkDivisors) {
+          const int chunk = static_cast<int>(default_chunk_bytes(p)) / divisor;
+          list.push_back(Arm{nccl_arm_name(a, p, 0, chunk),
+                             Action{static_cast<int8_t>(a), static_cast<int8_t>(p), -1, chunk}});
+        }
+      }
+    }
   }
 }
 
@@ -84,9 +142,9 @@ double NcclArmCatalog::prior_cost_us(OpKind op, uint16_t arm, uint64_t effective
 }
 
 NcclArmCatalog nccl_catalog_for(const Topology& topology, const GroupShape& shape,
-                                std::vector<int> caps, bool derive_caps) {
+                                std::vector<int> caps, bool derive_caps, int nccl_version) {
   return NcclArmCatalog(NcclCostModel(derive_comm_inputs(topology, shape)), std::move(caps),
-                        derive_caps);
+                        derive_caps, nccl_version);
 }
 
 }  // namespace dynamiccl

@@ -11,8 +11,9 @@ void nccl_publish(OpKind op, uint64_t effective_bytes, const Action& action) {
     return;
   }
   // The tuner sees NCCL's ncclFunc_t values.
-  dynamiccl_nccl_publish(nccl::func_of(op), static_cast<size_t>(effective_bytes), action.algo,
-                         action.proto, action.channels);
+  dynamiccl_nccl_publish_chunk(
+      nccl::func_of(op), static_cast<size_t>(effective_bytes), action.algo, action.proto,
+      action.channels, action.chunk_bytes > 0 ? static_cast<size_t>(action.chunk_bytes) : 0);
 }
 
 void nccl_clear() { dynamiccl_nccl_clear(); }

@@ -44,6 +44,7 @@ class PluginUnderTest {
   const ncclProfiler_v5_t* profiler() const { return table<ncclProfiler_v5_t>("ncclProfiler_v5"); }
 
   void (*publish)(int, size_t, int, int, int) = nullptr;
+  void (*publish_chunk)(int, size_t, int, int, int, size_t) = nullptr;
   void (*clear)() = nullptr;
   int (*last_outcome)() = nullptr;
   void (*get_counters)(dynamiccl_nccl_counters*) = nullptr;
@@ -62,6 +63,7 @@ class PluginUnderTest {
     handle_ = dlopen(DYNAMICCL_NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
     if (handle_ == nullptr) return;
     resolve(publish, "dynamiccl_nccl_publish");
+    resolve(publish_chunk, "dynamiccl_nccl_publish_chunk");
     resolve(clear, "dynamiccl_nccl_clear");
     resolve(last_outcome, "dynamiccl_nccl_last_outcome");
     resolve(get_counters, "dynamiccl_nccl_get_counters");

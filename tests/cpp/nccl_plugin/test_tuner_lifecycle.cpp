@@ -50,8 +50,9 @@ TEST_F(PluginTunerLifecycleTest, InitAndFinalizeTrackActiveCommunicators) {
   EXPECT_EQ(after.init_calls, during.init_calls);
 }
 
-// NCCL 2.30 asks for the chunk size after settling algorithm, protocol and channels; the plugin
-// keeps NCCL's value (chunk size is not one of its actions yet) and counts the call.
+// NCCL 2.30 asks for the chunk size after settling algorithm, protocol and channels; with no
+// decision published the plugin keeps NCCL's value and counts the call (test_tuner_chunk.cpp has
+// the chunk arms).
 TEST_F(PluginTunerLifecycleTest, V6KeepsNcclsChunkSizeAndCountsTheCall) {
   void* ctx = nullptr;
   ASSERT_EQ(plugin().v6()->init(&ctx, 0xabc, 4, 1, nullptr, nullptr, nullptr), ncclSuccess);
