@@ -14,7 +14,8 @@ from . import _C
 from .config import EXPOSURES, OPS, ROLES, VOCABULARY
 
 # /2: a state is keyed by exposure and fusion too (a /1 file's states would not say which).
-FORMAT = "dynamiccl-policy/2"
+# /3: each arm carries its step-trial verdicts (step_adopted, step_rejected).
+FORMAT = "dynamiccl-policy/3"
 ENGINES = _C.Engine.__members__  # name -> engine
 SIZE_BINS = VOCABULARY["size_bins"]
 # NCCL arms depend on the group's topology (which algorithms exist, channel caps), so a file is
@@ -143,6 +144,8 @@ def _check_states(c: _Checker, snap, path: str, engine: str) -> None:
             c.cost(arm["mean_us"], _child(arm_at, "mean_us"))
             c.cost(arm["m2"], _child(arm_at, "m2"))
             c.boolean(arm["eliminated"], _child(arm_at, "eliminated"))
+            c.boolean(arm["step_adopted"], _child(arm_at, "step_adopted"))
+            c.boolean(arm["step_rejected"], _child(arm_at, "step_rejected"))
 
 
 def validate(data, file: str) -> dict:

@@ -160,8 +160,11 @@ ArmSnapshot arm_snapshot_from_py(const py::handle& a, const std::string& at,
   // Braced initialization: the keys are read (and refused) in the order listed.
   return ArmSnapshot{arm_name(a, key::kName, at, catalog, op),
                      typed_field<uint64_t>(a, key::kSamples, at, "an integer >= 0"),
-                     cost(a, key::kMeanUs, at), cost(a, key::kM2, at),
-                     typed_field<bool>(a, key::kEliminated, at, "true, false")};
+                     cost(a, key::kMeanUs, at),
+                     cost(a, key::kM2, at),
+                     typed_field<bool>(a, key::kEliminated, at, "true, false"),
+                     typed_field<bool>(a, key::kStepAdopted, at, "true, false"),
+                     typed_field<bool>(a, key::kStepRejected, at, "true, false")};
 }
 
 StateSnapshot state_snapshot_from_py(const py::handle& s, const std::string& at,
@@ -296,6 +299,8 @@ py::dict snapshot_to_py(const PolicySnapshot& snap) {
       ad[key::kMeanUs] = a.mean_us;
       ad[key::kM2] = a.m2;
       ad[key::kEliminated] = a.eliminated;
+      ad[key::kStepAdopted] = a.step_adopted;
+      ad[key::kStepRejected] = a.step_rejected;
       arms.append(ad);
     }
     d[key::kArms] = arms;

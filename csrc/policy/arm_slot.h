@@ -50,9 +50,10 @@ struct ArmSlot {
   uint16_t arm = kDefaultArm;
   Action action;
   double prior_us = 0;
-  RunningStats stats;    // raw costs of the current regime (reporting, snapshots)
-  RunningStats trimmed;  // winsorized costs of the current regime (comparisons)
-  SampleWindow window;   // most recent costs of the current regime
+  double footprint = 1.0;  // what it holds of the machine, relative to the default (catalog)
+  RunningStats stats;      // raw costs of the current regime (reporting, snapshots)
+  RunningStats trimmed;    // winsorized costs of the current regime (comparisons)
+  SampleWindow window;     // most recent costs of the current regime
   ArmView view;
   double prev_center = INFINITY;  // centre before the last re-open (recovery ranking)
   float lowest = INFINITY;        // cheapest cost of the current regime
@@ -67,6 +68,7 @@ struct ArmSlot {
   bool unavailable = false;       // dropped for good: the engine cannot run it for this state
   bool parked = false;            // left out of a focused re-probe after a re-open
   bool step_rejected = false;     // a step trial found it no better for the step (overlapped)
+  bool step_adopted = false;      // a step trial found it shortens the step (overlapped)
   bool gated = false;             // a challenger: waits for its first cost before more probes
   bool confirm = false;           // eliminated on one cost among heavy tails: one more probe
   bool dirty = false;             // costs arrived since the view was computed

@@ -143,7 +143,7 @@ struct Learner::Impl {
         t.pending_us = us;
         t.pending_step = step;
       } else if (std::isfinite(t.pending_us) && t.pending_step + 1 == step) {
-        states[t.owner].add_trial_pair(us - t.pending_us);
+        states[t.owner].add_trial_pair(t.pending_us, us);
         t.pending_us = NAN;
       }
     }

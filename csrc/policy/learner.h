@@ -194,6 +194,10 @@ struct ArmSnapshot {
   double mean_us = 0;
   double m2 = 0;  // sum of squared deviations (Welford)
   bool eliminated = false;
+  // Overlapped states: a step trial found the arm shortens the step (adopted) or does not
+  // (rejected); both survive a warm start, so per-call evidence does not undo them.
+  bool step_adopted = false;
+  bool step_rejected = false;
 };
 struct StateSnapshot {
   Role role = Role::kDefault;
@@ -244,7 +248,10 @@ inline constexpr const char* kSamples = "samples";
 inline constexpr const char* kMeanUs = "mean_us";
 inline constexpr const char* kM2 = "m2";
 inline constexpr const char* kEliminated = "eliminated";
-inline constexpr std::array<const char*, 5> kArm = {kName, kSamples, kMeanUs, kM2, kEliminated};
+inline constexpr const char* kStepAdopted = "step_adopted";
+inline constexpr const char* kStepRejected = "step_rejected";
+inline constexpr std::array<const char*, 7> kArm = {kName,       kSamples,     kMeanUs,      kM2,
+                                                    kEliminated, kStepAdopted, kStepRejected};
 }  // namespace policy_key
 
 class Learner {

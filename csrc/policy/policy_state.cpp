@@ -40,10 +40,11 @@ uint64_t worth_from_call(double prior_ratio) {
   return static_cast<uint64_t>(std::ceil(extra / saving));
 }
 
-// A candidate arm and its prior cost (+inf when the catalog has no estimate).
+// A candidate arm, its prior cost (+inf when the catalog has no estimate) and its footprint.
 struct Ranked {
   double prior;
   uint16_t arm;
+  double footprint = 1.0;
 };
 
 // Probe order: prior, then arm index.
@@ -64,20 +65,22 @@ double best_positive_prior(const std::vector<Ranked>& challengers, const Ranked&
 }
 
 // The state's candidates in probe order (see PolicyState's constructor): the default plus the
-// challengers with the lowest priors, up to max_candidates and the kPriorCutoff cut.
+// challengers with the lowest priors, up to max_candidates and the kPriorCutoff cut. An
+// overlapped state also keeps, for each footprint below the default's that the list lacks, the
+// best arm by prior that holds it (within the cut): the rungs of its footprint descent.
 std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, OpKind op, size_t n_arms,
-                                    uint64_t effective_bytes, int group_size, int max_candidates) {
-  const auto prior_of = [&](uint16_t arm) {
+                                    uint64_t effective_bytes, int group_size, int max_candidates,
+                                    bool overlapped) {
+  const auto ranked_arm = [&](uint16_t arm) {
     const double p = catalog.prior_cost_us(op, arm, effective_bytes, group_size);
-    return std::isnan(p) ? INFINITY : p;  // an arm without an estimate is tried last
+    // An arm without an estimate is tried last.
+    return Ranked{std::isnan(p) ? INFINITY : p, arm, catalog.footprint(op, arm, effective_bytes)};
   };
   std::vector<Ranked> ranked;
   ranked.reserve(n_arms);
-  for (size_t a = 1; a < n_arms; ++a) {
-    ranked.push_back({prior_of(static_cast<uint16_t>(a)), static_cast<uint16_t>(a)});
-  }
+  for (size_t a = 1; a < n_arms; ++a) ranked.push_back(ranked_arm(static_cast<uint16_t>(a)));
   std::sort(ranked.begin(), ranked.end(), by_prior);
-  const Ranked def{prior_of(kDefaultArm), kDefaultArm};
+  const Ranked def = ranked_arm(kDefaultArm);
   const double best_prior = best_positive_prior(ranked, def);
   const bool priced = std::isfinite(best_prior);
   const size_t others = static_cast<size_t>(std::max(max_candidates - 1, 0));
@@ -87,7 +90,16 @@ std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, OpKind op, size_t
           ranked[keep].prior <= kPriorCutoff * best_prior)) {
     ++keep;  // sorted by prior: the first arm beyond the cut ends the list
   }
+  const std::vector<Ranked> rest(ranked.begin() + keep, ranked.end());
   ranked.resize(keep);
+  for (const Ranked& r : rest) {  // in prior order: the first of a footprint is its best
+    if (!overlapped || r.footprint >= def.footprint ||
+        (priced && r.prior > kPriorCutoff * best_prior))
+      continue;
+    const bool held = std::any_of(ranked.begin(), ranked.end(),
+                                  [&](const Ranked& k) { return k.footprint == r.footprint; });
+    if (!held) ranked.push_back(r);
+  }
   ranked.push_back(def);
   std::sort(ranked.begin(), ranked.end(), by_prior);
   return ranked;
@@ -118,7 +130,8 @@ PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin
                            " arms for op " + op_name(op_) + " (accepted: 1..32767)");
   }
   const std::vector<Ranked> ranked = rank_candidates(catalog, op_, arms.size(), ctx.effective_bytes,
-                                                     ctx.group_size, head.max_candidates);
+                                                     ctx.group_size, head.max_candidates,
+                                                     exposure_ == Exposure::kOverlapped);
   slot_of_arm_.assign(arms.size(), -1);
   slots_.reserve(ranked.size());
   for (const Ranked& r : ranked) {
@@ -126,6 +139,7 @@ PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin
     s.arm = r.arm;
     s.action = arms[r.arm].action;
     s.prior_us = r.prior;
+    s.footprint = r.footprint;
     s.gated = r.arm != kDefaultArm;
     slot_of_arm_[r.arm] = static_cast<int16_t>(slots_.size());
     if (r.arm == kDefaultArm) default_slot_ = static_cast<int>(slots_.size());
@@ -185,9 +199,11 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
   // Extra over the default: the cost winsorized as the arm's centre sees it, against the default's
   // centre (a slow outlier, which hits whatever arm runs, is not charged to the arm).
   // A trial's challenger is charged by the step time it costs (add_trial_pair), not per call.
+  // An arm adopted by a step trial shortens the step: its per-call excess is not a cost.
   if (i != default_slot_ && ref_us_ > 0 && i != trial_.challenger) {
-    const double extra = std::clamp<double>(cost_us, a.view.clip_lo, a.view.clip_hi) - ref_us_ +
-                         (probe ? probe_measure_us_ : 0.0);
+    double extra = std::clamp<double>(cost_us, a.view.clip_lo, a.view.clip_hi) - ref_us_ +
+                   (probe ? probe_measure_us_ : 0.0);
+    if (a.step_adopted) extra = std::min(extra, 0.0);
     extra_us_ += extra;
     group_->spent_us += extra;  // savings (negative) count as credit
   }
@@ -299,6 +315,7 @@ void PolicyState::evaluate(const MeasureCost& measure) {
     evaluate_probing(keep);
   } else {
     evaluate_exploit(keep);
+    if (phase_ == LearnPhase::kExploit && judged_by_step()) propose_footprint_trial();
   }
   runner_up_ = phase_ == LearnPhase::kExploit ? pick_runner_up() : -1;
 }
@@ -347,7 +364,7 @@ void PolicyState::switch_to_cheapest(double keep) {
   if (best < 0) return;
   if (judged_by_step()) {
     // Faster on its own is not enough when compute runs beside the call: the step decides.
-    if (trial_.challenger < 0 && trials_->owner < 0) open_trial(best);
+    if (trial_.challenger < 0 && trials_->owner < 0) open_trial(best, false);
     return;
   }
   incumbent_ = best;
@@ -358,25 +375,54 @@ void PolicyState::switch_to_cheapest(double keep) {
 // is wider than a single test's: about 3 standard errors keeps the chance that a neutral arm is
 // judged either way over 40 looks near 5%.
 constexpr double kTrialZ = 3.0;
-void PolicyState::open_trial(int challenger) {
+void PolicyState::open_trial(int challenger, bool footprint) {
   trials_->open(static_cast<int32_t>(id_));
   trial_ = Trial{};
   trial_.challenger = challenger;
   trial_.arm = slots_[challenger].arm;
   trial_.verdict = "running";
-  note("step trial", incumbent_, challenger);
+  trial_.footprint = footprint;
+  note(footprint ? "footprint trial" : "step trial", incumbent_, challenger);
 }
 
-void PolicyState::add_trial_pair(double delta_us) {
+// The descent: among the arms holding at most kFootprintStep of the incumbent's footprint, the
+// one holding the most (the smallest step down; ties to the better prior, the slots' order).
+// It continues from each adopted arm and ends at the first trial that does not shorten the step.
+void PolicyState::propose_footprint_trial() {
+  if (footprint_done_ || trial_.challenger >= 0 || trials_->owner >= 0) return;
+  const ArmSlot& inc = slots_[incumbent_];
+  int best = -1;
+  for (int i = 0; i < num_slots(); ++i) {
+    const ArmSlot& c = slots_[i];
+    if (i == incumbent_ || c.unavailable || c.step_rejected ||
+        c.footprint > kFootprintStep * inc.footprint) {
+      continue;
+    }
+    // Per call: its costs, or before its first the prior's ratio to the incumbent's.
+    const double per_call = c.stats.count() > 0 ? c.view.center / inc.view.center
+                                                : c.prior_us / inc.prior_us;
+    if (!(per_call <= kFootprintMaxSlowdown)) continue;
+    if (best < 0 || c.footprint > slots_[best].footprint) best = i;
+  }
+  if (best < 0) {
+    footprint_done_ = true;
+    return;
+  }
+  open_trial(best, true);
+}
+
+void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_step_us) {
   if (trial_.challenger < 0) return;
+  const double delta_us = challenger_step_us - incumbent_step_us;
   trial_.deltas.add(delta_us);
+  trial_.incumbent_steps.add(incumbent_step_us);
   extra_us_ += delta_us;  // do no harm, counted in step time
   group_->spent_us += delta_us;
 }
 
-// The verdict: adopted when the challenger confidently shortens the step by the switch margin
-// of the state's own time in a step; rejected when it confidently lengthens it, or the group's
-// budget is spent; after max_trial_pairs without either, no effect: the incumbent stays.
+// The verdict: adopted when the challenger confidently shortens the step by kStepTrialMargin of
+// it; rejected when it confidently lengthens it, or the group's budget is spent; after
+// max_trial_pairs without either, no effect: the incumbent stays.
 void PolicyState::evaluate_trial() {
   if (trial_.challenger < 0) return;
   if (!group_->allows(0)) return end_trial("rejected: the do-no-harm budget is spent", false);
@@ -390,8 +436,7 @@ void PolicyState::evaluate_trial() {
   if (pairs < static_cast<uint64_t>(head_.trial_pairs)) return;
   const double mean = trial_.deltas.mean();
   const double se = trial_.stderr_us();
-  const double calls_per_step = static_cast<double>(trial_.calls) / static_cast<double>(steps);
-  const double margin = head_.switch_margin * slots_[incumbent_].view.center * calls_per_step;
+  const double margin = kStepTrialMargin * trial_.incumbent_steps.mean();
   if (mean + kTrialZ * se < -margin) return end_trial("adopted: shorter steps", true);
   if (mean - kTrialZ * se > 0) return end_trial("rejected: longer steps", false);
   if (pairs >= static_cast<uint64_t>(head_.max_trial_pairs)) {
@@ -406,12 +451,15 @@ void PolicyState::end_trial(const char* verdict, bool adopt) {
   trials_->close();
   note(verdict, incumbent_, adopt ? c : incumbent_);
   if (adopt) {
+    slots_[incumbent_].step_rejected = true;  // the trial found it lengthens the step
     incumbent_ = c;
     slots_[c].eliminated = false;
+    slots_[c].step_adopted = true;
     cusum_.reset();
     unsettle();
   } else {
     slots_[c].step_rejected = true;
+    if (trial_.footprint) footprint_done_ = true;
   }
 }
 
@@ -525,7 +573,8 @@ void PolicyState::update_budget_view() {
 // The incumbent is not the default, and the default's costs since convergence (watch windows
 // measure it again) say it is now confidently cheaper by the margin: back to the default.
 void PolicyState::rollback_if_default_cheaper() {
-  if (incumbent_ == default_slot_) return;
+  // Per call the default may be cheaper: a step trial weighed that already (watch()).
+  if (incumbent_ == default_slot_ || slots_[incumbent_].step_adopted) return;
   const ArmSlot& def = slots_[default_slot_];
   const ArmSlot& inc = slots_[incumbent_];
   if (!fresh_enough(def, inc)) return;
@@ -586,11 +635,12 @@ int PolicyState::pick_runner_up() const {
   int first = -1;
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& a = slots_[i];
-    if (i != incumbent_ && a.confirm && !a.unavailable && !a.parked) return i;
+    if (i != incumbent_ && a.confirm && !a.unavailable && !a.parked && !a.step_rejected) return i;
   }
+  // An arm a step trial rejected is not re-checked per call: the step weighed it.
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& a = slots_[i];
-    if (i == incumbent_ || a.unavailable || a.parked) continue;
+    if (i == incumbent_ || a.unavailable || a.parked || a.step_rejected) continue;
     if (first < 0) first = i;
     if (a.stats.count() == 0) continue;
     if (best < 0 || a.view.center < slots_[best].view.center) best = i;
@@ -683,6 +733,8 @@ void PolicyState::restore(const StateSnapshot& snap, const std::vector<Arm>& arm
       a.stats.assign(found->samples, found->mean_us, found->m2);
       a.trimmed.assign(found->samples, found->mean_us, found->m2);
       a.eliminated = found->eliminated;
+      a.step_adopted = found->step_adopted;
+      a.step_rejected = found->step_rejected;
     }
     a.issued = static_cast<uint32_t>(std::min<uint64_t>(a.stats.count(), UINT32_MAX));
     a.refresh();
@@ -772,6 +824,8 @@ StateSnapshot PolicyState::snapshot(const std::vector<Arm>& arms) const {
     as.mean_us = a.stats.mean();
     as.m2 = a.stats.m2();
     as.eliminated = a.eliminated || a.unavailable || a.parked;
+    as.step_adopted = a.step_adopted;
+    as.step_rejected = a.step_rejected;
     snap.arms.push_back(std::move(as));
   }
   return snap;

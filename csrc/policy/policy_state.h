@@ -132,6 +132,17 @@ struct RegretBudget {
   bool allows(double more_us) const { return spent_us + inflight_us + more_us <= budget_us; }
 };
 
+// --- Footprint trials (overlapped states) ------------------------------------------------------
+// A converged overlapped state trials an arm that holds at most kFootprintStep of the incumbent's
+// footprint (ArmCatalog::footprint): per call it may be slower, yet free what the compute beside
+// it needs. Arms measured beyond kFootprintMaxSlowdown x the incumbent per call are not tried:
+// that much longer a call would surface in the step whatever it frees.
+// A step trial adopts a challenger that shortens the step by more than kStepTrialMargin of it (with
+// about 3 standard errors to spare): a smaller gain is not worth a switch.
+constexpr double kStepTrialMargin = 0.005;
+constexpr double kFootprintStep = 0.75;
+constexpr double kFootprintMaxSlowdown = 1.5;
+
 // The step trials of a group's learner (docs/architecture.md, "Step trials"). One overlapped
 // state at a time runs one: from the step after it opens, the state runs its incumbent on even
 // steps and the challenger on odd ones, and each (even, odd) pair of step times, max over ranks,
@@ -219,7 +230,7 @@ class PolicyState {
   }
 
   // One paired step difference of this state's trial (challenger minus incumbent, µs).
-  void add_trial_pair(double delta_us);
+  void add_trial_pair(double incumbent_step_us, double challenger_step_us);
   // A probe whose cost will never come (the engine could not time it): its committed extra is
   // released.
   void release_probe(uint16_t arm);
@@ -318,7 +329,8 @@ class PolicyState {
     watch_credit_ppm_ -= kPpmOne;
     *measure = true;
     ++measured_calls_;
-    if (incumbent_ == default_slot_) return incumbent_;
+    // An arm a step trial adopted was weighed against the default by the step, not per call.
+    if (incumbent_ == default_slot_ || slots_[incumbent_].step_adopted) return incumbent_;
     check_credit_ppm_ += check_ppm_;
     if (check_credit_ppm_ < kPpmOne) return incumbent_;
     check_credit_ppm_ -= kPpmOne;
@@ -333,12 +345,12 @@ class PolicyState {
     ++measured_calls_;
     if (trials_->step < trials_->start) return incumbent_;
     trials_->used = true;
-    ++trial_.calls;
     return trials_->challenger_at(trials_->step) ? trial_.challenger : incumbent_;
   }
   // Overlapped states whose group marks steps judge a challenger by step time.
   bool judged_by_step() const { return exposure_ == Exposure::kOverlapped && trials_->step > 0; }
-  void open_trial(int challenger);
+  void open_trial(int challenger, bool footprint);
+  void propose_footprint_trial();
   void evaluate_trial();
   void end_trial(const char* verdict, bool adopt);
   int widest_target() const;
@@ -421,14 +433,16 @@ class PolicyState {
   StepTrialBoard* trials_;
   struct Trial {
     int challenger = -1;
-    uint16_t arm = kDefaultArm;  // the last trial's challenger, for stats()
-    RunningStats deltas;         // the paired differences, µs
-    uint64_t calls = 0;          // the state's calls in the trial's steps
+    uint16_t arm = kDefaultArm;    // the last trial's challenger, for stats()
+    RunningStats deltas;           // the paired differences, µs
+    RunningStats incumbent_steps;  // the pairs' incumbent step times, µs
     double stderr_us() const {
       return deltas.count() > 1 ? deltas.stddev() / std::sqrt(deltas.count()) : 0.0;
     }
     const char* verdict = "";
+    bool footprint = false;  // proposed for holding less, not for being faster per call
   } trial_;
+  bool footprint_done_ = false;  // a footprint trial did not shorten the step: no more of them
 };
 
 }  // namespace dynamiccl

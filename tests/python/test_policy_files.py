@@ -24,7 +24,8 @@ def _state(arms, size_bin, incumbent):
     return {"role": "dp", "op": "allreduce", "size_bin": size_bin, "exposure": "exposed",
             "fused": False, "incumbent": incumbent, "converged": True,
             "arms": [{"name": a, "samples": 12, "mean_us": 100.0 + i, "m2": 40.0,
-                      "eliminated": False} for i, a in enumerate(arms)]}
+                      "eliminated": False, "step_adopted": False, "step_rejected": False}
+                     for i, a in enumerate(arms)]}
 
 
 def valid_policy():
@@ -56,7 +57,7 @@ def _cpu(*path):
 
 # (case, the file's content: bytes or a mutation of valid_policy(), key path, words in the error)
 CASES = [
-    ("not JSON", b'{"format": "dynamiccl-policy/2",', None, "is not valid JSON"),
+    ("not JSON", b'{"format": "dynamiccl-policy/3",', None, "is not valid JSON"),
     ("empty file", b"", None, "is not valid JSON"),
     ("binary garbage", b"\x89PNG\r\n\x1a\n\xff\xfe\x00", None, "is not UTF-8 text"),
     ("nested too deep", b"[" * 100000, None, "is not valid JSON"),
@@ -64,7 +65,7 @@ CASES = [
     ("top level a list", b"[]", "top level", "accepted: an object with keys format"),
     ("format missing", _set(("format",), KeyError), "format", "missing"),
     ("format unknown", _set(("format",), "dynamiccl-policy/0"), "format",
-     "accepted: dynamiccl-policy/2"),
+     "accepted: dynamiccl-policy/3"),
     ("unknown top key", _set(("extra",), 1), "extra", "unknown key"),
     ("fingerprint a string", _set(("fingerprint",), "x"), "fingerprint", "an object"),
     ("groups a list", _set(("groups",), []), "groups", "an object"),
@@ -126,6 +127,8 @@ CASES = [
      "finite numbers >= 0"),
     ("eliminated not a bool", _set(_cpu(3, "arms", 1, "eliminated"), 0),
      f"{STATES}[3].arms[1].eliminated", "true, false"),
+    ("step verdict not a bool", _set(_cpu(3, "arms", 1, "step_adopted"), "yes"),
+     f"{STATES}[3].arms[1].step_adopted", "true, false"),
     ("duplicate state", _set(_cpu(3, "size_bin"), 10), f"{STATES}[3]",
      "already listed at states[0]"),
     ("exposure unknown", _set(_cpu(3, "exposure"), "hidden"), f"{STATES}[3].exposure",

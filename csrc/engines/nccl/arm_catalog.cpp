@@ -141,6 +141,22 @@ double NcclArmCatalog::prior_cost_us(OpKind op, uint16_t arm, uint64_t effective
   return t < 0 ? std::numeric_limits<double>::max() : t;
 }
 
+double NcclArmCatalog::footprint(OpKind op, uint16_t arm, uint64_t effective_bytes) const {
+  const std::vector<Arm>& list = arms(op);
+  const int func = func_of(op);
+  int def_algo = -1, def_proto = -1;
+  if (arm >= list.size() || func < 0 || !model_.pick(func, effective_bytes, &def_algo, &def_proto))
+    return 1.0;
+  const Action& a = list[arm].action;
+  const int algo = a.algo >= 0 ? a.algo : def_algo;
+  const int proto = a.proto >= 0 ? a.proto : def_proto;
+  const int cap = a.channels > 0 ? a.channels : model_.graph_channels(algo);
+  const int used = model_.channels_used(algo, proto, effective_bytes, cap);
+  const int def = model_.channels_used(def_algo, def_proto, effective_bytes,
+                                       model_.graph_channels(def_algo));
+  return def > 0 ? static_cast<double>(used) / def : 1.0;
+}
+
 NcclArmCatalog nccl_catalog_for(const Topology& topology, const GroupShape& shape,
                                 std::vector<int> caps, bool derive_caps, int nccl_version) {
   return NcclArmCatalog(NcclCostModel(derive_comm_inputs(topology, shape)), std::move(caps),

@@ -29,6 +29,9 @@ class NcclArmCatalog : public ArmCatalog {
   const std::vector<Arm>& arms(OpKind op) const override;
   double prior_cost_us(OpKind op, uint16_t arm, uint64_t effective_bytes,
                        int group_size) const override;
+  // Channels the arm's call uses over those of NCCL's own choice (the model's per-call shrink
+  // included): a channel cap holds fewer SMs.
+  double footprint(OpKind op, uint16_t arm, uint64_t effective_bytes) const override;
 
   const nccl::NcclCostModel& model() const { return model_; }
   const std::vector<int>& caps() const { return caps_; }

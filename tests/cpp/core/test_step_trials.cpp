@@ -36,6 +36,28 @@ class TwoArmCatalog : public ArmCatalog {
   std::vector<Arm> arms_;
 };
 
+// An engine whose arms hold less and less of the machine: "default" (all of it), "half", "quarter".
+class FootprintCatalog : public ArmCatalog {
+ public:
+  FootprintCatalog() {
+    const char* names[] = {"default", "half", "quarter"};
+    for (int i = 0; i < 3; ++i) {
+      Arm a;
+      a.name = names[i];
+      if (i > 0) a.action.channels = static_cast<int16_t>(16 >> i);
+      arms_.push_back(a);
+    }
+  }
+  const std::vector<Arm>& arms(OpKind) const override { return arms_; }
+  double prior_cost_us(OpKind, uint16_t arm, uint64_t, int) const override {
+    return 100 + 10 * arm;
+  }
+  double footprint(OpKind, uint16_t arm, uint64_t) const override { return 1.0 / (1 << arm); }
+
+ private:
+  std::vector<Arm> arms_;
+};
+
 struct ArmTruth {
   double call_us;       // the call's own duration
   double step_cost_us;  // what one call adds to the step
@@ -120,6 +142,59 @@ TEST(StepTrials, NoEffectOnTheStepKeepsTheDefault) {
   EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
   EXPECT_EQ(st.trial.verdict, "no effect on the step: kept");
   EXPECT_GE(st.trial.pairs, static_cast<uint64_t>(HeadConfig{}.max_trial_pairs));  // per round
+}
+
+TEST(StepTrials, AnArmSlowerPerCallThatHoldsLessIsAdoptedWhenTheStepIsShorter) {
+  Learner learner(config(), std::make_shared<FootprintCatalog>());
+  std::vector<uint16_t> last;
+  // Per call "half" is 20% slower and "quarter" 40%; for the step "half" frees the compute beside
+  // it (60 -> 20 µs a call) while "quarter" surfaces (80 µs): the descent stops at "half".
+  const StateStats st = run_steps(learner, {{100, 60}, {120, 20}, {140, 80}}, 600, true, &last);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "half");
+  EXPECT_EQ(st.trial.challenger, "quarter");
+  EXPECT_EQ(st.trial.verdict.rfind("rejected", 0), 0u) << st.trial.verdict;
+  EXPECT_TRUE(std::all_of(last.begin(), last.end(), [](uint16_t a) { return a == 1; }));
+  // Its per-call excess over the default is not charged (the trial showed the step is shorter):
+  // charged, it would be about 20 µs x 2,000 calls.
+  EXPECT_GT(st.arms.at(1).samples, 1000u);
+  EXPECT_LT(st.extra_us, 5000.0);
+}
+
+TEST(StepTrials, StepVerdictsSurviveAWarmStart) {
+  Learner first(config(), std::make_shared<FootprintCatalog>());
+  run_steps(first, {{100, 60}, {120, 20}, {140, 80}}, 600, true);
+  const PolicySnapshot snap = first.snapshot();
+  ASSERT_EQ(snap.states.size(), 1u);
+  const std::vector<ArmSnapshot>& arms = snap.states[0].arms;
+  EXPECT_EQ(snap.states[0].incumbent, "half");
+  EXPECT_TRUE(arms.at(0).step_rejected);  // the default, which "half" replaced
+  EXPECT_TRUE(arms.at(1).step_adopted);
+  EXPECT_TRUE(arms.at(2).step_rejected);
+  // Restored, per call the default is cheaper, yet "half" stays: the steps decided.
+  Learner warm(config(), std::make_shared<FootprintCatalog>());
+  warm.restore(snap);
+  const StateStats st = run_steps(warm, {{100, 60}, {120, 20}, {140, 80}}, 300, true);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "half");
+  EXPECT_LT(st.arms.at(0).calls, 30u);  // no per-call re-checks of the default
+}
+
+TEST(StepTrials, AFootprintThatDoesNotShortenTheStepKeepsTheDefault) {
+  Learner learner(config(), std::make_shared<FootprintCatalog>());
+  // Holding less frees nothing here (no compute beside the calls): each arm costs the step what
+  // it costs per call. One trial, then the descent ends.
+  const StateStats st = run_steps(learner, {{100, 100}, {120, 120}, {140, 140}}, 600, true);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
+  EXPECT_EQ(st.trial.challenger, "half");
+  EXPECT_EQ(st.trial.verdict.rfind("rejected", 0), 0u) << st.trial.verdict;
+}
+
+TEST(StepTrials, AnArmMuchSlowerPerCallIsNotTrialedForItsFootprint) {
+  Learner learner(config(), std::make_shared<FootprintCatalog>());
+  // "half" and "quarter" take twice and three times as long per call: beyond
+  // kFootprintMaxSlowdown, they would surface in the step whatever they free.
+  const StateStats st = run_steps(learner, {{100, 60}, {200, 0}, {300, 0}}, 600, true);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
+  EXPECT_TRUE(st.trial.verdict.empty()) << st.trial.verdict;
 }
 
 TEST(StepTrials, ATrialWhoseStateIsNoLongerCalledStopsAndFreesTheBoard) {
