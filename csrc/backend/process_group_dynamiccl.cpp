@@ -239,6 +239,13 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
   r.engine = engine;
   // The context is built from these locals, not read back from `r`: reading the two adjacent
   // byte fields just written as one word stalls store forwarding on the hot path.
+  // A step DDP's last bucket closed ends at the next collective (the same call on every rank):
+  // the wait for the step's buckets, after the last one is issued, belongs to the step. Ending it
+  // at the last bucket would charge the challenger's tail to the incumbent's step in a trial.
+  if (step_end_pending_ && !c.p2p) {
+    step_end_pending_ = false;
+    end_step();
+  }
   const Hint& hint = current_hint();
   const Role role = call_role(group_role(), c.op, flat_form(c.type), hint);
   const bool synchronous = c.engine_async_op && !*c.engine_async_op;
@@ -268,10 +275,9 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
     r.measured = d.measure;
   }
   if (r.learned || r.forced) telemetry_.log_decision(r);
-  // DDP's last bucket ends the step (after its own decision: it belongs to the step it ends).
   if (hint.is_last == 1) {
     framework_marks_steps_ = true;
-    end_step();
+    step_end_pending_ = true;
   }
   r.start_ns = now_ns();
   return r;

@@ -208,7 +208,8 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
 
   Role group_role_ = Role::kDefault;
   bool group_role_resolved_ = false;
-  bool framework_marks_steps_ = false;  // a call carrying is_last=1 has ended a step
+  bool framework_marks_steps_ = false;  // a call carrying is_last=1 has closed a step
+  bool step_end_pending_ = false;       // ... which ends at the next collective
   void end_step();                      // learners and consensus: a step boundary
   uint64_t seq_collective_ = 0;
   uint64_t seq_p2p_ = 0;

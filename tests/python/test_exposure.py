@@ -42,7 +42,9 @@ def test_ddp_buckets_overlap_but_the_last_is_exposed_and_ends_the_step():
     assert exposures == {"exposed", "overlapped"}, states
     # One last bucket per step: the exposed state has one call per step, six steps.
     assert sum(c for e, c in dp if e == "exposed") == 6
-    assert steps == 6  # every last bucket ended a step
+    # Every last bucket closed a step, which ends at the next collective: five, the sixth
+    # waiting for a seventh step.
+    assert steps == 5
     assert results[1][0] == states and results[1][2] == results[0][2]
 
 
@@ -89,7 +91,8 @@ def slowed_rank_with_exposure(rank, world):
 def test_decisions_agree_with_exposure_in_the_state_under_a_slowed_rank():
     results = run_ranks(slowed_rank_with_exposure, 4, env={"DYNAMICCL_ROUND_CALLS": "8"})
     assert len({r[0] for r in results}) == 1
-    assert all(r[1] == 100 for r in results)  # one step per is_last=True call
+    # One step per is_last=True call, ended at the next collective: the last one waits.
+    assert all(r[1] == 99 for r in results)
     assert results[0][2] == [("exposed", 100), ("overlapped", 200)]
 
 
