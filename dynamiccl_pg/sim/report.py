@@ -125,6 +125,12 @@ def summarize(sc: Scenario, res, wall_s: float) -> dict[str, Any]:
             "oracle_us": [round(v, 1) for v in res.step_oracle_us],
         },
     }
+    if len(res.step_time_default_us):  # a scenario with compute: the step is what the job pays
+        out["step_time"] = {
+            "default_us": statistics.fmean(res.step_time_default_us),
+            "learned_us": statistics.fmean(res.step_time_learned_us),
+            "oracle_us": statistics.fmean(res.step_time_oracle_us),
+        }
     out["targets"] = evaluate_targets(out)
     return out
 
@@ -133,7 +139,10 @@ def evaluate_targets(s: dict[str, Any]) -> dict[str, Any]:
     """Per-scenario target checks: {name: {"value", "target", "met"}}; None = not applicable."""
     t: dict[str, Any] = {}
     if s["expect"] == "no_gain":
-        slow = s["learned_us"] / s["default_us"] - 1.0 if s["default_us"] > 0 else None
+        # Judged by what the job pays: the step where the scenario has compute (an overlapped
+        # call may run longer on fewer channels and shorten the step), else collective time.
+        paid = s.get("step_time", s)
+        slow = paid["learned_us"] / paid["default_us"] - 1.0 if paid["default_us"] > 0 else None
         t["no_gain_slowdown"] = {"value": slow, "target": TARGETS["no_gain_slowdown"],
                                  "met": slow is not None and slow <= TARGETS["no_gain_slowdown"]}
         return t
