@@ -1,95 +1,139 @@
-"""What learning costs on the wall clock, from the first call, with only the groups a real job has:
-the default group (plain gloo, the baseline) and one dynamiccl group in `learn`. Windows of
-calls alternate between the two, so machine noise hits both alike.
+"""What learning costs on the wall clock, from the first call, with only the groups a real job has.
 
-    torchrun --standalone --nproc-per-node=4 benchmarks/learning_cost.py [--bytes 4 4194304]
+Each measurement is a job of its own (fresh processes, a fresh store) whose default group is the
+backend measured: plain gloo (what the job runs without us), dynamiccl `learn` (the product) and
+dynamiccl `off` (the wrapper alone, so learning's own cost is learn minus off). A second group in
+the same job would not do: gloo's default group runs measurably faster than any group created
+after it, which would be charged to whichever backend is not the default. Jobs of one size run
+in rotating order, so drift of the machine hits every backend alike.
 
-For each size: the whole run's time on dynamiccl over gloo's (every window from the first call:
-what the job pays for learning), the same once settled (the last third of the windows), the
-wall-clock excess (dynamiccl's total minus gloo's, rank 0's clock, µs) and what the learner's
-ledger charged for it (`extra_us` of the group's states, summed). Targets: whole run <= 1.03,
-settled <= 1.01, ledger within 25% of the excess. One untimed call per group then all-reduces
+    python benchmarks/learning_cost.py [--ranks 4] [--bytes 4 4194304] [--repeats 3]
+
+Per size and backend, medians over the repeats of: the whole run's time over gloo's (every window
+from the first call: what the job pays), the same once settled (the last third of the windows),
+the wall-clock excess over gloo (µs, rank 0's clock) and what the learner's ledger charged for it
+(`extra_us` of the group's states, summed). Targets for `learn`: whole run <= 1.03, settled <=
+1.01, ledger within 25% of the excess. After the timed windows one call all-reduces
 rank-dependent integers whose sum is exact: #wrong counts the elements that differ.
 """
 
 import argparse
+import os
 import statistics
 import sys
+import tempfile
 import time
 
 import torch
 import torch.distributed as dist
+import torch.multiprocessing as mp
 
 import dynamiccl_pg
 
 from bench_output import WRONG, Column, Report, count_wrong, pattern, summed
 
+BACKENDS = ("gloo", "learn", "off")
 
-def window_us(group, t: torch.Tensor, calls: int) -> float:
-    """The wall time of `calls` all-reduces on `group`, from a barrier to the last completion."""
-    dist.barrier(group=group)
-    start = time.perf_counter()
-    for _ in range(calls):
-        dist.all_reduce(t, group=group)
-    return (time.perf_counter() - start) * 1e6
+
+def job(rank: int, world: int, backend: str, store_path: str, nbytes: int, windows: int,
+        calls: int, results) -> None:
+    """One job: `windows` windows of `calls` all-reduces on the default group, timed on rank 0."""
+    store = dist.FileStore(store_path, world)
+    if backend == "gloo":
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+    else:
+        dist.init_process_group("dynamiccl", store=store, rank=rank, world_size=world,
+                                pg_options=dynamiccl_pg.Options(mode=backend))
+    t = torch.ones(nbytes // 4)
+    window_us = []
+    for _ in range(windows):
+        dist.barrier()
+        start = time.perf_counter()
+        for _ in range(calls):
+            dist.all_reduce(t)
+        window_us.append((time.perf_counter() - start) * 1e6)
+    ledger, notes = 0.0, []
+    if backend != "gloo":
+        for st in dynamiccl_pg.stats()["states"]["cpu"]:
+            ledger += st["extra_us"]
+            if st["op"] == "allreduce":
+                notes.append(f"size_bin {st['size_bin']} -> {st['incumbent']} ({st['phase']}, "
+                             f"{st['probes']} probes, {st['measured_calls']} of {st['calls']} "
+                             f"calls measured, extra_us {st['extra_us']:.0f})")
+    check = pattern(rank, nbytes // 4, world)
+    dist.all_reduce(check)
+    wrong = torch.tensor([count_wrong(check, summed(nbytes // 4, world))])
+    dist.all_reduce(wrong)
+    if rank == 0:
+        results.put((window_us, ledger, int(wrong.item()), notes))
+    dist.destroy_process_group()
+
+
+def run_job(world: int, backend: str, nbytes: int, windows: int, calls: int):
+    ctx = mp.get_context("spawn")
+    results = ctx.SimpleQueue()
+    with tempfile.TemporaryDirectory() as d:
+        mp.start_processes(job, args=(world, backend, os.path.join(d, "store"), nbytes, windows,
+                                      calls, results), nprocs=world, start_method="spawn")
+    return results.get()
 
 
 def main() -> None:
-    p = argparse.ArgumentParser()
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--bytes", type=int, nargs="+", default=[4, 4 << 20])
-    p.add_argument("--windows", type=int, default=8, help="windows per group and size")
-    p.add_argument("--calls", type=int, default=1000, help="calls per window at 4 bytes "
-                   "(fewer for larger sizes: the same bytes per window, at least 20 calls)")
+    p.add_argument("--repeats", type=int, default=3, help="jobs per backend and size")
+    p.add_argument("--windows", type=int, default=8, help="timed windows per job")
+    p.add_argument("--calls", type=int, default=1000, help="calls per window below 1 MiB")
+    p.add_argument("--big-calls", type=int, default=200, help="calls per window from 1 MiB")
     args = p.parse_args()
     for b in args.bytes:
         if b < 4 or b % 4:
             p.error(f"--bytes {b}: accepted: multiples of 4 (float32 elements), >= 4")
+    if args.ranks < 2 or args.repeats < 1 or args.windows < 3:
+        p.error(f"--ranks {args.ranks} --repeats {args.repeats} --windows {args.windows}: "
+                "accepted: ranks >= 2, repeats >= 1, windows >= 3")
 
-    dist.init_process_group("gloo")  # the default group: what the job would run without us
-    rank, world = dist.get_rank(), dist.get_world_size()
-    out = Report(sys.stdout if rank == 0 else None)
-    out.header("what learning costs on the wall clock: dynamiccl learn vs gloo", {
-        "ranks": world, "sizes": ", ".join(f"{b} bytes" for b in args.bytes),
-        "windows": f"{args.windows} per group and size, alternated, from the first call",
-        "settled": "the last third of the windows",
-        "ledger": "sum of the states' extra_us (stats()), against the wall-clock excess"})
-    out.columns(Column("bytes", "d", 9), Column("calls", "d", 7), Column("whole", ".3f"),
-                Column("settled", ".3f"), Column("excess_us", ".0f", 10),
+    out = Report()
+    settled = args.windows - max(1, args.windows // 3)
+    out.header("what learning costs on the wall clock: one job per backend, default group", {
+        "ranks": args.ranks, "sizes": ", ".join(f"{b} bytes" for b in args.bytes),
+        "jobs": f"{args.repeats} per backend and size, in rotating order",
+        "windows": f"{args.windows} per job from the first call; settled: the last "
+                   f"{args.windows - settled}",
+        "ratios": "medians over the repeats of dynamiccl's time / gloo's in the same repeat",
+    })
+    out.columns(Column("bytes", "d", 9), Column("backend", "s", 7), Column("calls", "d", 6),
+                Column("whole", ".3f"), Column("settled", ".3f"), Column("excess_us", ".0f", 10),
                 Column("ledger_us", ".0f", 10), Column("ledger/excess", ".2f", 13),
                 Column(WRONG, "d"))
-    gloo = dist.group.WORLD
-    wrong_total = 0
     for nbytes in args.bytes:
-        # A fresh dynamiccl group per size: each learns from its first call.
-        learn = dist.new_group(backend="dynamiccl", pg_options=dynamiccl_pg.Options(mode="learn"))
-        calls = max(20, args.calls * 4 // nbytes) if nbytes > 4 else args.calls
-        t = torch.ones(nbytes // 4)
-        ours, theirs = [], []
-        for _ in range(args.windows):
-            theirs.append(window_us(gloo, t, calls))
-            ours.append(window_us(learn, t, calls))
-        states = dynamiccl_pg.stats(learn)["states"]["cpu"]
-        ledger = sum(st["extra_us"] for st in states)
-        check = pattern(rank, nbytes // 4, world)
-        dist.all_reduce(check, group=learn)
-        wrong = torch.tensor([count_wrong(check, summed(nbytes // 4, world))])
-        dist.all_reduce(wrong)
-        wrong_total += int(wrong.item())
-        settled = args.windows - max(1, args.windows // 3)
-        excess = sum(ours) - sum(theirs)
-        out.row(nbytes, calls * args.windows, sum(ours) / sum(theirs),
-                statistics.median(o / g for o, g in zip(ours[settled:], theirs[settled:])),
-                excess, ledger, ledger / excess if excess > 0 else float("nan"),
-                int(wrong.item()), checked=world * nbytes // 4)
-        for st in states:
-            if st["op"] == "allreduce":
-                out.note(f"{nbytes} bytes: size_bin {st['size_bin']} -> {st['incumbent']} "
-                         f"({st['phase']}, {st['probes']} probes, {st['measured_calls']} of "
-                         f"{st['calls']} calls measured, extra_us {st['extra_us']:.0f})")
-        dist.destroy_process_group(learn)
-    status = out.footer() if rank == 0 else int(wrong_total > 0)
-    dist.destroy_process_group()
-    sys.exit(status)
+        calls = args.calls if nbytes < (1 << 20) else args.big_calls
+        runs = {b: [] for b in BACKENDS}
+        for r in range(args.repeats):
+            order = BACKENDS[r % 3:] + BACKENDS[:r % 3]
+            for backend in order:
+                runs[backend].append(run_job(args.ranks, backend, nbytes, args.windows, calls))
+        for backend in BACKENDS[1:]:
+            whole, tail, excess, ledger = [], [], [], []
+            for (ours, led, _, _), (theirs, _, _, _) in zip(runs[backend], runs["gloo"]):
+                whole.append(sum(ours) / sum(theirs))
+                tail.append(sum(ours[settled:]) / sum(theirs[settled:]))
+                excess.append(sum(ours) - sum(theirs))
+                ledger.append(led)
+            ex, led = statistics.median(excess), statistics.median(ledger)
+            wrong = sum(w for _, _, w, _ in runs[backend])
+            out.row(nbytes, backend, calls * args.windows, statistics.median(whole),
+                    statistics.median(tail), ex, led, led / ex if ex > 0 else None, wrong,
+                    checked=args.repeats * args.ranks * nbytes // 4)
+            out.note(f"{nbytes} bytes, {backend}: whole per repeat "
+                     + " ".join(f"{w:.3f}" for w in whole))
+            for note in runs[backend][-1][3]:
+                out.note(f"{nbytes} bytes, {backend}, last job: {note}")
+        out.row(nbytes, "gloo", calls * args.windows, 1.0, 1.0, 0, 0, None,
+                sum(w for _, _, w, _ in runs["gloo"]),
+                checked=args.repeats * args.ranks * nbytes // 4)
+    sys.exit(out.footer())
 
 
 if __name__ == "__main__":
