@@ -265,14 +265,6 @@ void Learner::apply_round(const RoundResult& round) {
   }
   m.take_step_times(round);
   if (learning) {
-    // What measuring cost: a round's all-reduce, which the job pays only because calls were
-    // measured, charged in full, shared by the calls it carried.
-    if (round.round_cost_us > 0 && !round.calls.empty()) {
-      const double share = round.round_cost_us / static_cast<double>(round.calls.size());
-      for (const CallOutcome& c : round.calls) {
-        if (c.state_id < n) m.states[c.state_id].charge(share);
-      }
-    }
     if (round.round_cost_us > 0) m.measure = {round.round_cost_us, round.round_calls};
     for (PolicyState& s : m.states) s.evaluate(m.measure);
     if (!m.guard_frozen) m.check_guards(round, nondefault_used);

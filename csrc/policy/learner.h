@@ -44,10 +44,8 @@
 //       exceeds the expected extra cost of probing it. Both expectations treat the arm's true
 //       cost ratio to the default as log-normal around the prior's ratio (kPriorSigma): an arm
 //       the prior prices far above the default waits until the state has proven long-lived.
-// Measuring is learning's cost too: each consensus round's cost (RoundResult::round_cost_us) is
-// charged in full, shared by the calls it carried. So learning costs at most `regret_budget` of
-// a state's time on the default, and pays for itself out of what it wins (savings raise the
-// budget).
+// So learning costs at most `regret_budget` of a state's time on the default, and pays for
+// itself out of what it wins (savings raise the budget).
 // Guards: a step-time regression beyond `step_regression` while running a non-default arm, or a
 // loss stall during exploration, freezes exploration and falls back to the best known arm when
 // it beats the default by the switch margin, else to the default.

@@ -201,7 +201,8 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
   // A trial's challenger is charged by the step time it costs (add_trial_pair), not per call.
   // An arm adopted by a step trial shortens the step: its per-call excess is not a cost.
   if (i != default_slot_ && ref_us_ > 0 && i != trial_.challenger) {
-    double extra = std::clamp<double>(cost_us, a.view.clip_lo, a.view.clip_hi) - ref_us_;
+    double extra = std::clamp<double>(cost_us, a.view.clip_lo, a.view.clip_hi) - ref_us_ +
+                   (probe ? probe_measure_us_ : 0.0);
     if (a.step_adopted) extra = std::min(extra, 0.0);
     extra_us_ += extra;
     group_->spent_us += extra;  // savings (negative) count as credit

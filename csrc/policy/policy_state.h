@@ -231,12 +231,6 @@ class PolicyState {
 
   // One paired step difference of this state's trial (challenger minus incumbent, µs).
   void add_trial_pair(double incumbent_step_us, double challenger_step_us);
-  // What measuring one of its calls cost the job (its share of a consensus round), over the
-  // default: learning's cost, charged to the do-no-harm budget.
-  void charge(double us) {
-    extra_us_ += us;
-    group_->spent_us += us;
-  }
   // A probe whose cost will never come (the engine could not time it): its committed extra is
   // released.
   void release_probe(uint16_t arm);
