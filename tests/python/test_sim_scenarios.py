@@ -409,3 +409,22 @@ def test_cli_prior_override_is_checked(tmp_path, capsys):
     assert cli.main(["--scenario", str(good), "--prior", "guessed", "--steps", "50"]) == 2
     assert "--prior guessed" in capsys.readouterr().err
     assert cli.main(["--scenario", str(good), "--prior", "described", "-q"]) == 0
+
+
+def test_scenarios_with_compute_are_judged_by_step_time():
+    from dynamiccl_pg.sim.report import summarize
+
+    sc = load_scenario(str(LIBRARY / "defaults_right_ddp_overlapped.json"))
+    sc = sc.with_overrides(60, [], None)
+    res = _C.sim.run(sc.to_spec())
+    s = summarize(sc, res, 1.0)
+    step = s["step_time"]
+    assert step["default_us"] == pytest.approx(sum(res.step_time_default_us) / 60)
+    assert step["oracle_us"] <= step["default_us"]
+    # The verdict is the step's, not the collectives' (which differ: compute overlaps them).
+    slow = s["targets"]["no_gain_slowdown"]["value"]
+    assert slow == pytest.approx(step["learned_us"] / step["default_us"] - 1.0)
+    assert slow != pytest.approx(s["learned_us"] / s["default_us"] - 1.0)
+    # Without compute there is no step to judge by.
+    plain = parse_scenario(dict(GOOD, steps=20, congestion=[]))
+    assert "step_time" not in summarize(plain, _C.sim.run(plain.to_spec()), 1.0)
