@@ -2,7 +2,7 @@
 call judged by its own duration: the learner is not told where steps end), the step-aware learner
 (overlapped calls judged by step trials) and the step-time oracle, on the same noise draws.
 
-    python benchmarks/sim/step_time.py [--steps N] [SCENARIO.json ...]
+    python benchmarks/sim/step_time.py [--steps N] [--prior KIND] [SCENARIO.json ...]
 
 Prints a Markdown table (mean µs per step over the whole run, and the share of the oracle's
 headroom over the default that each learner captured, over the whole run and, for the step-aware
@@ -17,7 +17,7 @@ import statistics
 import sys
 
 from dynamiccl_pg._C import sim as _sim
-from dynamiccl_pg.sim.scenario import Scenario, load_scenario
+from dynamiccl_pg.sim.scenario import Scenario, ScenarioError, load_scenario
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCENARIOS = os.path.join(HERE, "..", "scenarios")
@@ -25,11 +25,9 @@ DEFAULT = ["ddp_overlapped_buckets", "defaults_right_ddp_overlapped", "fsdp2_pre
            "defaults_right_fsdp2_prefetch", "llm_step_tp_pp_dp", "defaults_right_llm_step"]
 
 
-def _run(sc: Scenario, mark_steps: bool, steps: int | None):
+def _run(sc: Scenario, mark_steps: bool):
     data = copy.deepcopy(sc.data)
     data["compute"]["mark_steps"] = mark_steps
-    if steps:
-        data["steps"] = steps
     return _sim.run(_sim.spec_from_dict(data))
 
 
@@ -45,6 +43,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("scenarios", nargs="*")
     parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--prior", default=None,
+                        help="every scenario's prior, as `python -m dynamiccl_pg sim --prior`")
     args = parser.parse_args()
     paths = args.scenarios or [os.path.join(SCENARIOS, f"{n}.json") for n in DEFAULT]
     print("| scenario | default µs/step | per-call learner | step-aware learner | step oracle | "
@@ -54,9 +54,12 @@ def main() -> int:
         if not os.path.exists(path):
             print(f"| {os.path.basename(path)} | (no such scenario) ||||||||")
             continue
-        sc = load_scenario(path)
-        per_call = _run(sc, False, args.steps)
-        aware = _run(sc, True, args.steps)
+        try:
+            sc = load_scenario(path).with_overrides(args.steps, [], args.prior)
+        except ScenarioError as e:
+            parser.error(str(e))
+        per_call = _run(sc, False)
+        aware = _run(sc, True)
         d = statistics.fmean(aware.step_time_default_us)
         o = statistics.fmean(aware.step_time_oracle_us)
         p = statistics.fmean(per_call.step_time_learned_us)
