@@ -1,20 +1,20 @@
 """What learning costs on the wall clock, from the first call, with only the groups a real job has.
 
 Each measurement is a job of its own (fresh processes, a fresh store) whose default group is the
-backend measured: plain gloo (what the job runs without us), dynamiccl `learn` (the product) and
-dynamiccl `off` (the wrapper alone, so learning's own cost is learn minus off). A second group in
-the same job would not do: gloo's default group runs measurably faster than any group created
-after it, which would be charged to whichever backend is not the default. Jobs of one size run
-in rotating order, so drift of the machine hits every backend alike.
+backend measured, with no other group alive: plain gloo (what the job runs without us), dynamiccl
+`learn` (the product) and dynamiccl `off` (the wrapper alone, so learning's own cost is learn
+minus off). Jobs of one size run in rotating order, so drift of the machine hits every backend
+alike.
 
     python benchmarks/learning_cost.py [--ranks 4] [--bytes 4 4194304] [--repeats 3]
 
-Per size and backend, medians over the repeats of: the whole run's time over gloo's (every window
-from the first call: what the job pays), the same once settled (the last third of the windows),
-the wall-clock excess over gloo (µs, rank 0's clock) and what the learner's ledger charged for it
-(`extra_us` of the group's states, summed). Targets for `learn`: whole run <= 1.03, settled <=
-1.01, ledger within 25% of the excess. After the timed windows one call all-reduces
-rank-dependent integers whose sum is exact: #wrong counts the elements that differ.
+Per size and backend, medians over the repeats of: the wall time per call and rank 0's process
+CPU time per call (all its threads), the whole run's time over gloo's in the same repeat (every
+window from the first call: what the job pays), the same once settled (the last third of the
+windows), the wall-clock excess over gloo (µs, rank 0's clock) and what the learner's ledger
+charged for it (`extra_us` of the group's states, summed). Targets for `learn`: whole run <=
+1.03, settled <= 1.01, ledger within 25% of the excess. After the timed windows one call
+all-reduces rank-dependent integers whose sum is exact: #wrong counts the elements that differ.
 """
 
 import argparse
@@ -23,6 +23,7 @@ import statistics
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -32,7 +33,15 @@ import dynamiccl_pg
 
 from bench_output import WRONG, Column, Report, count_wrong, pattern, summed
 
-BACKENDS = ("gloo", "learn", "off")
+BACKENDS = ("gloo", "learn", "off")  # a plain gloo job, then dynamiccl's modes
+
+
+class Job(NamedTuple):
+    window_us: list  # wall time of each window, rank 0
+    cpu_us: float  # rank 0's process CPU time over the windows
+    ledger_us: float  # what the learner charged (extra_us summed over states)
+    wrong: int
+    notes: list
 
 
 def job(rank: int, world: int, backend: str, store_path: str, nbytes: int, windows: int,
@@ -46,12 +55,14 @@ def job(rank: int, world: int, backend: str, store_path: str, nbytes: int, windo
                                 pg_options=dynamiccl_pg.Options(mode=backend))
     t = torch.ones(nbytes // 4)
     window_us = []
+    cpu_start = time.process_time()
     for _ in range(windows):
         dist.barrier()
         start = time.perf_counter()
         for _ in range(calls):
             dist.all_reduce(t)
         window_us.append((time.perf_counter() - start) * 1e6)
+    cpu_us = (time.process_time() - cpu_start) * 1e6
     ledger, notes = 0.0, []
     if backend != "gloo":
         for st in dynamiccl_pg.stats()["states"]["cpu"]:
@@ -65,7 +76,7 @@ def job(rank: int, world: int, backend: str, store_path: str, nbytes: int, windo
     wrong = torch.tensor([count_wrong(check, summed(nbytes // 4, world))])
     dist.all_reduce(wrong)
     if rank == 0:
-        results.put((window_us, ledger, int(wrong.item()), notes))
+        results.put(Job(window_us, cpu_us, ledger, int(wrong.item()), notes))
     dist.destroy_process_group()
 
 
@@ -95,44 +106,49 @@ def main() -> None:
                 "accepted: ranks >= 2, repeats >= 1, windows >= 3")
 
     out = Report()
-    settled = args.windows - max(1, args.windows // 3)
+    first_settled = args.windows - max(1, args.windows // 3)
     out.header("what learning costs on the wall clock: one job per backend, default group", {
         "ranks": args.ranks, "sizes": ", ".join(f"{b} bytes" for b in args.bytes),
         "jobs": f"{args.repeats} per backend and size, in rotating order",
         "windows": f"{args.windows} per job from the first call; settled: the last "
-                   f"{args.windows - settled}",
-        "ratios": "medians over the repeats of dynamiccl's time / gloo's in the same repeat",
+                   f"{args.windows - first_settled}",
+        "cells": "medians over the repeats; ratios to gloo's job of the same repeat",
     })
     out.columns(Column("bytes", "d", 9), Column("backend", "s", 7), Column("calls", "d", 6),
-                Column("whole", ".3f"), Column("settled", ".3f"), Column("excess_us", ".0f", 10),
+                Column("us/call", ".1f"), Column("cpu_us/call", ".1f"), Column("whole", ".3f"),
+                Column("settled", ".3f"), Column("excess_us", ".0f", 10),
                 Column("ledger_us", ".0f", 10), Column("ledger/excess", ".2f", 13),
                 Column(WRONG, "d"))
     for nbytes in args.bytes:
         calls = args.calls if nbytes < (1 << 20) else args.big_calls
+        total = calls * args.windows
         runs = {b: [] for b in BACKENDS}
         for r in range(args.repeats):
-            order = BACKENDS[r % 3:] + BACKENDS[:r % 3]
-            for backend in order:
+            for backend in BACKENDS[r % 3:] + BACKENDS[:r % 3]:
                 runs[backend].append(run_job(args.ranks, backend, nbytes, args.windows, calls))
-        for backend in BACKENDS[1:]:
-            whole, tail, excess, ledger = [], [], [], []
-            for (ours, led, _, _), (theirs, _, _, _) in zip(runs[backend], runs["gloo"]):
-                whole.append(sum(ours) / sum(theirs))
-                tail.append(sum(ours[settled:]) / sum(theirs[settled:]))
-                excess.append(sum(ours) - sum(theirs))
-                ledger.append(led)
-            ex, led = statistics.median(excess), statistics.median(ledger)
-            wrong = sum(w for _, _, w, _ in runs[backend])
-            out.row(nbytes, backend, calls * args.windows, statistics.median(whole),
+        gloo = runs["gloo"]
+        for backend in BACKENDS:
+            jobs = runs[backend]
+            per_call = statistics.median(sum(j.window_us) / total for j in jobs)
+            cpu = statistics.median(j.cpu_us / total for j in jobs)
+            wrong = sum(j.wrong for j in jobs)
+            checked = args.repeats * args.ranks * nbytes // 4
+            if backend == "gloo":  # the baseline: no ratios to itself
+                out.row(nbytes, backend, total, per_call, cpu, None, None, None, None, None,
+                        wrong, checked=checked)
+                continue
+            whole = [sum(j.window_us) / sum(g.window_us) for j, g in zip(jobs, gloo)]
+            tail = [sum(j.window_us[first_settled:]) / sum(g.window_us[first_settled:])
+                    for j, g in zip(jobs, gloo)]
+            ex = statistics.median(sum(j.window_us) - sum(g.window_us) for j, g in zip(jobs, gloo))
+            led = statistics.median(j.ledger_us for j in jobs)
+            out.row(nbytes, backend, total, per_call, cpu, statistics.median(whole),
                     statistics.median(tail), ex, led, led / ex if ex > 0 else None, wrong,
-                    checked=args.repeats * args.ranks * nbytes // 4)
+                    checked=checked)
             out.note(f"{nbytes} bytes, {backend}: whole per repeat "
                      + " ".join(f"{w:.3f}" for w in whole))
-            for note in runs[backend][-1][3]:
+            for note in jobs[-1].notes:
                 out.note(f"{nbytes} bytes, {backend}, last job: {note}")
-        out.row(nbytes, "gloo", calls * args.windows, 1.0, 1.0, 0, 0, None,
-                sum(w for _, _, w, _ in runs["gloo"]),
-                checked=args.repeats * args.ranks * nbytes // 4)
     sys.exit(out.footer())
 
 
