@@ -12,6 +12,7 @@ import math
 import os
 import re
 import tempfile
+import warnings
 from typing import Dict, Optional
 
 from . import _C
@@ -46,6 +47,7 @@ class Options:
     role_map: Optional[str] = None
     regret_budget: Optional[float] = None
     heads: Optional[str] = None
+    prior: Optional[str] = None
     nccl_options: object = None
 
 
@@ -80,6 +82,11 @@ ENV_VARS = {
     "DYNAMICCL_FORCE": ("", "pin ops to arms on every rank, e.g. allreduce:ring;allgather:rd"),
     "DYNAMICCL_ROLE_MAP": ("", "map group descriptions to roles, e.g. my_tp_group=tp;emb=dp"),
     "DYNAMICCL_POLICY": ("", "policy JSON to load at group creation (warm start); must exist"),
+    "DYNAMICCL_PRIOR": ("", "a learned prior (python -m dynamiccl_pg prior train) to order and "
+                        "prune the arms new states probe; empty: the analytic prior"),
+    "DYNAMICCL_PRIOR_FALLBACK": ("error", "what a DYNAMICCL_PRIOR model that cannot be used does: "
+                                 "error (group creation fails, naming why) | analytic (one "
+                                 "warning, the analytic prior)"),
     "DYNAMICCL_TRACE": ("", "path prefix in an existing, writable folder: write "
                         "<prefix>.rank<N>.jsonl and .trace.json at exit"),
     "DYNAMICCL_CHECK": (_core_default("check_calls"), "1: before each collective, check that "
@@ -273,6 +280,7 @@ def resolve(options: Optional[Options] = None) -> dict:
         "loss_stall_rounds": _int("DYNAMICCL_LOSS_STALL_ROUNDS",
                                   _env("DYNAMICCL_LOSS_STALL_ROUNDS"), LOSS_STALL_ROUNDS_RANGE),
         "trace": bool(_writable_trace_prefix(_env("DYNAMICCL_TRACE"))),
+        "prior": _prior_model(o.prior if o.prior is not None else _env("DYNAMICCL_PRIOR")),
         "check_calls": (_choice("DYNAMICCL_CHECK", _env("DYNAMICCL_CHECK"), ("0", "1")) == "1"
                         or os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL"),
         "nccl_plugin": _choice("DYNAMICCL_NCCL_PLUGIN", _env("DYNAMICCL_NCCL_PLUGIN"),
@@ -288,6 +296,30 @@ def resolve(options: Optional[Options] = None) -> dict:
     _choice("DYNAMICCL_SUMMARY", _env("DYNAMICCL_SUMMARY"), ("0", "1"))
     _policy_file(_env("DYNAMICCL_POLICY"))
     return cfg
+
+
+_PRIOR_WARNED = set()
+
+
+def _prior_model(path: str) -> str:
+    """The learned prior's file, checked by the C++ loader the backend uses (format, schema and
+    catalog versions, finite outputs); "" = the analytic prior. A model that cannot be used is a
+    ConfigError, or with DYNAMICCL_PRIOR_FALLBACK=analytic one warning and the analytic prior."""
+    fallback = _choice("DYNAMICCL_PRIOR_FALLBACK", _env("DYNAMICCL_PRIOR_FALLBACK"),
+                       ("error", "analytic"))
+    if not path:
+        return path
+    try:
+        _C.PriorModel(path)
+    except ValueError as e:
+        if fallback == "error":
+            raise ConfigError(f"DYNAMICCL_PRIOR={path!r}: {e}") from None
+        if path not in _PRIOR_WARNED:  # once per process, not once per group
+            _PRIOR_WARNED.add(path)
+            warnings.warn(f"{e}; DYNAMICCL_PRIOR_FALLBACK=analytic: using the analytic prior",
+                          stacklevel=2)
+        return ""
+    return path
 
 
 def _emulated_scenario(path: str) -> str:
@@ -347,6 +379,13 @@ def fingerprint(cfg: dict) -> dict:
             out["DYNAMICCL_POLICY"] = f"{policy} (unreadable: {e.strerror})"
     else:
         out["DYNAMICCL_POLICY"] = ""
+    # The learned prior by content (ranks may keep their copy at different paths); "" on a rank
+    # that fell back to the analytic prior.
+    if cfg["prior"]:
+        with open(cfg["prior"], "rb") as f:
+            out["prior"] = "sha256 " + hashlib.sha256(f.read()).hexdigest()[:12]
+    else:
+        out["prior"] = "analytic"
     if torch.cuda.is_available() or cfg["emulate_nccl"]:
         out.update({name: os.environ.get(name, "") for name in _NCCL_CHOICES})
     out["torch"] = torch.__version__

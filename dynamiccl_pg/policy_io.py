@@ -47,10 +47,23 @@ def _targets(group, what: str) -> list:
 def _group_entry(pg) -> dict:
     return {
         "group_size": pg.size(),
+        "nodes": pg.nodes,
         "group_desc": pg.group_desc,
         "engines": {name: pg.snapshot(e) for name, e in ENGINES.items()
                     if pg.snapshot(e) is not None},
     }
+
+
+def write_policy_file(path: str, fingerprint: dict, groups: dict) -> None:
+    """Writes a policy file (atomically): ``groups`` maps a group's name to its entry
+    (group_size, nodes, group_desc, engines). The simulator writes its jobs' policies with it
+    too, as the training data of a learned prior."""
+    data = {"format": FORMAT, "fingerprint": fingerprint, "groups": groups}
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".dynamiccl-policy-")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)
 
 
 def save_policy(path: str, group=None) -> None:
@@ -59,13 +72,8 @@ def save_policy(path: str, group=None) -> None:
     Every rank holds the same policy (consensus); every rank may call this, the write is atomic.
     """
     pgs = _targets(group, "save_policy")
-    data = {"format": FORMAT, "fingerprint": fingerprint(),
-            "groups": {pg.group_name_at_creation: _group_entry(pg) for pg in pgs}}
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".dynamiccl-policy-")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    write_policy_file(path, fingerprint(),
+                      {pg.group_name_at_creation: _group_entry(pg) for pg in pgs})
 
 
 def _restore(pgs, path: str) -> bool:

@@ -15,7 +15,8 @@ from .config import EXPOSURES, OPS, ROLES, VOCABULARY
 
 # /2: a state is keyed by exposure and fusion too (a /1 file's states would not say which).
 # /3: each arm carries its step-trial verdicts (step_adopted, step_rejected).
-FORMAT = "dynamiccl-policy/3"
+# /4: each group says how many nodes it spans (what a learned prior is trained on).
+FORMAT = "dynamiccl-policy/4"
 ENGINES = _C.Engine.__members__  # name -> engine
 SIZE_BINS = VOCABULARY["size_bins"]
 # NCCL arms depend on the group's topology (which algorithms exist, channel caps), so a file is
@@ -158,6 +159,7 @@ def validate(data, file: str) -> dict:
         at = _child("groups", name)
         c.obj(group, at, _GROUP_KEYS)
         c.integer(group["group_size"], _child(at, "group_size"), 1, (1 << 31) - 1)
+        c.integer(group["nodes"], _child(at, "nodes"), 1, group["group_size"])
         c.string(group["group_desc"], _child(at, "group_desc"))
         engines_at = _child(at, "engines")
         for engine, snap in c.obj(group["engines"], engines_at).items():

@@ -17,8 +17,8 @@ ENGINES = _C.Engine.__members__  # name -> engine, in the core's order
 
 def stats(group=None) -> dict:
     """Per state of the group's learners: role, op, size bin, exposure, fused, incumbent, calls,
-    probes, the step trial of an overlapped state, per-arm
-    counts and mean/median cost (µs), alarms, frozen; plus the per-collective call summary and the
+    probes, the step trial of an overlapped state, per-arm counts, mean/median cost and the
+    prior it was ordered by (µs), alarms, frozen; plus the per-collective call summary and the
     NCCL plugin's counters. JSON-serialisable."""
     pg = _backend.backend_of(group)
     return {
@@ -26,6 +26,7 @@ def stats(group=None) -> dict:
         "group_desc": pg.group_desc,
         "group_role": pg.group_role,
         "mode": pg.mode,
+        "prior": pg.prior_path or "analytic",  # what ordered and pruned the arms probed
         "learned_calls": pg.learned_calls,
         "steps": pg.steps,  # step boundaries (DDP's last bucket, or step())
         "rounds_applied": pg.rounds_applied,

@@ -126,6 +126,7 @@ BackendConfig config_from_dict(const py::dict& d) {
     c.nccl_group = nccl::GroupShape{c.nccl_topology.nodes, c.nccl_topology.gpus_per_node};
   }
   c.nccl_version = get_or<int>(d, "nccl_version", c.nccl_version);
+  c.prior_path = get_or<std::string>(d, "prior", c.prior_path);
   set_heads(d, &c.learner);
   c.learner.step_regression = get_or<double>(d, "step_regression", c.learner.step_regression);
   c.learner.loss_stall_rounds = get_or<int>(d, "loss_stall_rounds", c.learner.loss_stall_rounds);
@@ -214,6 +215,9 @@ PGClass bind_process_group_class(py::module_& m) {
       .def_property_readonly("steps", &PG::steps)
       .def_property_readonly("rounds_applied", &PG::rounds_applied)
       .def_property_readonly("nccl_tuning_active", &PG::nccl_tuning_active)
+      .def_property_readonly("nodes", &PG::nodes, "nodes the group spans (as described)")
+      .def_property_readonly("prior_path", &PG::prior_path,
+                             "the learned prior's file; empty: the analytic prior")
       .def("has_engine", [](const PG& pg, EngineKind e) { return pg.catalog(e) != nullptr; });
   return cls;
 }

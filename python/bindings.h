@@ -21,6 +21,7 @@ void bind_policy(py::module_& m);         // python/policy_bindings.cpp
 void bind_nccl(py::module_& m);           // python/nccl_bindings.cpp
 void bind_sim(py::module_& m);            // python/sim_bindings.cpp
 void bind_emulated_nccl(py::module_& m);  // python/emulated_nccl_bindings.cpp
+void bind_prior(py::module_& m);          // python/prior_bindings.cpp
 
 namespace bindings {
 

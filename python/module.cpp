@@ -62,6 +62,7 @@ PYBIND11_MODULE(_C, m) {
   bind_backend(m);
   bind_policy(m);
   bind_nccl(m);
+  bind_prior(m);  // before bind_sim: sim.run takes a PriorModel
   bind_sim(m);
   bind_emulated_nccl(m);
 }

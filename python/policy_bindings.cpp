@@ -28,6 +28,7 @@ py::dict arm_stats_to_py(const ArmStats& a) {
   ad["samples"] = a.samples;
   ad["mean_us"] = a.mean_us;
   ad["median_us"] = a.median_us;
+  ad["prior_us"] = a.prior_us;
   ad["center_us"] = a.center_us;
   ad["eliminated"] = a.eliminated;
   return ad;

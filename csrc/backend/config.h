@@ -38,6 +38,9 @@ struct BackendConfig {
   // longer, so that tests can show the learner never adopts a bad arm. "" = none.
   std::string test_slow_arm;
   int test_slow_arm_us = 0;
+  // A learned prior model (DYNAMICCL_PRIOR; csrc/prior/): orders and prunes the arms each new
+  // state probes, in place of the engines' analytic priors. "" = the analytic priors.
+  std::string prior_path;
 };
 
 }  // namespace dynamiccl

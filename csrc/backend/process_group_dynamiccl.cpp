@@ -15,6 +15,7 @@
 #include "engines/cpu/arm_catalog.h"
 #include "engines/nccl/arm_catalog.h"
 #include "engines/nccl/publish.h"
+#include "prior/learned_prior_catalog.h"
 
 namespace dynamiccl {
 
@@ -119,6 +120,7 @@ ProcessGroupDynamicCCL::ProcessGroupDynamicCCL(int rank, int size, Engines engin
         nccl_catalog_for(nccl::resolve_topology(config_.nccl_topology), config_.nccl_group, {},
                          true, config_.nccl_version));
   }
+  if (!config_.prior_path.empty()) use_learned_prior();
   for (int e = 0; e < kNumEngines; ++e) {
     const bool tuned = catalogs_[e] && (e == index(kCpu) || config_.nccl_tuning);
     for (int o = 0; o < kNumOps; ++o) {
@@ -186,6 +188,18 @@ Role ProcessGroupDynamicCCL::group_role() {
     group_role_resolved_ = true;
   }
   return group_role_;
+}
+
+// Every engine's catalog takes the model's prior (checked here, at group creation: a model that
+// cannot be used is a named error now, not a change of decisions later).
+void ProcessGroupDynamicCCL::use_learned_prior() {
+  const std::shared_ptr<const prior::Model> model = prior::Model::load(config_.prior_path);
+  const int nodes = std::clamp(config_.nccl_group.nodes, 1, size_);
+  for (int e = 0; e < kNumEngines; ++e) {
+    if (!catalogs_[e]) continue;
+    catalogs_[e] = std::make_shared<prior::LearnedPriorCatalog>(catalogs_[e], model,
+                                                                static_cast<EngineKind>(e), nodes);
+  }
 }
 
 Learner* ProcessGroupDynamicCCL::mutable_learner(EngineKind engine) {

@@ -11,6 +11,7 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <memory>
@@ -130,7 +131,11 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   }
   // The learner of an engine; null until that engine carried a learned call.
   const Learner* learner(EngineKind engine) const { return learners_[index(engine)].get(); }
-  Learner* mutable_learner(EngineKind engine);  // creates it (restore before the first call)
+  Learner* mutable_learner(EngineKind engine);
+  int nodes() const { return std::clamp(config_.nccl_group.nodes, 1, size_); }  // the group spans
+  const std::string& prior_path() const {
+    return config_.prior_path;
+  }  // creates it (restore before the first call)
   const ArmCatalog* catalog(EngineKind engine) const { return catalogs_[index(engine)].get(); }
   const Telemetry& telemetry() const { return telemetry_; }
   uint64_t learned_calls() const { return consensus_.learned_calls(); }
@@ -198,6 +203,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   void check_call_agrees(const Call& call);  // DYNAMICCL_CHECK: the ranks issue the same call
   void ensure_learner(EngineKind engine);
   void resolve_forced_arms();
+  void use_learned_prior();
   void slow_down_arm_for_tests();
   void agree_on_nccl_plugin();
 

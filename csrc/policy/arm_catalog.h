@@ -35,6 +35,18 @@ class ArmCatalog {
   virtual double footprint(OpKind /*op*/, uint16_t /*arm*/, uint64_t /*effective_bytes*/) const {
     return 1.0;
   }
+  // The prior cost of every arm of `ctx.op` for this call, indexed by arm: what probing orders
+  // and prunes by. Evaluated once per new learner state. By default prior_cost_us per arm; a
+  // learned prior (prior/learned_prior_catalog.h) also reads the call's role and exposure.
+  virtual std::vector<double> prior_costs_us(const CollectiveContext& ctx) const {
+    const size_t n = arms(ctx.op).size();
+    std::vector<double> costs(n);
+    for (size_t a = 0; a < n; ++a) {
+      costs[a] = prior_cost_us(ctx.op, static_cast<uint16_t>(a), ctx.effective_bytes,
+                               ctx.group_size);
+    }
+    return costs;
+  }
 };
 
 }  // namespace dynamiccl

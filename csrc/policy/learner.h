@@ -142,6 +142,7 @@ struct ArmStats {
   double mean_us = 0;
   double median_us = 0;  // over a window of recent samples
   double center_us = 0;  // what the learner compares arms by: winsorized mean, current regime
+  double prior_us = 0;   // the catalog's prior (learned or analytic) it was ordered by; inf = none
   bool eliminated = false;
 };
 
@@ -223,11 +224,13 @@ inline constexpr const char* kFormat = "format";
 inline constexpr const char* kFingerprint = "fingerprint";
 inline constexpr const char* kGroups = "groups";
 inline constexpr std::array<const char*, 3> kFile = {kFormat, kFingerprint, kGroups};
-// A group: {"group_size": n, "group_desc": "...", "engines": {engine name: snapshot}}.
+// A group: {"group_size": n, "nodes": n, "group_desc": "...", "engines": {engine: snapshot}}.
+// nodes: the nodes the group spans (a learned prior's feature, dynamiccl_pg/prior/).
 inline constexpr const char* kGroupSize = "group_size";
+inline constexpr const char* kNodes = "nodes";
 inline constexpr const char* kGroupDesc = "group_desc";
 inline constexpr const char* kEngines = "engines";
-inline constexpr std::array<const char*, 3> kGroup = {kGroupSize, kGroupDesc, kEngines};
+inline constexpr std::array<const char*, 4> kGroup = {kGroupSize, kNodes, kGroupDesc, kEngines};
 // A snapshot (PolicySnapshot): {"states": [state...]}.
 inline constexpr const char* kStates = "states";
 inline constexpr std::array<const char*, 1> kSnapshot = {kStates};

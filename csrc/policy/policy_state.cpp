@@ -68,13 +68,18 @@ double best_positive_prior(const std::vector<Ranked>& challengers, const Ranked&
 // challengers with the lowest priors, up to max_candidates and the kPriorCutoff cut. An
 // overlapped state also keeps, for each footprint below the default's that the list lacks, the
 // best arm by prior that holds it (within the cut): the rungs of its footprint descent.
-std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, OpKind op, size_t n_arms,
-                                    uint64_t effective_bytes, int group_size, int max_candidates,
-                                    bool overlapped) {
+std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, const CollectiveContext& ctx,
+                                    size_t n_arms, int max_candidates, bool overlapped) {
+  const std::vector<double> priors = catalog.prior_costs_us(ctx);
+  if (priors.size() != n_arms) {
+    throw std::logic_error("arm catalog priced " + std::to_string(priors.size()) + " arms of op " +
+                           op_name(ctx.op) + ", it offers " + std::to_string(n_arms));
+  }
   const auto ranked_arm = [&](uint16_t arm) {
-    const double p = catalog.prior_cost_us(op, arm, effective_bytes, group_size);
+    const double p = priors[arm];
     // An arm without an estimate is tried last.
-    return Ranked{std::isnan(p) ? INFINITY : p, arm, catalog.footprint(op, arm, effective_bytes)};
+    return Ranked{std::isnan(p) ? INFINITY : p, arm,
+                  catalog.footprint(ctx.op, arm, ctx.effective_bytes)};
   };
   std::vector<Ranked> ranked;
   ranked.reserve(n_arms);
@@ -129,8 +134,7 @@ PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin
     throw std::logic_error(std::string("arm catalog returned ") + std::to_string(arms.size()) +
                            " arms for op " + op_name(op_) + " (accepted: 1..32767)");
   }
-  const std::vector<Ranked> ranked = rank_candidates(catalog, op_, arms.size(), ctx.effective_bytes,
-                                                     ctx.group_size, head.max_candidates,
+  const std::vector<Ranked> ranked = rank_candidates(catalog, ctx, arms.size(), head.max_candidates,
                                                      exposure_ == Exposure::kOverlapped);
   slot_of_arm_.assign(arms.size(), -1);
   slots_.reserve(ranked.size());
@@ -793,6 +797,7 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
     as.mean_us = a.stats.mean();
     as.median_us = a.window.median_recent(a.window.size());
     as.center_us = a.view.center;
+    as.prior_us = a.prior_us;
     as.eliminated = a.eliminated || a.unavailable || a.parked;
     st.arms.push_back(std::move(as));
   }

@@ -48,7 +48,7 @@ def test_a_setting_that_differs_fails_group_creation_on_every_rank(var, values):
 def test_a_policy_file_on_one_rank_only_fails_group_creation(tmp_path):
     import json
     policy = tmp_path / "p.json"
-    policy.write_text(json.dumps({"format": "dynamiccl-policy/3", "fingerprint": {},
+    policy.write_text(json.dumps({"format": "dynamiccl-policy/4", "fingerprint": {},
                                   "groups": {}}))
     res = run_ranks(allreduces, 2, 4, rank_env={1: {"DYNAMICCL_POLICY": str(policy)}},
                     pg_timeout_s=20, timeout=120, expect_failure=True)

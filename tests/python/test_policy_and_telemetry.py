@@ -43,7 +43,7 @@ def test_save_load_frozen_round_trip(tmp_path):
     learned, stats = run_ranks(learn_and_save, 2, path, 400,
                                env={"DYNAMICCL_ROUND_CALLS": "8"})[0]
     data = json.load(open(path))
-    assert data["format"] == "dynamiccl-policy/3"
+    assert data["format"] == "dynamiccl-policy/4"
     assert data["fingerprint"]["world_size"] == 2
     # It learned: costs were agreed on and every state left warm-up. (Once settled, rounds that
     # measure nothing are skipped, so the count of rounds is not a fixed share of the calls.)

@@ -35,7 +35,8 @@ def valid_policy():
                                   _state(CPU, 12, "tree"), _state(CPU, 13, "rd")]},
                "nccl": {"states": [_state(NCCL, 20, "tree/LL")]}}
     return {"format": policy_schema.FORMAT, "fingerprint": dict(fingerprint(), world_size=2),
-            "groups": {"0": {"group_size": 2, "group_desc": "default_pg", "engines": engines}}}
+            "groups": {"0": {"group_size": 2, "nodes": 1, "group_desc": "default_pg",
+                             "engines": engines}}}
 
 
 def _set(path, value):
@@ -57,7 +58,7 @@ def _cpu(*path):
 
 # (case, the file's content: bytes or a mutation of valid_policy(), key path, words in the error)
 CASES = [
-    ("not JSON", b'{"format": "dynamiccl-policy/3",', None, "is not valid JSON"),
+    ("not JSON", b'{"format": "dynamiccl-policy/4",', None, "is not valid JSON"),
     ("empty file", b"", None, "is not valid JSON"),
     ("binary garbage", b"\x89PNG\r\n\x1a\n\xff\xfe\x00", None, "is not UTF-8 text"),
     ("nested too deep", b"[" * 100000, None, "is not valid JSON"),
@@ -65,7 +66,7 @@ CASES = [
     ("top level a list", b"[]", "top level", "accepted: an object with keys format"),
     ("format missing", _set(("format",), KeyError), "format", "missing"),
     ("format unknown", _set(("format",), "dynamiccl-policy/0"), "format",
-     "accepted: dynamiccl-policy/3"),
+     "accepted: dynamiccl-policy/4"),
     ("unknown top key", _set(("extra",), 1), "extra", "unknown key"),
     ("fingerprint a string", _set(("fingerprint",), "x"), "fingerprint", "an object"),
     ("groups a list", _set(("groups",), []), "groups", "an object"),
@@ -74,6 +75,8 @@ CASES = [
      'groups["0"].engines', "missing"),
     ("group_size zero", _set(("groups", "0", "group_size"), 0), 'groups["0"].group_size',
      "integers 1.."),
+    ("nodes beyond the group", _set(("groups", "0", "nodes"), 3), 'groups["0"].nodes',
+     "integers 1..2"),
     ("unknown engine", _set(("groups", "0", "engines", "tpu"), {"states": []}),
      'groups["0"].engines.tpu', "accepted: engine names cpu, nccl"),
     ("states not a list", _set(_cpu(), {"0": 1}), STATES, "a list"),

@@ -1,0 +1,43 @@
+// The learned prior's input, defined once: what a model sees of a learner state and of one arm.
+// The trainer (dynamiccl_pg/prior/) builds its rows through _C.prior_features, and the backend
+// and the simulator build theirs here, so a model is evaluated on exactly what it was trained on.
+// Changing a feature changes kPriorSchemaVersion; changing the arm vocabulary (NCCL algorithms
+// and protocols, CPU schedules) changes prior_catalog_fingerprint(). A model trained on another
+// schema or catalog is refused.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/types.h"
+
+namespace dynamiccl {
+namespace prior {
+
+constexpr int kSchemaVersion = 1;
+constexpr const char* kFormat = "dynamiccl-prior/1";
+// The archive entry holding the model's metadata as JSON, for people and Python tools; the
+// backend reads the same facts from the module's attributes.
+constexpr const char* kMetadataFile = "dynamiccl_prior.json";
+
+// A learner state, as the prior sees it. Role is not a feature: it selects the model's head.
+struct StateFeatures {
+  EngineKind engine = EngineKind::kCpu;
+  OpKind op = OpKind::kAllReduce;
+  Exposure exposure = Exposure::kExposed;
+  bool fused = false;
+  uint64_t effective_bytes = 0;
+  int group_size = 1;
+  int nodes = 1;  // nodes the group spans
+};
+
+const std::vector<std::string>& feature_names();
+inline size_t feature_count() { return feature_names().size(); }
+// Appends the features of (`state`, `action`) to `out`, in feature_names() order.
+void append_features(const StateFeatures& state, const Action& action, std::vector<double>* out);
+// A fingerprint of the arm vocabulary the features describe (hex).
+const std::string& catalog_fingerprint();
+
+}  // namespace prior
+}  // namespace dynamiccl

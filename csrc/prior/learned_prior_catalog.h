@@ -1,0 +1,50 @@
+// An engine's arm catalog with a learned prior (docs/architecture.md, "Learned prior"): the same
+// arms, actions and footprints; each arm's prior cost is the analytic cost of the default times
+// the ratio the model predicts for the call's role, exposure and size, where the model is
+// confident (sigma of the log ratio <= kConfidentSigma), and the analytic prior elsewhere. A
+// confident arm that is hopeless (even kHopelessZ sigmas better than predicted, it would still be
+// kHopelessMargin slower than the best confident prediction, the default's 1 included) is priced
+// +inf, which leaves it out of the state's candidates. It only orders and prunes candidates: the
+// default is always measured, probing and the do-no-harm budget are the learner's as ever.
+#pragma once
+
+#include <memory>
+
+#include "policy/arm_catalog.h"
+#include "prior/model.h"
+
+namespace dynamiccl {
+namespace prior {
+
+constexpr double kConfidentSigma = 0.35;
+constexpr double kHopelessZ = 2.0;
+constexpr double kHopelessMargin = 0.05;
+
+class LearnedPriorCatalog : public ArmCatalog {
+ public:
+  // `nodes`: the nodes the group spans (a model feature).
+  LearnedPriorCatalog(std::shared_ptr<const ArmCatalog> base, std::shared_ptr<const Model> model,
+                      EngineKind engine, int nodes);
+
+  const std::vector<Arm>& arms(OpKind op) const override { return base_->arms(op); }
+  double prior_cost_us(OpKind op, uint16_t arm, uint64_t effective_bytes,
+                       int group_size) const override {
+    return base_->prior_cost_us(op, arm, effective_bytes, group_size);
+  }
+  double footprint(OpKind op, uint16_t arm, uint64_t effective_bytes) const override {
+    return base_->footprint(op, arm, effective_bytes);
+  }
+  std::vector<double> prior_costs_us(const CollectiveContext& ctx) const override;
+
+  // The model's estimate for each arm of `ctx.op` (for inspection: `prior eval`, tests).
+  std::vector<Estimate> estimates(const CollectiveContext& ctx) const;
+
+ private:
+  std::shared_ptr<const ArmCatalog> base_;
+  std::shared_ptr<const Model> model_;
+  EngineKind engine_;
+  int nodes_;
+};
+
+}  // namespace prior
+}  // namespace dynamiccl
