@@ -13,6 +13,7 @@ import sys
 from typing import Callable, List, NamedTuple, Optional
 
 from . import trace_report as _report
+from .prior import cli as _prior_cli
 from .sim import cli as _sim_cli
 
 PROG = "python -m dynamiccl_pg"
@@ -71,6 +72,8 @@ COMMANDS = {
                       "DYNAMICCL_TRACE files", _report.add_arguments, _report.run),
     "sim": Command("--scenario FILE|DIR: run scenarios through the learner (see "
                    "benchmarks/scenarios)", _sim_cli.add_arguments, _sim_cli.run),
+    "prior": Command("train|eval: train a learned prior (relative arm cost per role) from "
+                     "policy files, or score one", _prior_cli.add_arguments, _prior_cli.run),
 }
 
 

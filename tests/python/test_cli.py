@@ -21,8 +21,9 @@ OPTIONS = {
     "config": ["-h", "--help"],
     "actions": ["-h", "--help"],
     "report": ["prefix", "--out"],
-    "sim": ["--scenario", "-s", "--schema", "--out", "-o", "--steps", "--prior", "--head",
-            "--no-plot", "--check", "--quiet", "-q"],
+    "sim": ["--scenario", "-s", "--schema", "--out", "-o", "--steps", "--prior", "--prior-model",
+            "--policy-out", "--head", "--no-plot", "--check", "--quiet", "-q"],
+    "prior": ["train", "eval"],
 }
 
 
@@ -56,7 +57,7 @@ def test_top_level_help_lists_the_commands(capsys):
     out = capsys.readouterr().out
     for name in COMMANDS:
         assert f"    {name} " in out, name
-    assert "{config,actions,report,sim}" in out
+    assert "{config,actions,report,sim,prior}" in out
 
 
 def test_unknown_command_is_named_with_the_valid_ones():
@@ -71,7 +72,8 @@ def test_unknown_command_is_named_with_the_valid_ones():
 def test_no_command_prints_the_usage_with_the_commands():
     proc = python_m()
     assert proc.returncode == 2
-    assert proc.stderr.startswith("usage: python -m dynamiccl_pg [-h] {config,actions,report,sim}")
+    assert proc.stderr.startswith(
+        "usage: python -m dynamiccl_pg [-h] {config,actions,report,sim,prior}")
     assert "required: command" in proc.stderr
 
 

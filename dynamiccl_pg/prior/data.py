@@ -1,0 +1,287 @@
+"""Training samples from policy files (what save_policy writes, and the simulator too).
+
+A sample is one measured arm of a learner state whose default arm is measured as well: its
+features (``_C.prior_features``: the state's and the arm's), the state's role (the model's head),
+the label log(arm.mean_us / default.mean_us) and a weight that grows with the arm's samples. The
+default arm's own row is a sample with label 0.
+
+Files are read as raw JSON, requiring only what the samples need, so that formats
+dynamiccl-policy/3 and /4 (/4 adds each group's ``nodes``; a /3 file's groups count as one node)
+are both accepted. JSON files that are not policy files are skipped with one line saying so.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from .. import _C
+
+__all__ = ["ACCEPTED_FORMATS", "PriorDataError", "Samples", "StateKey", "data_fingerprint",
+           "load_samples", "policy_files", "representative_bytes", "sample_weight"]
+
+ACCEPTED_FORMATS = ("dynamiccl-policy/3", "dynamiccl-policy/4")
+FULL_WEIGHT_SAMPLES = 16  # an arm measured this many times counts fully
+SIZE_BINS = 48
+ENGINES = ("cpu", "nccl")
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class PriorDataError(ValueError):
+    """A data path that cannot be used, or a policy file whose content cannot be trained on."""
+
+
+@dataclass(frozen=True)
+class StateKey:
+    """One learner state of one file: what its samples share."""
+    file: str
+    group: str
+    engine: str
+    role: str
+    op: str
+    size_bin: int
+    exposure: str
+    fused: bool
+    group_size: int
+    nodes: int
+
+    def describe(self) -> str:
+        return (f"{self.file} group {self.group} {self.engine} {self.role} {self.op} "
+                f"bin {self.size_bin} {self.exposure}{' fused' if self.fused else ''}")
+
+
+@dataclass
+class Samples:
+    """Samples as tensors, with where each came from.
+
+    features [N, F] float64, roles [N] int64 (index in ``_C.prior_schema()['roles']``), labels
+    [N] float64 (log cost ratio to the default arm), weights [N] float64 (0..1]; per sample:
+    ``files[i]`` (the policy file), ``state_ids[i]`` (index into ``states``) and ``arms[i]``.
+    """
+    features: torch.Tensor
+    roles: torch.Tensor
+    labels: torch.Tensor
+    weights: torch.Tensor
+    files: List[str]
+    state_ids: List[int]
+    arms: List[str]
+    states: List[StateKey]
+    role_names: List[str]
+    fingerprint: str = ""
+    source_files: List[str] = field(default_factory=list)  # the policy files read
+
+    def __len__(self) -> int:
+        return len(self.state_ids)
+
+    def subset(self, index: Sequence[int]) -> "Samples":
+        """The samples at ``index`` (state ids keep their meaning)."""
+        idx = torch.as_tensor(list(index), dtype=torch.int64)
+        return Samples(self.features[idx], self.roles[idx], self.labels[idx], self.weights[idx],
+                       [self.files[i] for i in idx.tolist()],
+                       [self.state_ids[i] for i in idx.tolist()],
+                       [self.arms[i] for i in idx.tolist()], self.states, self.role_names,
+                       self.fingerprint, self.source_files)
+
+
+def representative_bytes(size_bin: int) -> int:
+    """Bin b holds effective bytes [2^b, 2^(b+1)): its representative is round(2^(b+0.5))."""
+    return int(round(2.0 ** (size_bin + 0.5)))
+
+
+def sample_weight(samples: int) -> float:
+    return min(samples, FULL_WEIGHT_SAMPLES) / FULL_WEIGHT_SAMPLES
+
+
+def policy_files(paths: Iterable[PathLike]) -> List[str]:
+    """The *.json files named by ``paths``: files as given, directories searched recursively
+    (sorted, each file once). Raises PriorDataError naming a path that does not exist."""
+    out: List[str] = []
+    for path in paths:
+        path = os.fspath(path)
+        if os.path.isdir(path):
+            found = []
+            for root, dirs, names in os.walk(path):
+                dirs.sort()
+                found += [os.path.join(root, n) for n in names if n.lower().endswith(".json")]
+            out += sorted(found)
+        elif os.path.isfile(path):
+            out.append(path)
+        else:
+            raise PriorDataError(f"data path {path!r} does not exist; accepted: a policy file "
+                                 "(JSON written by save_policy or the simulator) or a "
+                                 "directory searched recursively for them")
+    seen = set()
+    return [f for f in out if not (os.path.abspath(f) in seen or seen.add(os.path.abspath(f)))]
+
+
+def data_fingerprint(paths: Iterable[PathLike]) -> str:
+    """sha256 (hex) over the sorted contents of the files (directories: their *.json files):
+    the same data gives the same fingerprint wherever it lies and whatever its file names."""
+    digests = []
+    for path in policy_files(paths):
+        with open(path, "rb") as f:
+            digests.append(hashlib.sha256(f.read()).hexdigest())
+    h = hashlib.sha256()
+    for d in sorted(digests):
+        h.update(d.encode())
+    return h.hexdigest()
+
+
+def _fail(file: str, where: str, problem: str):
+    raise PriorDataError(f"dynamiccl: policy file {file!r}: {where}: {problem}")
+
+
+def _need(obj, key: str, kind, file: str, where: str, default=None, check=None):
+    """obj[key], of type ``kind`` (and passing ``check``), or ``default`` when absent and a
+    default is given; else a PriorDataError naming the key path."""
+    if not isinstance(obj, dict):
+        _fail(file, where, f"{_short(obj)} is not accepted; accepted: an object")
+    at = f"{where}.{key}" if where else key
+    if key not in obj:
+        if default is not None:
+            return default
+        _fail(file, at, "missing")
+    value = obj[key]
+    ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
+    if ok and check is not None:
+        ok = check(value)
+    if not ok:
+        _fail(file, at, f"{_short(value)} is not accepted; accepted: {_KINDS.get(kind, kind)}"
+              + (f" ({check.__doc__})" if check is not None and check.__doc__ else ""))
+    return value
+
+
+_KINDS = {int: "an integer", str: "a string", bool: "true, false", dict: "an object",
+          list: "a list", (int, float): "a number"}
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _positive(v):
+    """>= 1"""
+    return v >= 1
+
+
+def _bin(v):
+    """0..47"""
+    return 0 <= v < SIZE_BINS
+
+
+def _finite(v):
+    """finite, >= 0"""
+    return math.isfinite(v) and v >= 0
+
+
+def _read_policy(path: str) -> Tuple[Optional[dict], str]:
+    """(the parsed file, "") for a policy file of an accepted format, else (None, why not)."""
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read().decode("utf-8"))
+    except OSError as e:
+        return None, f"cannot be read ({e.strerror})"
+    except UnicodeDecodeError:
+        return None, "is not UTF-8 text"
+    except (ValueError, RecursionError):
+        return None, "is not valid JSON"
+    fmt = data.get("format") if isinstance(data, dict) else None
+    if not (isinstance(fmt, str) and fmt.startswith("dynamiccl-policy/")):
+        return None, "is not a policy file (no \"format\": \"dynamiccl-policy/N\")"
+    if fmt not in ACCEPTED_FORMATS:
+        return None, f"has format {fmt!r}; accepted: {', '.join(ACCEPTED_FORMATS)}"
+    return data, ""
+
+
+def load_samples(paths: Iterable[PathLike], log: Optional[Callable[[str], None]] = None
+                 ) -> Samples:
+    """The samples of every policy file under ``paths`` (files, or directories searched
+    recursively for *.json). Files that are not policy files are skipped, one line each to
+    ``log`` (default: stderr). Raises PriorDataError for a missing path or a policy file
+    whose content cannot be used (naming the file and key path)."""
+    if log is None:
+        def log(line):
+            print(line, file=sys.stderr)
+    schema = _C.prior_schema()
+    role_index = {r: i for i, r in enumerate(schema["roles"])}
+    features: List[List[float]] = []
+    roles, labels, weights, files, state_ids, arms = [], [], [], [], [], []
+    states: List[StateKey] = []
+    used: List[str] = []
+    for path in policy_files(paths):
+        data, why = _read_policy(path)
+        if data is None:
+            log(f"skipping {path}: {why}")
+            continue
+        used.append(path)
+        groups = _need(data, "groups", dict, path, "")
+        for gname, group in groups.items():
+            gat = f"groups[{json.dumps(gname)}]"
+            size = _need(group, "group_size", int, path, gat, check=_positive)
+            nodes = _need(group, "nodes", int, path, gat, default=1, check=_positive)
+            if nodes > size:
+                _fail(path, f"{gat}.nodes", f"{nodes} nodes for a group of {size}; accepted: "
+                      "1..group_size")
+            engines = _need(group, "engines", dict, path, gat)
+            for engine in sorted(engines):
+                eat = f"{gat}.engines.{engine}"
+                if engine not in ENGINES:
+                    _fail(path, eat, f"unknown engine; accepted: {', '.join(ENGINES)}")
+                snap = engines[engine]
+                for i, state in enumerate(_need(snap, "states", list, path, eat)):
+                    sat = f"{eat}.states[{i}]"
+                    role = _need(state, "role", str, path, sat)
+                    if role not in role_index:
+                        _fail(path, f"{sat}.role", f"{role!r}; accepted: "
+                              f"{', '.join(role_index)}")
+                    key = StateKey(path, gname, engine, role,
+                                   _need(state, "op", str, path, sat),
+                                   _need(state, "size_bin", int, path, sat, check=_bin),
+                                   _need(state, "exposure", str, path, sat),
+                                   _need(state, "fused", bool, path, sat), size, nodes)
+                    measured = []
+                    for j, arm in enumerate(_need(state, "arms", list, path, sat)):
+                        aat = f"{sat}.arms[{j}]"
+                        name = _need(arm, "name", str, path, aat)
+                        n = _need(arm, "samples", int, path, aat)
+                        mean = _need(arm, "mean_us", (int, float), path, aat, check=_finite)
+                        if n > 0 and mean > 0:
+                            measured.append((j, name, n, float(mean)))
+                    default = [m for m in measured if m[1] == "default"]
+                    if not default:
+                        continue  # nothing to compare the arms with
+                    state_id = len(states)
+                    states.append(key)
+                    base = default[0][3]
+                    for j, name, n, mean in measured:
+                        try:
+                            row = _C.prior_features(engine, key.op, name,
+                                                    representative_bytes(key.size_bin), size,
+                                                    nodes, key.exposure, key.fused)
+                        except ValueError as e:
+                            _fail(path, f"{sat}.arms[{j}]", str(e))
+                        features.append(row)
+                        roles.append(role_index[role])
+                        labels.append(math.log(mean / base))
+                        weights.append(sample_weight(n))
+                        files.append(path)
+                        state_ids.append(state_id)
+                        arms.append(name)
+    n_features = len(schema["feature_names"])
+    return Samples(
+        features=torch.tensor(features, dtype=torch.float64).reshape(-1, n_features),
+        roles=torch.tensor(roles, dtype=torch.int64),
+        labels=torch.tensor(labels, dtype=torch.float64),
+        weights=torch.tensor(weights, dtype=torch.float64),
+        files=files, state_ids=state_ids, arms=arms, states=states,
+        role_names=list(schema["roles"]), fingerprint=data_fingerprint(used),
+        source_files=used)
