@@ -6,11 +6,11 @@
 #include <string>
 #include <vector>
 
+#include "bindings.h"
 #include "core/types.h"
+#include "prior/learned_prior_catalog.h"
 #include "sim/runner.h"
 #include "sim/workload.h"
-
-namespace py = pybind11;
 
 namespace dynamiccl {
 
@@ -76,7 +76,19 @@ void bind_results(py::module_& m) {
       .def_readonly("step_time_oracle_us", &SimResult::step_time_oracle_us)
       .def_readonly("states", &SimResult::states)
       .def_readonly("recoveries", &SimResult::recoveries)
-      .def_readonly("groups", &SimResult::groups);
+      .def_readonly("groups", &SimResult::groups)
+      .def_property_readonly("policies", [](const SimResult& r) {
+        py::list out;  // each group's entry of a policy file (dynamiccl_pg/policy_io.py)
+        for (const sim::GroupPolicy& p : r.policies) {
+          py::dict d;
+          d["group"] = p.group;
+          d["group_size"] = p.group_size;
+          d["nodes"] = p.nodes;
+          d["snapshot"] = bindings::snapshot_to_py(p.snapshot);
+          out.append(d);
+        }
+        return out;
+      });
   py::class_<ArmCost>(m, "ArmCost")
       .def_readonly("name", &ArmCost::name)
       .def_readonly("prior_us", &ArmCost::prior_us)
@@ -93,11 +105,20 @@ void bind_sim(py::module_& m) {
   bind_results(s);
   s.def(
       "run",
-      [](const sim::ScenarioSpec& spec) {
+      [](const sim::ScenarioSpec& spec, std::shared_ptr<prior::Model> model) {
+        sim::CatalogWrapper wrap;
+        if (model) {
+          wrap = [model](std::shared_ptr<const ArmCatalog> base, const nccl::GroupShape& shape) {
+            return std::make_shared<prior::LearnedPriorCatalog>(std::move(base), model,
+                                                                EngineKind::kNccl, shape.nodes);
+          };
+        }
         py::gil_scoped_release release;
-        return sim::run_scenario(spec);
+        return sim::run_scenario(spec, wrap);
       },
-      py::arg("spec"), "Run a scenario through the learner; returns a SimResult.");
+      py::arg("spec"), py::arg("prior") = nullptr,
+      "Run a scenario through the learner (with a learned prior: a PriorModel); returns a "
+      "SimResult.");
   s.def(
       "arm_costs",
       [](const sim::ScenarioSpec& spec, const std::string& group, const std::string& op,

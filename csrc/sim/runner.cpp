@@ -121,7 +121,7 @@ struct SimRunner::Impl {
   std::unique_ptr<StepModel> model;
   StepModel::State learned_step;
 
-  explicit Impl(const ScenarioSpec& s) : spec(s), rng(s.seed) {
+  Impl(const ScenarioSpec& s, const CatalogWrapper& wrap) : spec(s), rng(s.seed) {
     validate_spec(spec);
     topo = resolve_topology(spec.topology);
     const Topology prior_topo = spec.prior == "described"
@@ -141,7 +141,7 @@ struct SimRunner::Impl {
       g.world = std::make_shared<GroupWorld>(topo, g.info.shape, truth, spec.channel_model);
       g.catalog = std::make_shared<NcclArmCatalog>(
           nccl_catalog_for(prior_topo, g.info.shape, spec.channel_caps, spec.derive_channel_caps));
-      g.learner = std::make_unique<Learner>(cfg, g.catalog);
+      g.learner = std::make_unique<Learner>(cfg, wrap ? wrap(g.catalog, g.info.shape) : g.catalog);
       g.ranks_sampled = std::min(spec.ranks_sampled, g.info.shape.ranks());
       g.current.calls.reserve(spec.round_calls);
       g.pending.calls.reserve(spec.round_calls);
@@ -465,6 +465,8 @@ struct SimRunner::Impl {
     SimResult out = res;
     out.steps = step;
     for (const Group& g : groups) {
+      out.policies.push_back(GroupPolicy{g.info.name, g.info.shape.ranks(), g.info.shape.nodes,
+                                         g.learner->snapshot()});
       const std::vector<StateStats> stats = g.learner->stats();
       for (size_t id = 0; id < g.states.size(); ++id) {
         const StateTrack& t = g.states[id];
@@ -501,7 +503,8 @@ struct SimRunner::Impl {
   }
 };
 
-SimRunner::SimRunner(const ScenarioSpec& spec) : impl_(std::make_unique<Impl>(spec)) {}
+SimRunner::SimRunner(const ScenarioSpec& spec, CatalogWrapper wrap)
+    : impl_(std::make_unique<Impl>(spec, wrap)) {}
 SimRunner::~SimRunner() = default;
 
 void SimRunner::run() {
@@ -540,8 +543,8 @@ std::vector<ArmCost> SimRunner::arm_costs(const std::string& group, OpKind op,
   throw std::invalid_argument("no group named '" + group + "' in this scenario");
 }
 
-SimResult run_scenario(const ScenarioSpec& spec) {
-  SimRunner r(spec);
+SimResult run_scenario(const ScenarioSpec& spec, CatalogWrapper wrap) {
+  SimRunner r(spec, std::move(wrap));
   r.run();
   return r.result();
 }

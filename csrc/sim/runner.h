@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "core/types.h"
 #include "nccl_model/topology.h"
 #include "policy/arm_catalog.h"
+#include "policy/learner.h"
 #include "sim/scenario_spec.h"
 
 namespace dynamiccl {
@@ -57,6 +59,15 @@ struct RecoveryResult {
   int64_t calls = -1;           // calls until a window of 8 averages within 5%; -1 = never
 };
 
+// What a group's learner knew at the end, as save_policy writes it for a real job: the training
+// data of a learned prior (dynamiccl_pg/prior/).
+struct GroupPolicy {
+  std::string group;
+  int group_size = 1;
+  int nodes = 1;
+  PolicySnapshot snapshot;
+};
+
 struct SimResult {
   std::string name;
   int steps = 0;
@@ -73,8 +84,14 @@ struct SimResult {
   std::vector<double> step_time_default_us, step_time_learned_us, step_time_oracle_us;
   std::vector<StateResult> states;
   std::vector<RecoveryResult> recoveries;
-  std::vector<std::string> groups;  // "name: nodes x gpus_per_node, N channels"
+  std::vector<std::string> groups;    // "name: nodes x gpus_per_node, N channels"
+  std::vector<GroupPolicy> policies;  // one per group
 };
+
+// The catalog a group's learner gets, from the product's NCCL catalog for the group's shape: a
+// learned prior (prior/learned_prior_catalog.h) wraps it. Empty: the catalog itself.
+using CatalogWrapper = std::function<std::shared_ptr<const ArmCatalog>(
+    std::shared_ptr<const ArmCatalog> base, const nccl::GroupShape& shape)>;
 
 // One arm of one call, as NCCL believes and as it really is (for inspection and tests).
 struct ArmCost {
@@ -85,7 +102,8 @@ struct ArmCost {
 
 class SimRunner {
  public:
-  explicit SimRunner(const ScenarioSpec& spec);  // throws std::invalid_argument on bad specs
+  // Throws std::invalid_argument on bad specs.
+  explicit SimRunner(const ScenarioSpec& spec, CatalogWrapper wrap = nullptr);
   ~SimRunner();
   SimRunner(const SimRunner&) = delete;
   SimRunner& operator=(const SimRunner&) = delete;
@@ -108,7 +126,7 @@ class SimRunner {
 };
 
 // Runs the whole scenario.
-SimResult run_scenario(const ScenarioSpec& spec);
+SimResult run_scenario(const ScenarioSpec& spec, CatalogWrapper wrap = nullptr);
 
 }  // namespace sim
 }  // namespace dynamiccl

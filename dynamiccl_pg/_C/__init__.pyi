@@ -7,7 +7,7 @@ import datetime
 import torch._C._distributed_c10d
 import typing
 from . import sim
-__all__: list[str] = ['EMULATED_NCCL_DEFAULT_RELEASE', 'EMULATED_NCCL_RELEASES', 'EmulatedNccl', 'Engine', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'backend_defaults', 'built_for_torch', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'is_nccl_arm_name', 'nccl_counters', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'policy_keys', 'set_hint', 'sim', 'size_bin', 'vocabulary']
+__all__: list[str] = ['EMULATED_NCCL_DEFAULT_RELEASE', 'EMULATED_NCCL_RELEASES', 'EmulatedNccl', 'Engine', 'PriorModel', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'backend_defaults', 'built_for_torch', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'is_nccl_arm_name', 'nccl_counters', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'policy_keys', 'prior_features', 'prior_schema', 'set_hint', 'sim', 'size_bin', 'vocabulary']
 class EmulatedNccl(torch._C._distributed_c10d.Backend):
     def __init__(self, rank: typing.SupportsInt | typing.SupportsIndex, size: typing.SupportsInt | typing.SupportsIndex, gloo: typing.Any, scenario: sim.ScenarioSpec, nodes: typing.SupportsInt | typing.SupportsIndex, gpus_per_node: typing.SupportsInt | typing.SupportsIndex, comm_id: typing.SupportsInt | typing.SupportsIndex, tuner_plugin: str, nccl_algo: str, nccl_proto: str, skip_plugin: bool, unavailable: collections.abc.Sequence[str], release: str = '2.28') -> None:
         ...
@@ -65,6 +65,22 @@ class Engine:
     @property
     def value(self) -> int:
         ...
+class PriorModel:
+    """
+    A learned prior loaded and checked by the C++ loader the backend uses.
+    """
+    def __init__(self, path: str) -> None:
+        ...
+    def predict(self, rows: collections.abc.Sequence[collections.abc.Sequence[typing.SupportsFloat | typing.SupportsIndex]], roles: collections.abc.Sequence[typing.SupportsInt | typing.SupportsIndex]) -> list[tuple[float, float]]:
+        """
+        (log ratio, log sigma) per row, as the backend computes them (float64, rounded).
+        """
+    @property
+    def metadata(self) -> dict:
+        ...
+    @property
+    def path(self) -> str:
+        ...
 class ProcessGroupDynamicCCL(torch._C._distributed_c10d.Backend):
     def __init__(self, rank: typing.SupportsInt | typing.SupportsIndex, size: typing.SupportsInt | typing.SupportsIndex, gloo: typing.Any, control: typing.Any, nccl: typing.Any, config: dict, timeout: datetime.timedelta) -> None:
         ...
@@ -113,6 +129,16 @@ class ProcessGroupDynamicCCL(torch._C._distributed_c10d.Backend):
     @property
     def nccl_tuning_active(self) -> bool:
         ...
+    @property
+    def nodes(self) -> int:
+        """
+        nodes the group spans (as described)
+        """
+    @property
+    def prior_path(self) -> str:
+        """
+        the learned prior's file; empty: the analytic prior
+        """
     @property
     def rounds_applied(self) -> int:
         ...
@@ -169,6 +195,14 @@ def nccl_profiler_records(arg0: typing.SupportsInt | typing.SupportsIndex) -> li
 def policy_keys() -> dict:
     """
     The keys of a policy file's objects, by level (file, group, snapshot, state, arm): every one required, in the order messages name them.
+    """
+def prior_features(engine: str, op: str, arm: str, effective_bytes: typing.SupportsInt | typing.SupportsIndex, group_size: typing.SupportsInt | typing.SupportsIndex, nodes: typing.SupportsInt | typing.SupportsIndex = 1, exposure: str = 'exposed', fused: bool = False) -> list[float]:
+    """
+    The model's input row for one (state, arm), in prior_schema()['feature_names'] order.
+    """
+def prior_schema() -> dict:
+    """
+    The learned prior's schema: format, versions, feature names and roles (head order).
     """
 def set_hint(arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: typing.SupportsInt | typing.SupportsIndex, arg3: typing.SupportsInt | typing.SupportsIndex, arg4: typing.SupportsInt | typing.SupportsIndex, arg5: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...

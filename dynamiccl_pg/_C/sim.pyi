@@ -3,6 +3,7 @@ NCCL collective simulator driving the real learner
 """
 from __future__ import annotations
 import collections.abc
+import dynamiccl_pg._C
 import typing
 __all__: list[str] = ['ArmCost', 'CostTotals', 'RecoveryResult', 'ScenarioSpec', 'SimResult', 'StateResult', 'arm_costs', 'calls_per_step', 'ddp_buckets', 'run', 'scenario_schema', 'spec_from_dict', 'spec_problems']
 class ArmCost:
@@ -73,6 +74,9 @@ class SimResult:
         ...
     @property
     def name(self) -> str:
+        ...
+    @property
+    def policies(self) -> list:
         ...
     @property
     def recoveries(self) -> list[RecoveryResult]:
@@ -154,9 +158,9 @@ def ddp_buckets(param_bytes: collections.abc.Sequence[typing.SupportsInt | typin
     """
     DDP's bucket sizes (issue order) for parameter sizes.
     """
-def run(spec: ScenarioSpec) -> SimResult:
+def run(spec: ScenarioSpec, prior: dynamiccl_pg._C.PriorModel = None) -> SimResult:
     """
-    Run a scenario through the learner; returns a SimResult.
+    Run a scenario through the learner (with a learned prior: a PriorModel); returns a SimResult.
     """
 def scenario_schema() -> dict:
     """

@@ -40,6 +40,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prior", metavar="KIND",
                    help="override every scenario's prior: exact (the scenario's topology) or "
                         "described (what the product assumes by itself)")
+    p.add_argument("--prior-model", metavar="PATH",
+                   help="a learned prior (python -m dynamiccl_pg prior train) ordering and "
+                        "pruning every group's arms, as DYNAMICCL_PRIOR does in a job")
+    p.add_argument("--policy-out", metavar="DIR",
+                   help="write each scenario's learned policy as <name>.policy.json (the "
+                        "save_policy format: the training data of a learned prior)")
     p.add_argument("--head", action="append", default=[], metavar="ROLE.KEY=VALUE",
                    help="override a learner head setting, e.g. tp.probe_budget=0.1 "
                         "(ROLE may be 'all'); repeatable")
@@ -84,14 +90,28 @@ def _write_json(path: str, data: Any) -> None:
         f.write("\n")
 
 
-def run_one(sc: Scenario) -> dict[str, Any]:
-    """Run one validated scenario; the summary of report.summarize()."""
+def run_one(sc: Scenario, prior=None, policy_out: str | None = None) -> dict[str, Any]:
+    """Run one validated scenario (with `prior`, a _C.PriorModel, as its learned prior); the
+    summary of report.summarize(). With `policy_out`, the learned policy is written there as
+    <name>.policy.json."""
     from dynamiccl_pg._C import sim as _sim
 
     spec = sc.to_spec()
     t0 = time.perf_counter()
-    res = _sim.run(spec)
+    res = _sim.run(spec, prior)
+    if policy_out:
+        write_sim_policy(os.path.join(policy_out, f"{sc.name}.policy.json"), sc.name, res)
     return report.summarize(sc, res, time.perf_counter() - t0)
+
+
+def write_sim_policy(path: str, scenario: str, res) -> None:
+    """A simulated job's learned policy, in the save_policy format (the NCCL engine's)."""
+    from dynamiccl_pg.policy_io import write_policy_file
+
+    groups = {p["group"]: {"group_size": p["group_size"], "nodes": p["nodes"],
+                           "group_desc": p["group"], "engines": {"nccl": p["snapshot"]}}
+              for p in res.policies}
+    write_policy_file(path, {"simulator": scenario}, groups)
 
 
 def main(argv: list[str]) -> int:
@@ -175,11 +195,21 @@ def _simulate(scenarios: list[Scenario], args: argparse.Namespace) -> list[dict]
     """Runs each scenario, writing <name>.json (and .png) under --out as it goes; None when
     the C++ side rejects one."""
     summaries = []
+    prior = None
+    try:
+        if args.prior_model:
+            from dynamiccl_pg import _C
+            prior = _C.PriorModel(args.prior_model)
+        if args.policy_out:
+            os.makedirs(args.policy_out, exist_ok=True)
+    except (ValueError, OSError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return None
     for sc in scenarios:
         if not args.quiet:
             print(f"running {sc.name} ({sc.source}) ...", file=sys.stderr, flush=True)
         try:
-            s = run_one(sc)
+            s = run_one(sc, prior, args.policy_out)
         except ValueError as e:  # the C++ side re-validates and names the field
             print(f"error: {sc.source}: {e}", file=sys.stderr)
             return None
