@@ -15,7 +15,8 @@ from .config import EXPOSURES, OPS, ROLES, VOCABULARY
 
 # /2: a state is keyed by exposure and fusion too (a /1 file's states would not say which).
 # /3: each arm carries its step-trial verdicts (step_adopted, step_rejected).
-# /4: each group says how many nodes it spans (what a learned prior is trained on).
+# /4: each group says how many nodes it spans, each arm its analytic prior (what a learned prior
+#     is trained on).
 FORMAT = "dynamiccl-policy/4"
 ENGINES = _C.Engine.__members__  # name -> engine
 SIZE_BINS = VOCABULARY["size_bins"]
@@ -144,6 +145,7 @@ def _check_states(c: _Checker, snap, path: str, engine: str) -> None:
             c.integer(arm["samples"], _child(arm_at, "samples"), 0, _UINT64_MAX)
             c.cost(arm["mean_us"], _child(arm_at, "mean_us"))
             c.cost(arm["m2"], _child(arm_at, "m2"))
+            c.cost(arm["analytic_us"], _child(arm_at, "analytic_us"))
             c.boolean(arm["eliminated"], _child(arm_at, "eliminated"))
             c.boolean(arm["step_adopted"], _child(arm_at, "step_adopted"))
             c.boolean(arm["step_rejected"], _child(arm_at, "step_rejected"))

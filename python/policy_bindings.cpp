@@ -163,6 +163,7 @@ ArmSnapshot arm_snapshot_from_py(const py::handle& a, const std::string& at,
                      typed_field<uint64_t>(a, key::kSamples, at, "an integer >= 0"),
                      cost(a, key::kMeanUs, at),
                      cost(a, key::kM2, at),
+                     cost(a, key::kAnalyticUs, at),
                      typed_field<bool>(a, key::kEliminated, at, "true, false"),
                      typed_field<bool>(a, key::kStepAdopted, at, "true, false"),
                      typed_field<bool>(a, key::kStepRejected, at, "true, false")};
@@ -299,6 +300,7 @@ py::dict snapshot_to_py(const PolicySnapshot& snap) {
       ad[key::kSamples] = a.samples;
       ad[key::kMeanUs] = a.mean_us;
       ad[key::kM2] = a.m2;
+      ad[key::kAnalyticUs] = a.analytic_us;
       ad[key::kEliminated] = a.eliminated;
       ad[key::kStepAdopted] = a.step_adopted;
       ad[key::kStepRejected] = a.step_rejected;

@@ -2,6 +2,8 @@
 // and the C++ loader, so that Python checks and evaluates a model exactly as the backend does.
 #include <pybind11/stl.h>
 
+#include <cmath>
+
 #include "bindings.h"
 #include "engines/cpu/arm_catalog.h"
 #include "engines/nccl/arm_catalog.h"
@@ -67,17 +69,22 @@ void bind_prior(py::module_& m) {
       "prior_features",
       [](const std::string& engine, const std::string& op, const std::string& arm,
          uint64_t effective_bytes, int group_size, int nodes, const std::string& exposure,
-         bool fused) {
+         bool fused, double analytic_ratio) {
         const prior::StateFeatures s = state_of(engine, op, effective_bytes, group_size, nodes,
                                                 exposure, fused);
+        TORCH_CHECK_VALUE(analytic_ratio > 0 && std::isfinite(analytic_ratio),
+                          "dynamiccl: prior: analytic_ratio=", analytic_ratio,
+                          " (accepted: a finite number > 0)");
         std::vector<double> row;
-        prior::append_features(s, action_of(s.engine, s.op, arm), &row);
+        prior::append_features(s, action_of(s.engine, s.op, arm), std::log(analytic_ratio), &row);
         return row;
       },
       py::arg("engine"), py::arg("op"), py::arg("arm"), py::arg("effective_bytes"),
       py::arg("group_size"), py::arg("nodes") = 1, py::arg("exposure") = "exposed",
-      py::arg("fused") = false,
-      "The model's input row for one (state, arm), in prior_schema()['feature_names'] order.");
+      py::arg("fused") = false, py::arg("analytic_ratio") = 1.0,
+      "The model's input row for one (state, arm), in prior_schema()['feature_names'] order; "
+      "analytic_ratio: the engine's analytic prior of the arm over the default's. The model "
+      "predicts log(measured ratio / analytic_ratio).");
 
   py::class_<prior::Model, std::shared_ptr<prior::Model>>(
       m, "PriorModel", "A learned prior loaded and checked by the C++ loader the backend uses.")

@@ -47,6 +47,11 @@ class ArmCatalog {
     }
     return costs;
   }
+  // The engine's own (analytic) prior of every arm, whatever prior_costs_us orders by: what a
+  // learned prior is trained to correct (snapshots keep it). By default prior_costs_us.
+  virtual std::vector<double> analytic_costs_us(const CollectiveContext& ctx) const {
+    return ArmCatalog::prior_costs_us(ctx);
+  }
 };
 
 }  // namespace dynamiccl

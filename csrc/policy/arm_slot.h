@@ -49,7 +49,8 @@ struct ArmView {
 struct ArmSlot {
   uint16_t arm = kDefaultArm;
   Action action;
-  double prior_us = 0;
+  double prior_us = 0;     // what it was ordered by (the catalog's prior: learned or analytic)
+  double analytic_us = 0;  // the engine's own prior (snapshots: what a learned prior corrects)
   double footprint = 1.0;  // what it holds of the machine, relative to the default (catalog)
   RunningStats stats;      // raw costs of the current regime (reporting, snapshots)
   RunningStats trimmed;    // winsorized costs of the current regime (comparisons)

@@ -194,6 +194,9 @@ struct ArmSnapshot {
   uint64_t samples = 0;
   double mean_us = 0;
   double m2 = 0;  // sum of squared deviations (Welford)
+  // The engine's analytic prior of the arm when the state was created (0 = none): what a
+  // learned prior is trained to correct (dynamiccl_pg/prior/). Not restored.
+  double analytic_us = 0;
   bool eliminated = false;
   // Overlapped states: a step trial found the arm shortens the step (adopted) or does not
   // (rejected); both survive a warm start, so per-call evidence does not undo them.
@@ -250,11 +253,12 @@ inline constexpr const char* kName = "name";
 inline constexpr const char* kSamples = "samples";
 inline constexpr const char* kMeanUs = "mean_us";
 inline constexpr const char* kM2 = "m2";
+inline constexpr const char* kAnalyticUs = "analytic_us";
 inline constexpr const char* kEliminated = "eliminated";
 inline constexpr const char* kStepAdopted = "step_adopted";
 inline constexpr const char* kStepRejected = "step_rejected";
-inline constexpr std::array<const char*, 7> kArm = {kName,       kSamples,     kMeanUs,      kM2,
-                                                    kEliminated, kStepAdopted, kStepRejected};
+inline constexpr std::array<const char*, 8> kArm = {
+    kName, kSamples, kMeanUs, kM2, kAnalyticUs, kEliminated, kStepAdopted, kStepRejected};
 }  // namespace policy_key
 
 class Learner {

@@ -45,6 +45,7 @@ struct Ranked {
   double prior;
   uint16_t arm;
   double footprint = 1.0;
+  double analytic = 0;
 };
 
 // Probe order: prior, then arm index.
@@ -71,7 +72,8 @@ double best_positive_prior(const std::vector<Ranked>& challengers, const Ranked&
 std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, const CollectiveContext& ctx,
                                     size_t n_arms, int max_candidates, bool overlapped) {
   const std::vector<double> priors = catalog.prior_costs_us(ctx);
-  if (priors.size() != n_arms) {
+  const std::vector<double> analytic = catalog.analytic_costs_us(ctx);
+  if (priors.size() != n_arms || analytic.size() != n_arms) {
     throw std::logic_error("arm catalog priced " + std::to_string(priors.size()) + " arms of op " +
                            op_name(ctx.op) + ", it offers " + std::to_string(n_arms));
   }
@@ -79,7 +81,7 @@ std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, const CollectiveC
     const double p = priors[arm];
     // An arm without an estimate is tried last.
     return Ranked{std::isnan(p) ? INFINITY : p, arm,
-                  catalog.footprint(ctx.op, arm, ctx.effective_bytes)};
+                  catalog.footprint(ctx.op, arm, ctx.effective_bytes), analytic[arm]};
   };
   std::vector<Ranked> ranked;
   ranked.reserve(n_arms);
@@ -143,6 +145,7 @@ PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin
     s.arm = r.arm;
     s.action = arms[r.arm].action;
     s.prior_us = r.prior;
+    s.analytic_us = r.analytic;
     s.footprint = r.footprint;
     s.gated = r.arm != kDefaultArm;
     slot_of_arm_[r.arm] = static_cast<int16_t>(slots_.size());
@@ -828,6 +831,7 @@ StateSnapshot PolicyState::snapshot(const std::vector<Arm>& arms) const {
     as.samples = a.stats.count();
     as.mean_us = a.stats.mean();
     as.m2 = a.stats.m2();
+    as.analytic_us = std::isfinite(a.analytic_us) && a.analytic_us > 0 ? a.analytic_us : 0;
     as.eliminated = a.eliminated || a.unavailable || a.parked;
     as.step_adopted = a.step_adopted;
     as.step_rejected = a.step_rejected;

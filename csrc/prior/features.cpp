@@ -1,6 +1,9 @@
 #include "prior/features.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <stdexcept>
 
 #include "engines/cpu/schedule.h"
 #include "nccl_model/cost_model.h"
@@ -31,13 +34,15 @@ const std::vector<std::string>& feature_names() {
     for (const std::string& a : nccl::algo_names()) n.push_back("nccl_algo_" + a);
     for (const std::string& p : nccl::proto_names()) n.push_back("nccl_proto_" + p);
     for (const std::string& s : cpu_schedule_names()) n.push_back("cpu_schedule_" + s);
-    n.insert(n.end(), {"capped", "log2_channels_or_segments/6", "chunked", "log2_chunk_kib/12"});
+    n.insert(n.end(), {"capped", "log2_channels_or_segments/6", "chunked", "log2_chunk_kib/12",
+                       "analytic_log_ratio/4"});
     return n;
   }();
   return names;
 }
 
-void append_features(const StateFeatures& s, const Action& a, std::vector<double>* out) {
+void append_features(const StateFeatures& s, const Action& a, double analytic_log_ratio,
+                     std::vector<double>* out) {
   const auto one_hot = [&](int value, int count) {
     for (int i = 0; i < count; ++i) out->push_back(i == value ? 1.0 : 0.0);
   };
@@ -59,6 +64,7 @@ void append_features(const StateFeatures& s, const Action& a, std::vector<double
   out->push_back(log2_or_zero(a.channels) / 6);
   out->push_back(a.chunk_bytes > 0 ? 1.0 : 0.0);
   out->push_back(log2_or_zero(a.chunk_bytes / 1024.0) / 12);
+  out->push_back(std::clamp(analytic_log_ratio, -8.0, 8.0) / 4);
   if (out->size() - start != feature_count()) {
     throw std::logic_error("prior features: wrote " + std::to_string(out->size() - start) +
                            " values, the schema names " + std::to_string(feature_count()));

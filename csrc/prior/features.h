@@ -35,7 +35,11 @@ struct StateFeatures {
 const std::vector<std::string>& feature_names();
 inline size_t feature_count() { return feature_names().size(); }
 // Appends the features of (`state`, `action`) to `out`, in feature_names() order.
-void append_features(const StateFeatures& state, const Action& action, std::vector<double>* out);
+// `analytic_log_ratio`: log of the engine's analytic prior of the arm over the default's. The
+// model predicts how far the real ratio departs from it (a residual), so that where a cluster
+// has taught it nothing it stays with the analytic model.
+void append_features(const StateFeatures& state, const Action& action, double analytic_log_ratio,
+                     std::vector<double>* out);
 // A fingerprint of the arm vocabulary the features describe (hex).
 const std::string& catalog_fingerprint();
 

@@ -1,7 +1,8 @@
 // An engine's arm catalog with a learned prior (docs/architecture.md, "Learned prior"): the same
-// arms, actions and footprints; each arm's prior cost is the analytic cost of the default times
-// the ratio the model predicts for the call's role, exposure and size, where the model is
-// confident (sigma of the log ratio <= kConfidentSigma), and the analytic prior elsewhere. A
+// arms, actions and footprints; each arm's prior cost is the analytic prior corrected by what the
+// model predicts for the call's role, exposure and size (the analytic log ratio to the default
+// plus the predicted residual), where the model is confident (sigma <= kConfidentSigma), and the
+// analytic prior elsewhere. A
 // confident arm that is hopeless (even kHopelessZ sigmas better than predicted, it would still be
 // kHopelessMargin slower than the best confident prediction, the default's 1 included) is priced
 // +inf, which leaves it out of the state's candidates. It only orders and prunes candidates: the
@@ -36,10 +37,13 @@ class LearnedPriorCatalog : public ArmCatalog {
   }
   std::vector<double> prior_costs_us(const CollectiveContext& ctx) const override;
 
-  // The model's estimate for each arm of `ctx.op` (for inspection: `prior eval`, tests).
+  // The model's estimate (the residual over the analytic log ratio) for each arm of `ctx.op`.
   std::vector<Estimate> estimates(const CollectiveContext& ctx) const;
 
  private:
+  // log(analytic[arm] / analytic[default]); NaN where either has no positive finite price.
+  static double analytic_log_ratio(const std::vector<double>& analytic, size_t arm);
+
   std::shared_ptr<const ArmCatalog> base_;
   std::shared_ptr<const Model> model_;
   EngineKind engine_;

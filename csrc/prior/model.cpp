@@ -102,7 +102,7 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
         s.op = static_cast<OpKind>(o);
         s.effective_bytes = 1 << 20;
         s.group_size = 2;
-        append_features(s, Action{}, &rows);
+        append_features(s, Action{}, 0.0, &rows);
         roles.push_back(r);
       }
     }

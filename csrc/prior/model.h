@@ -15,7 +15,8 @@
 namespace dynamiccl {
 namespace prior {
 
-// What the model says of one (state, arm): the arm's cost over the default's, as a log-normal.
+// What the model says of one (state, arm): how far log(arm's cost / default's) departs from the
+// analytic prior's log ratio, as a normal (mean, log of its sigma).
 struct Estimate {
   double log_ratio = 0;
   double log_sigma = 0;

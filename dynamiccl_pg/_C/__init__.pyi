@@ -196,9 +196,9 @@ def policy_keys() -> dict:
     """
     The keys of a policy file's objects, by level (file, group, snapshot, state, arm): every one required, in the order messages name them.
     """
-def prior_features(engine: str, op: str, arm: str, effective_bytes: typing.SupportsInt | typing.SupportsIndex, group_size: typing.SupportsInt | typing.SupportsIndex, nodes: typing.SupportsInt | typing.SupportsIndex = 1, exposure: str = 'exposed', fused: bool = False) -> list[float]:
+def prior_features(engine: str, op: str, arm: str, effective_bytes: typing.SupportsInt | typing.SupportsIndex, group_size: typing.SupportsInt | typing.SupportsIndex, nodes: typing.SupportsInt | typing.SupportsIndex = 1, exposure: str = 'exposed', fused: bool = False, analytic_ratio: typing.SupportsFloat | typing.SupportsIndex = 1.0) -> list[float]:
     """
-    The model's input row for one (state, arm), in prior_schema()['feature_names'] order.
+    The model's input row for one (state, arm), in prior_schema()['feature_names'] order; analytic_ratio: the engine's analytic prior of the arm over the default's. The model predicts log(measured ratio / analytic_ratio).
     """
 def prior_schema() -> dict:
     """

@@ -1,13 +1,15 @@
 """Training samples from policy files (what save_policy writes, and the simulator too).
 
 A sample is one measured arm of a learner state whose default arm is measured as well: its
-features (``_C.prior_features``: the state's and the arm's), the state's role (the model's head),
-the label log(arm.mean_us / default.mean_us) and a weight that grows with the arm's samples. The
-default arm's own row is a sample with label 0.
+features (``_C.prior_features``: the state's and the arm's, the analytic prior's ratio of the arm
+to the default among them), the state's role (the model's head), the label (how far the measured
+log ratio log(arm.mean_us / default.mean_us) departs from the analytic one: what the model
+predicts) and a weight that grows with the arm's samples. The default arm's own row is a sample
+with label 0.
 
-Files are read as raw JSON, requiring only what the samples need, so that formats
-dynamiccl-policy/3 and /4 (/4 adds each group's ``nodes``; a /3 file's groups count as one node)
-are both accepted. JSON files that are not policy files are skipped with one line saying so.
+Files are read as raw JSON, requiring only what the samples need (format dynamiccl-policy/4: each
+group's ``nodes``, each arm's ``analytic_us``). JSON files that are not policy files are skipped
+with one line saying so.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from .. import _C
 __all__ = ["ACCEPTED_FORMATS", "PriorDataError", "Samples", "StateKey", "data_fingerprint",
            "load_samples", "policy_files", "representative_bytes", "sample_weight"]
 
-ACCEPTED_FORMATS = ("dynamiccl-policy/3", "dynamiccl-policy/4")
+ACCEPTED_FORMATS = ("dynamiccl-policy/4",)
 FULL_WEIGHT_SAMPLES = 16  # an arm measured this many times counts fully
 SIZE_BINS = 48
 ENGINES = ("cpu", "nccl")
@@ -63,13 +65,16 @@ class Samples:
     """Samples as tensors, with where each came from.
 
     features [N, F] float64, roles [N] int64 (index in ``_C.prior_schema()['roles']``), labels
-    [N] float64 (log cost ratio to the default arm), weights [N] float64 (0..1]; per sample:
+    [N] float64 (the measured log cost ratio to the default arm minus the analytic one), weights
+    [N] float64 (0..1], analytic [N] float64 (the analytic log ratio: labels + analytic is the
+    measured log ratio); per sample:
     ``files[i]`` (the policy file), ``state_ids[i]`` (index into ``states``) and ``arms[i]``.
     """
     features: torch.Tensor
     roles: torch.Tensor
     labels: torch.Tensor
     weights: torch.Tensor
+    analytic: torch.Tensor
     files: List[str]
     state_ids: List[int]
     arms: List[str]
@@ -85,7 +90,7 @@ class Samples:
         """The samples at ``index`` (state ids keep their meaning)."""
         idx = torch.as_tensor(list(index), dtype=torch.int64)
         return Samples(self.features[idx], self.roles[idx], self.labels[idx], self.weights[idx],
-                       [self.files[i] for i in idx.tolist()],
+                       self.analytic[idx], [self.files[i] for i in idx.tolist()],
                        [self.state_ids[i] for i in idx.tolist()],
                        [self.arms[i] for i in idx.tolist()], self.states, self.role_names,
                        self.fingerprint, self.source_files)
@@ -214,7 +219,7 @@ def load_samples(paths: Iterable[PathLike], log: Optional[Callable[[str], None]]
     schema = _C.prior_schema()
     role_index = {r: i for i, r in enumerate(schema["roles"])}
     features: List[List[float]] = []
-    roles, labels, weights, files, state_ids, arms = [], [], [], [], [], []
+    roles, labels, weights, analytic, files, state_ids, arms = [], [], [], [], [], [], []
     states: List[StateKey] = []
     used: List[str] = []
     for path in policy_files(paths):
@@ -254,24 +259,27 @@ def load_samples(paths: Iterable[PathLike], log: Optional[Callable[[str], None]]
                         name = _need(arm, "name", str, path, aat)
                         n = _need(arm, "samples", int, path, aat)
                         mean = _need(arm, "mean_us", (int, float), path, aat, check=_finite)
-                        if n > 0 and mean > 0:
-                            measured.append((j, name, n, float(mean)))
+                        prior = _need(arm, "analytic_us", (int, float), path, aat, check=_finite)
+                        if n > 0 and mean > 0 and prior > 0:  # 0: the engine had no estimate
+                            measured.append((j, name, n, float(mean), float(prior)))
                     default = [m for m in measured if m[1] == "default"]
                     if not default:
                         continue  # nothing to compare the arms with
                     state_id = len(states)
                     states.append(key)
-                    base = default[0][3]
-                    for j, name, n, mean in measured:
+                    base, base_prior = default[0][3], default[0][4]
+                    for j, name, n, mean, prior in measured:
                         try:
                             row = _C.prior_features(engine, key.op, name,
                                                     representative_bytes(key.size_bin), size,
-                                                    nodes, key.exposure, key.fused)
+                                                    nodes, key.exposure, key.fused,
+                                                    prior / base_prior)
                         except ValueError as e:
                             _fail(path, f"{sat}.arms[{j}]", str(e))
                         features.append(row)
                         roles.append(role_index[role])
-                        labels.append(math.log(mean / base))
+                        analytic.append(math.log(prior / base_prior))
+                        labels.append(math.log(mean / base) - analytic[-1])
                         weights.append(sample_weight(n))
                         files.append(path)
                         state_ids.append(state_id)
@@ -282,6 +290,7 @@ def load_samples(paths: Iterable[PathLike], log: Optional[Callable[[str], None]]
         roles=torch.tensor(roles, dtype=torch.int64),
         labels=torch.tensor(labels, dtype=torch.float64),
         weights=torch.tensor(weights, dtype=torch.float64),
+        analytic=torch.tensor(analytic, dtype=torch.float64),
         files=files, state_ids=state_ids, arms=arms, states=states,
         role_names=list(schema["roles"]), fingerprint=data_fingerprint(used),
         source_files=used)

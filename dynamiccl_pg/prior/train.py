@@ -251,8 +251,10 @@ def evaluate(prior, samples: Samples) -> Dict[str, dict]:
     if len(samples) == 0:
         return {}
     est = prior.predict(samples.features.tolist(), samples.roles.tolist())
-    pred = [e[0] for e in est]
-    labels = samples.labels.tolist()
+    # Whole log ratios (the model predicts the residual over the analytic one).
+    analytic = samples.analytic.tolist()
+    pred = [e[0] + a for e, a in zip(est, analytic)]
+    labels = [y + a for y, a in zip(samples.labels.tolist(), analytic)]
     per_state: Dict[int, List[int]] = {}
     for i, s in enumerate(samples.state_ids):
         per_state.setdefault(s, []).append(i)
@@ -303,8 +305,8 @@ def plot_heldout(model: torch.nn.Module, samples: Samples, path: str,
 
     sub = samples if index is None else samples.subset(index)
     out = predict(model, sub)
-    measured = sub.labels.exp().tolist()
-    predicted = out[:, 0].exp().tolist()
+    measured = (sub.labels + sub.analytic).exp().tolist()
+    predicted = (out[:, 0] + sub.analytic).exp().tolist()
     fig, ax = plt.subplots(figsize=(5.6, 5.2), dpi=110)
     for r, name in enumerate(sub.role_names):
         pts = [(m, p) for m, p, rr in zip(measured, predicted, sub.roles.tolist()) if rr == r]

@@ -24,7 +24,8 @@ def _state(arms, size_bin, incumbent):
     return {"role": "dp", "op": "allreduce", "size_bin": size_bin, "exposure": "exposed",
             "fused": False, "incumbent": incumbent, "converged": True,
             "arms": [{"name": a, "samples": 12, "mean_us": 100.0 + i, "m2": 40.0,
-                      "eliminated": False, "step_adopted": False, "step_rejected": False}
+                      "analytic_us": 90.0, "eliminated": False, "step_adopted": False,
+                      "step_rejected": False}
                      for i, a in enumerate(arms)]}
 
 

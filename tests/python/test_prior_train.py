@@ -31,9 +31,10 @@ def planted(arm, size_bin):
     return {"default": 1.0, "ring": 0.5 if big else 2.0, "rd": 2.0 if big else 0.5}[arm]
 
 
-def arm(name, mean_us, samples=16):
+def arm(name, mean_us, samples=16, analytic_us=100.0):
     return {"name": name, "samples": samples, "mean_us": mean_us, "m2": 1.0,
-            "eliminated": False, "step_adopted": False, "step_rejected": False}
+            "analytic_us": analytic_us, "eliminated": False, "step_adopted": False,
+            "step_rejected": False}
 
 
 def state(arms, size_bin, role="dp", op="allreduce"):
@@ -85,37 +86,40 @@ def trained(planted_data):
 
 
 def test_prior_samples_from_policy_files(tmp_path, capsys):
-    write(tmp_path / "v3.json", policy([state([arm("default", 100.0), arm("ring", 50.0, 4),
-                                               arm("rd", 80.0, 0)], 10)],
-                                       fmt="dynamiccl-policy/3", nodes=None))
-    write(tmp_path / "v4.json", policy([state([arm("default", 100.0), arm("tree", 200.0)], 20),
-                                        state([arm("default", 0.0, 0), arm("ring", 9.0)], 21)],
-                                       nodes=2))
+    write(tmp_path / "a.json", policy([state([arm("default", 100.0), arm("ring", 50.0, 4),
+                                              arm("rd", 80.0, 0)], 10)]))
+    write(tmp_path / "b.json", policy([state([arm("default", 100.0, analytic_us=40.0),
+                                              arm("tree", 200.0, analytic_us=60.0)], 20),
+                                       state([arm("default", 0.0, 0), arm("ring", 9.0)], 21)],
+                                      nodes=2))
     write(tmp_path / "sub" / "other.json", {"name": "not a policy"})
-    write(tmp_path / "old.json", policy([], fmt="dynamiccl-policy/2"))
+    write(tmp_path / "old.json", policy([], fmt="dynamiccl-policy/3"))
     (tmp_path / "notes.txt").write_text("ignored: not JSON")
     s = load_samples([tmp_path])
     skipped = capsys.readouterr().err.splitlines()
     assert len(skipped) == 2 and all(line.startswith("skipping ") for line in skipped)
     assert "other.json: is not a policy file" in skipped[1]
-    assert "old.json: has format 'dynamiccl-policy/2'" in skipped[0]
-    # v3: default and ring (rd has no samples); v4: default and tree (the second state's
+    assert "old.json: has format 'dynamiccl-policy/3'" in skipped[0]
+    # a: default and ring (rd has no samples); b: default and tree (the second state's
     # default was never measured: nothing to compare with)
     assert s.arms == ["default", "ring", "default", "tree"]
-    assert s.labels.tolist() == pytest.approx([0.0, math.log(0.5), 0.0, math.log(2.0)])
+    # The label is the measured log ratio's departure from the analytic one (tree: 2x measured,
+    # 1.5x by the analytic prior).
+    assert s.labels.tolist() == pytest.approx([0.0, math.log(0.5), 0.0, math.log(2.0 / 1.5)])
+    assert s.analytic.tolist() == pytest.approx([0.0, 0.0, 0.0, math.log(1.5)])
     assert s.weights.tolist() == [1.0, 0.25, 1.0, 1.0]
     assert s.roles.tolist() == [DP] * 4 and s.state_ids == [0, 0, 1, 1]
-    assert [os.path.basename(f) for f in s.files] == ["v3.json"] * 2 + ["v4.json"] * 2
-    # a /3 file's group spans one node; /4 says how many
+    assert [os.path.basename(f) for f in s.files] == ["a.json"] * 2 + ["b.json"] * 2
     assert s.features[0].tolist() == _C.prior_features("cpu", "allreduce", "default",
                                                        round(2 ** 10.5), 4, 1)
     assert s.features[3].tolist() == _C.prior_features("cpu", "allreduce", "tree",
-                                                       round(2 ** 20.5), 4, 2)
+                                                       round(2 ** 20.5), 4, 2, "exposed", False,
+                                                       1.5)
     # the fingerprint is of the contents, not of the names
     copy = write(tmp_path / "elsewhere" / "renamed.json",
-                 json.loads((tmp_path / "v4.json").read_text()))
-    assert data_fingerprint([tmp_path / "v4.json"]) == data_fingerprint([copy])
-    assert data_fingerprint([tmp_path / "v3.json"]) != data_fingerprint([copy])
+                 json.loads((tmp_path / "b.json").read_text()))
+    assert data_fingerprint([tmp_path / "b.json"]) == data_fingerprint([copy])
+    assert data_fingerprint([tmp_path / "a.json"]) != data_fingerprint([copy])
 
 
 def test_prior_samples_refuse_unusable_policy_files(tmp_path):
