@@ -9,6 +9,7 @@ default.
 """
 
 import argparse
+import json
 import time
 
 import torch
@@ -40,6 +41,9 @@ def main() -> None:
                    help="do not register the bucket-hint comm hook (roles then come from groups)")
     p.add_argument("--log-every", type=int, default=50)
     p.add_argument("--save-policy", default="", help="write the learned policy to this JSON file")
+    p.add_argument("--stats-json", default="",
+                   help="rank 0 writes the median step (second half) and dynamiccl_pg.stats() "
+                        "to this JSON file")
     args = p.parse_args()
 
     dist.init_process_group(args.backend)
@@ -78,6 +82,11 @@ def main() -> None:
               f"(second half) {tail[len(tail) // 2] * 1e3:.2f} ms", flush=True)
         if args.backend == "dynamiccl":
             print(dynamiccl_pg.format_summary(), flush=True)
+        if args.stats_json:
+            with open(args.stats_json, "w") as f:
+                json.dump({"median_step_ms": tail[len(tail) // 2] * 1e3,
+                           "stats": dynamiccl_pg.stats() if args.backend == "dynamiccl"
+                           else None}, f, indent=1)
     if args.backend == "dynamiccl" and args.save_policy:
         dynamiccl_pg.save_policy(args.save_policy)
     dist.destroy_process_group()

@@ -1,0 +1,91 @@
+"""The learned prior on CPU, real processes: train on the main job's policies at two model sizes,
+then start a third size from the trained prior and compare it with a cold start (the analytic
+prior): probes the learner spent and the median step (second half).
+
+    PYTHONPATH=. python benchmarks/prior_cpu.py --out benchmarks/results/prior_cpu.md
+
+Each run is `examples/train_ddp.py` under torchrun (4 ranks by default) with the dynamiccl
+backend; the cold and warm runs of the third size alternate, --repeats times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def train_ddp(ranks, hidden, steps, stats_json, env_extra=None, save_policy=""):
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc-per-node={ranks}", os.path.join(ROOT, "examples", "train_ddp.py"),
+           "--steps", str(steps), "--hidden", str(hidden), "--stats-json", stats_json,
+           "--log-every", str(steps)]
+    if save_policy:
+        cmd += ["--save-policy", save_policy]
+    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1", **(env_extra or {}))
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, cwd=ROOT)
+    with open(stats_json) as f:
+        data = json.load(f)
+    states = data["stats"]["states"]["cpu"]
+    return {"median_step_ms": data["median_step_ms"],
+            "probes": sum(s["probes"] for s in states),
+            "states": len([s for s in states if len(s["arms"]) > 1])}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="Markdown file for the results")
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--train-sizes", type=int, nargs=2, default=(128, 512), metavar="HIDDEN")
+    p.add_argument("--test-size", type=int, default=256, metavar="HIDDEN")
+    p.add_argument("--repeats", type=int, default=3)
+    args = p.parse_args(argv)
+    work = tempfile.mkdtemp(prefix="prior-cpu-")
+    policies = os.path.join(work, "policies")
+    os.makedirs(policies)
+    for h in args.train_sizes:
+        train_ddp(args.ranks, h, args.steps, os.path.join(work, f"train{h}.json"),
+                  save_policy=os.path.join(policies, f"hidden{h}.json"))
+    model = os.path.join(work, "prior.pt")
+    subprocess.run([sys.executable, "-m", "dynamiccl_pg", "prior", "train", "--data", policies,
+                    "--out", model, "--epochs", "400", "--no-progress"], check=True,
+                   env=dict(os.environ, PYTHONPATH=ROOT), stdout=subprocess.DEVNULL)
+    runs = {"cold": [], "prior": []}
+    for r in range(args.repeats):
+        for kind in (("cold", "prior") if r % 2 == 0 else ("prior", "cold")):
+            env = {"DYNAMICCL_PRIOR": model} if kind == "prior" else {}
+            runs[kind].append(train_ddp(args.ranks, args.test_size, args.steps,
+                                        os.path.join(work, f"{kind}{r}.json"), env))
+    command = "PYTHONPATH=. python benchmarks/prior_cpu.py " + " ".join(argv or sys.argv[1:])
+    lines = [f"Command: `{command}`", "",
+             f"Trained on `examples/train_ddp.py --hidden {args.train_sizes[0]}` and "
+             f"`--hidden {args.train_sizes[1]}` ({args.ranks} ranks, {args.steps} steps each); "
+             f"then `--hidden {args.test_size}`, cold (analytic prior) and from the trained "
+             f"prior, alternating, {args.repeats} times.", "",
+             "| run | probes (all states) | tuned states | median step (second half), ms |",
+             "|---|---|---|---|"]
+    for kind, rs in runs.items():
+        for i, res in enumerate(rs):
+            lines.append(f"| {kind} {i + 1} | {res['probes']} | {res['states']} | "
+                         f"{res['median_step_ms']:.2f} |")
+    med = {k: (statistics.median(r["probes"] for r in rs),
+               statistics.median(r["median_step_ms"] for r in rs)) for k, rs in runs.items()}
+    lines += ["", f"Median probes: cold {med['cold'][0]:.0f}, prior {med['prior'][0]:.0f} "
+              f"({med['cold'][0] / max(med['prior'][0], 1):.2f}x fewer); median step: cold "
+              f"{med['cold'][1]:.2f} ms, prior {med['prior'][1]:.2f} ms "
+              f"(prior / cold {med['prior'][1] / med['cold'][1]:.3f}).", ""]
+    with open(args.out, "w") as f:
+        f.write("\n".join(lines))
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
