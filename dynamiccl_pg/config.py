@@ -313,7 +313,8 @@ def _prior_model(path: str) -> str:
         _C.PriorModel(path)
     except ValueError as e:
         if fallback == "error":
-            raise ConfigError(f"DYNAMICCL_PRIOR={path!r}: {e}") from None
+            raise ConfigError(f"DYNAMICCL_PRIOR={path!r}: {e} (DYNAMICCL_PRIOR_FALLBACK=analytic "
+                              "runs on the analytic prior instead)") from None
         if path not in _PRIOR_WARNED:  # once per process, not once per group
             _PRIOR_WARNED.add(path)
             warnings.warn(f"{e}; DYNAMICCL_PRIOR_FALLBACK=analytic: using the analytic prior",

@@ -10,8 +10,8 @@ LearnedPriorCatalog::LearnedPriorCatalog(std::shared_ptr<const ArmCatalog> base,
                                          int nodes)
     : base_(std::move(base)), model_(std::move(model)), engine_(engine), nodes_(nodes) {}
 
-std::vector<Estimate> LearnedPriorCatalog::estimates(const CollectiveContext& ctx) const {
-  const std::vector<double> analytic = base_->prior_costs_us(ctx);
+std::vector<Estimate> LearnedPriorCatalog::estimates(const CollectiveContext& ctx,
+                                                     const std::vector<double>& analytic) const {
   StateFeatures s;
   s.engine = engine_;
   s.op = ctx.op;
@@ -36,7 +36,7 @@ double LearnedPriorCatalog::analytic_log_ratio(const std::vector<double>& analyt
 
 std::vector<double> LearnedPriorCatalog::prior_costs_us(const CollectiveContext& ctx) const {
   std::vector<double> costs = base_->prior_costs_us(ctx);
-  const std::vector<Estimate> est = estimates(ctx);
+  const std::vector<Estimate> est = estimates(ctx, costs);
   // The predicted log ratio of each arm the model is confident about (NaN elsewhere: an arm
   // the analytic prior cannot price is not corrected either).
   std::vector<double> log_ratio(costs.size(), NAN);

@@ -2,11 +2,12 @@
 // arms, actions and footprints; each arm's prior cost is the analytic prior corrected by what the
 // model predicts for the call's role, exposure and size (the analytic log ratio to the default
 // plus the predicted residual), where the model is confident (sigma <= kConfidentSigma), and the
-// analytic prior elsewhere. A
-// confident arm that is hopeless (even kHopelessZ sigmas better than predicted, it would still be
-// kHopelessMargin slower than the best confident prediction, the default's 1 included) is priced
-// +inf, which leaves it out of the state's candidates. It only orders and prunes candidates: the
-// default is always measured, probing and the do-no-harm budget are the learner's as ever.
+// analytic prior elsewhere. A confident arm that is hopeless (even kHopelessZ sigmas better than
+// predicted, it would still be kHopelessMargin slower than the best confident prediction, the
+// default's 1 included) is priced +inf, which leaves it out of the state's candidates. It only
+// orders and prunes candidates: the default is always measured, probing and the do-no-harm
+// budget are the learner's as ever. The analytic prior stays what analytic_costs_us gives (the
+// base's per-arm prior_cost_us), which snapshots keep for training.
 #pragma once
 
 #include <memory>
@@ -37,10 +38,11 @@ class LearnedPriorCatalog : public ArmCatalog {
   }
   std::vector<double> prior_costs_us(const CollectiveContext& ctx) const override;
 
-  // The model's estimate (the residual over the analytic log ratio) for each arm of `ctx.op`.
-  std::vector<Estimate> estimates(const CollectiveContext& ctx) const;
-
  private:
+  // The model's estimate (the residual over the analytic log ratio) for each arm of `ctx.op`,
+  // given the analytic prior of each.
+  std::vector<Estimate> estimates(const CollectiveContext& ctx,
+                                  const std::vector<double>& analytic) const;
   // log(analytic[arm] / analytic[default]); NaN where either has no positive finite price.
   static double analytic_log_ratio(const std::vector<double>& analytic, size_t arm);
 

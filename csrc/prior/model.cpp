@@ -12,8 +12,7 @@ namespace prior {
 namespace {
 
 [[noreturn]] void refuse(const std::string& path, const std::string& problem) {
-  TORCH_CHECK_VALUE(false, "dynamiccl: prior model '", path, "': ", problem,
-                    " (the analytic prior is used where DYNAMICCL_PRIOR_FALLBACK=analytic)");
+  TORCH_CHECK_VALUE(false, "dynamiccl: prior model '", path, "': ", problem);
 }
 
 std::vector<std::string> string_list(const c10::IValue& v) {
