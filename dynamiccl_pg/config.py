@@ -380,8 +380,8 @@ def fingerprint(cfg: dict) -> dict:
             out["DYNAMICCL_POLICY"] = f"{policy} (unreadable: {e.strerror})"
     else:
         out["DYNAMICCL_POLICY"] = ""
-    # The learned prior by content (ranks may keep their copy at different paths); "" on a rank
-    # that fell back to the analytic prior.
+    # The learned prior by content (ranks may keep their copy at different paths); "analytic" on
+    # a rank without one, or that fell back to the analytic prior.
     if cfg["prior"]:
         with open(cfg["prior"], "rb") as f:
             out["prior"] = "sha256 " + hashlib.sha256(f.read()).hexdigest()[:12]

@@ -194,11 +194,10 @@ Role ProcessGroupDynamicCCL::group_role() {
 // cannot be used is a named error now, not a change of decisions later).
 void ProcessGroupDynamicCCL::use_learned_prior() {
   const std::shared_ptr<const prior::Model> model = prior::Model::load(config_.prior_path);
-  const int nodes = std::clamp(config_.nccl_group.nodes, 1, size_);
   for (int e = 0; e < kNumEngines; ++e) {
     if (!catalogs_[e]) continue;
-    catalogs_[e] = std::make_shared<prior::LearnedPriorCatalog>(catalogs_[e], model,
-                                                                static_cast<EngineKind>(e), nodes);
+    catalogs_[e] = std::make_shared<prior::LearnedPriorCatalog>(
+        catalogs_[e], model, static_cast<EngineKind>(e), nodes());
   }
 }
 

@@ -131,11 +131,10 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   }
   // The learner of an engine; null until that engine carried a learned call.
   const Learner* learner(EngineKind engine) const { return learners_[index(engine)].get(); }
-  Learner* mutable_learner(EngineKind engine);
-  int nodes() const { return std::clamp(config_.nccl_group.nodes, 1, size_); }  // the group spans
-  const std::string& prior_path() const {
-    return config_.prior_path;
-  }  // creates it (restore before the first call)
+  Learner* mutable_learner(EngineKind engine);  // creates it (restore before the first call)
+  // The nodes the group spans (as described), and the learned prior's file ("" = analytic).
+  int nodes() const { return std::clamp(config_.nccl_group.nodes, 1, size_); }
+  const std::string& prior_path() const { return config_.prior_path; }
   const ArmCatalog* catalog(EngineKind engine) const { return catalogs_[index(engine)].get(); }
   const Telemetry& telemetry() const { return telemetry_; }
   uint64_t learned_calls() const { return consensus_.learned_calls(); }
