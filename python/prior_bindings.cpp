@@ -39,12 +39,12 @@ prior::StateFeatures state_of(const std::string& engine, const std::string& op,
                     " (accepted: 1 <= nodes <= group_size)");
   prior::StateFeatures s;
   s.engine = bindings::parse_or_throw<EngineKind>(engine_names(), engine, "engine");
-  s.op = bindings::parse_or_throw<OpKind>(op_names(), op, "op");
-  s.exposure = bindings::parse_or_throw<Exposure>(exposure_names(), exposure, "exposure");
-  s.fused = fused;
-  s.effective_bytes = effective_bytes;
-  s.group_size = group_size;
   s.nodes = nodes;
+  s.call.op = bindings::parse_or_throw<OpKind>(op_names(), op, "op");
+  s.call.exposure = bindings::parse_or_throw<Exposure>(exposure_names(), exposure, "exposure");
+  s.call.fused = fused;
+  s.call.effective_bytes = effective_bytes;
+  s.call.group_size = group_size;
   return s;
 }
 
@@ -76,7 +76,8 @@ void bind_prior(py::module_& m) {
                           "dynamiccl: prior: analytic_ratio=", analytic_ratio,
                           " (accepted: a finite number > 0)");
         std::vector<double> row;
-        prior::append_features(s, action_of(s.engine, s.op, arm), std::log(analytic_ratio), &row);
+        prior::append_features(s, action_of(s.engine, s.call.op, arm), std::log(analytic_ratio),
+                               &row);
         return row;
       },
       py::arg("engine"), py::arg("op"), py::arg("arm"), py::arg("effective_bytes"),

@@ -21,15 +21,12 @@ constexpr const char* kFormat = "dynamiccl-prior/1";
 // backend reads the same facts from the module's attributes.
 constexpr const char* kMetadataFile = "dynamiccl_prior.json";
 
-// A learner state, as the prior sees it. Role is not a feature: it selects the model's head.
+// A learner state, as the prior sees it: the call's context as the learner has it, and what the
+// group adds. The role is not a feature: it selects the model's head.
 struct StateFeatures {
   EngineKind engine = EngineKind::kCpu;
-  OpKind op = OpKind::kAllReduce;
-  Exposure exposure = Exposure::kExposed;
-  bool fused = false;
-  uint64_t effective_bytes = 0;
-  int group_size = 1;
   int nodes = 1;  // nodes the group spans
+  CollectiveContext call;
 };
 
 const std::vector<std::string>& feature_names();

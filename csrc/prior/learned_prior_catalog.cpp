@@ -12,14 +12,7 @@ LearnedPriorCatalog::LearnedPriorCatalog(std::shared_ptr<const ArmCatalog> base,
 
 std::vector<Estimate> LearnedPriorCatalog::estimates(const CollectiveContext& ctx,
                                                      const std::vector<double>& analytic) const {
-  StateFeatures s;
-  s.engine = engine_;
-  s.op = ctx.op;
-  s.exposure = ctx.exposure;
-  s.fused = ctx.fused;
-  s.effective_bytes = ctx.effective_bytes;
-  s.group_size = ctx.group_size;
-  s.nodes = nodes_;
+  const StateFeatures s{engine_, nodes_, ctx};
   const std::vector<Arm>& list = arms(ctx.op);
   std::vector<double> rows;
   rows.reserve(list.size() * feature_count());

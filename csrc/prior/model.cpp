@@ -98,9 +98,9 @@ std::shared_ptr<const Model> Model::load(const std::string& path) {
       for (int r = 0; r < kNumRoles; ++r) {
         StateFeatures s;
         s.engine = static_cast<EngineKind>(e);
-        s.op = static_cast<OpKind>(o);
-        s.effective_bytes = 1 << 20;
-        s.group_size = 2;
+        s.call.op = static_cast<OpKind>(o);
+        s.call.effective_bytes = 1 << 20;
+        s.call.group_size = 2;
         append_features(s, Action{}, 0.0, &rows);
         roles.push_back(r);
       }

@@ -100,17 +100,18 @@ def _check_options(args: argparse.Namespace) -> None:
 
 
 def _samples(paths: list[str]):
+    from ..policy_schema import FORMAT, PolicyError
     from .data import PriorDataError, load_samples
 
     try:
         samples = load_samples(paths)
-    except PriorDataError as e:
+    except (PriorDataError, PolicyError) as e:  # the command's usage error: one line, status 2
         raise _Refused(str(e))
     if len(samples) == 0:
         read = len(samples.source_files)
         raise _Refused(f"no samples found in {', '.join(repr(p) for p in paths)} ({read} "
                        f"policy file{'s' if read != 1 else ''} read); accepted: policy files "
-                       f"(formats dynamiccl-policy/3, /4) with states whose default arm was "
+                       f"({FORMAT}) with states whose default arm was "
                        f"measured")
     return samples
 

@@ -7,9 +7,9 @@ log ratio log(arm.mean_us / default.mean_us) departs from the analytic one: what
 predicts) and a weight that grows with the arm's samples. The default arm's own row is a sample
 with label 0.
 
-Files are read as raw JSON, requiring only what the samples need (format dynamiccl-policy/4: each
-group's ``nodes``, each arm's ``analytic_us``). JSON files that are not policy files are skipped
-with one line saying so.
+A policy file of this release's format is checked whole by ``policy_schema`` (the schema the
+backend loads policies with: a broken file is its PolicyError, naming the file and key path);
+JSON files that are not policy files, or of another format, are skipped with one line saying so.
 """
 
 from __future__ import annotations
@@ -25,14 +25,12 @@ from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 import torch
 
 from .. import _C
+from ..policy_schema import FORMAT, validate
 
-__all__ = ["ACCEPTED_FORMATS", "PriorDataError", "Samples", "StateKey", "data_fingerprint",
+__all__ = ["PriorDataError", "Samples", "StateKey", "data_fingerprint",
            "load_samples", "policy_files", "representative_bytes", "sample_weight"]
 
-ACCEPTED_FORMATS = ("dynamiccl-policy/4",)
 FULL_WEIGHT_SAMPLES = 16  # an arm measured this many times counts fully
-SIZE_BINS = 48
-ENGINES = ("cpu", "nccl")
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -140,56 +138,10 @@ def data_fingerprint(paths: Iterable[PathLike]) -> str:
     return h.hexdigest()
 
 
-def _fail(file: str, where: str, problem: str):
-    raise PriorDataError(f"dynamiccl: policy file {file!r}: {where}: {problem}")
-
-
-def _need(obj, key: str, kind, file: str, where: str, default=None, check=None):
-    """obj[key], of type ``kind`` (and passing ``check``), or ``default`` when absent and a
-    default is given; else a PriorDataError naming the key path."""
-    if not isinstance(obj, dict):
-        _fail(file, where, f"{_short(obj)} is not accepted; accepted: an object")
-    at = f"{where}.{key}" if where else key
-    if key not in obj:
-        if default is not None:
-            return default
-        _fail(file, at, "missing")
-    value = obj[key]
-    ok = isinstance(value, kind) and not (kind is not bool and isinstance(value, bool))
-    if ok and check is not None:
-        ok = check(value)
-    if not ok:
-        _fail(file, at, f"{_short(value)} is not accepted; accepted: {_KINDS.get(kind, kind)}"
-              + (f" ({check.__doc__})" if check is not None and check.__doc__ else ""))
-    return value
-
-
-_KINDS = {int: "an integer", str: "a string", bool: "true, false", dict: "an object",
-          list: "a list", (int, float): "a number"}
-
-
-def _short(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _positive(v):
-    """>= 1"""
-    return v >= 1
-
-
-def _bin(v):
-    """0..47"""
-    return 0 <= v < SIZE_BINS
-
-
-def _finite(v):
-    """finite, >= 0"""
-    return math.isfinite(v) and v >= 0
-
-
 def _read_policy(path: str) -> Tuple[Optional[dict], str]:
-    """(the parsed file, "") for a policy file of an accepted format, else (None, why not)."""
+    """(the parsed file, "") for a policy file of this release's format, checked whole by
+    policy_schema (a broken one raises its PolicyError, naming the file and key path); (None, why
+    not) for a file that is not a policy file or of another format."""
     try:
         with open(path, "rb") as f:
             data = json.loads(f.read().decode("utf-8"))
@@ -202,17 +154,17 @@ def _read_policy(path: str) -> Tuple[Optional[dict], str]:
     fmt = data.get("format") if isinstance(data, dict) else None
     if not (isinstance(fmt, str) and fmt.startswith("dynamiccl-policy/")):
         return None, "is not a policy file (no \"format\": \"dynamiccl-policy/N\")"
-    if fmt not in ACCEPTED_FORMATS:
-        return None, f"has format {fmt!r}; accepted: {', '.join(ACCEPTED_FORMATS)}"
-    return data, ""
+    if fmt != FORMAT:
+        return None, f"has format {fmt!r}; accepted: {FORMAT}"
+    return validate(data, path), ""
 
 
 def load_samples(paths: Iterable[PathLike], log: Optional[Callable[[str], None]] = None
                  ) -> Samples:
     """The samples of every policy file under ``paths`` (files, or directories searched
     recursively for *.json). Files that are not policy files are skipped, one line each to
-    ``log`` (default: stderr). Raises PriorDataError for a missing path or a policy file
-    whose content cannot be used (naming the file and key path)."""
+    ``log`` (default: stderr). Raises PriorDataError for a missing path, PolicyError (from
+    policy_schema, naming the file and key path) for a policy file that is broken."""
     if log is None:
         def log(line):
             print(line, file=sys.stderr)
@@ -228,55 +180,28 @@ def load_samples(paths: Iterable[PathLike], log: Optional[Callable[[str], None]]
             log(f"skipping {path}: {why}")
             continue
         used.append(path)
-        groups = _need(data, "groups", dict, path, "")
-        for gname, group in groups.items():
-            gat = f"groups[{json.dumps(gname)}]"
-            size = _need(group, "group_size", int, path, gat, check=_positive)
-            nodes = _need(group, "nodes", int, path, gat, default=1, check=_positive)
-            if nodes > size:
-                _fail(path, f"{gat}.nodes", f"{nodes} nodes for a group of {size}; accepted: "
-                      "1..group_size")
-            engines = _need(group, "engines", dict, path, gat)
-            for engine in sorted(engines):
-                eat = f"{gat}.engines.{engine}"
-                if engine not in ENGINES:
-                    _fail(path, eat, f"unknown engine; accepted: {', '.join(ENGINES)}")
-                snap = engines[engine]
-                for i, state in enumerate(_need(snap, "states", list, path, eat)):
-                    sat = f"{eat}.states[{i}]"
-                    role = _need(state, "role", str, path, sat)
-                    if role not in role_index:
-                        _fail(path, f"{sat}.role", f"{role!r}; accepted: "
-                              f"{', '.join(role_index)}")
-                    key = StateKey(path, gname, engine, role,
-                                   _need(state, "op", str, path, sat),
-                                   _need(state, "size_bin", int, path, sat, check=_bin),
-                                   _need(state, "exposure", str, path, sat),
-                                   _need(state, "fused", bool, path, sat), size, nodes)
-                    measured = []
-                    for j, arm in enumerate(_need(state, "arms", list, path, sat)):
-                        aat = f"{sat}.arms[{j}]"
-                        name = _need(arm, "name", str, path, aat)
-                        n = _need(arm, "samples", int, path, aat)
-                        mean = _need(arm, "mean_us", (int, float), path, aat, check=_finite)
-                        prior = _need(arm, "analytic_us", (int, float), path, aat, check=_finite)
-                        if n > 0 and mean > 0 and prior > 0:  # 0: the engine had no estimate
-                            measured.append((j, name, n, float(mean), float(prior)))
-                    default = [m for m in measured if m[1] == "default"]
+        for gname, group in data["groups"].items():
+            size, nodes = group["group_size"], group["nodes"]
+            for engine, snap in sorted(group["engines"].items()):
+                for state in snap["states"]:
+                    role = state["role"]
+                    key = StateKey(path, gname, engine, role, state["op"], state["size_bin"],
+                                   state["exposure"], state["fused"], size, nodes)
+                    # (arm, samples, mean, analytic prior) of the arms measured; an analytic
+                    # prior of 0: the engine had no estimate
+                    measured = [(a["name"], a["samples"], float(a["mean_us"]),
+                                 float(a["analytic_us"])) for a in state["arms"]
+                                if a["samples"] > 0 and a["mean_us"] > 0 and a["analytic_us"] > 0]
+                    default = [m for m in measured if m[0] == "default"]
                     if not default:
                         continue  # nothing to compare the arms with
                     state_id = len(states)
                     states.append(key)
-                    base, base_prior = default[0][3], default[0][4]
-                    for j, name, n, mean, prior in measured:
-                        try:
-                            row = _C.prior_features(engine, key.op, name,
-                                                    representative_bytes(key.size_bin), size,
-                                                    nodes, key.exposure, key.fused,
-                                                    prior / base_prior)
-                        except ValueError as e:
-                            _fail(path, f"{sat}.arms[{j}]", str(e))
-                        features.append(row)
+                    base, base_prior = default[0][2], default[0][3]
+                    for name, n, mean, prior in measured:
+                        features.append(_C.prior_features(
+                            engine, key.op, name, representative_bytes(key.size_bin), size,
+                            nodes, key.exposure, key.fused, prior / base_prior))
                         roles.append(role_index[role])
                         analytic.append(math.log(prior / base_prior))
                         labels.append(math.log(mean / base) - analytic[-1])

@@ -14,6 +14,7 @@ import torch
 from dynamiccl_pg import _C
 from dynamiccl_pg.__main__ import main
 from dynamiccl_pg.prior import PriorNet, load_samples, train
+from dynamiccl_pg.policy_schema import PolicyError
 from dynamiccl_pg.prior.data import PriorDataError, data_fingerprint, representative_bytes
 from dynamiccl_pg.prior.train import evaluate, load_scripted, predict, save, split
 
@@ -124,7 +125,7 @@ def test_prior_samples_from_policy_files(tmp_path, capsys):
 
 def test_prior_samples_refuse_unusable_policy_files(tmp_path):
     bad = write(tmp_path / "bad.json", policy([state([arm("default", 1.0), arm("nope", 1.0)], 3)]))
-    with pytest.raises(PriorDataError, match=r"bad\.json.*states\[0\]\.arms\[1\].*'nope'"):
+    with pytest.raises(PolicyError, match=r"bad\.json.*states\[0\]\.arms\[1\].*'nope'"):
         load_samples([bad])
     with pytest.raises(PriorDataError, match=r"'missing-dir' does not exist; accepted"):
         load_samples(["missing-dir"])
