@@ -96,12 +96,17 @@ def test_a_model_that_cannot_be_used_fails_group_creation_naming_it(tmp_path, co
 
 def _warned(rank, world):
     import warnings
+
+    import dynamiccl_pg
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         g = dist.new_group(backend="dynamiccl")
         t = torch.ones(4)
         dist.all_reduce(t, group=g)
-    return [str(w.message) for w in caught if "prior model" in str(w.message)], t.tolist()
+    warned = [str(w.message) for w in caught if "prior model" in str(w.message)]
+    from dynamiccl_pg import config
+    return (warned, t.tolist(), dynamiccl_pg.stats()["prior"], dynamiccl_pg.stats(g)["prior"],
+            sorted(config._PRIOR_WARNED))
 
 
 def test_with_fallback_a_bad_model_warns_once_and_the_analytic_prior_runs(tmp_path):
@@ -109,6 +114,8 @@ def test_with_fallback_a_bad_model_warns_once_and_the_analytic_prior_runs(tmp_pa
     path.write_bytes(b"garbage")
     res = run_ranks(_warned, 2, env={"DYNAMICCL_PRIOR": str(path),
                                      "DYNAMICCL_PRIOR_FALLBACK": "analytic"})
-    for warned, values in res:
+    for warned, values, default_group_prior, new_group_prior, warned_for in res:
         assert values == [2.0] * 4
-        assert len(warned) <= 1 and all("using the analytic prior" in w for w in warned), warned
+        assert default_group_prior == new_group_prior == "analytic"
+        # Once per process: the default group's creation warned, the second group's did not.
+        assert warned_for == [str(path)] and warned == [], (warned_for, warned)
