@@ -29,6 +29,8 @@ py::dict arm_stats_to_py(const ArmStats& a) {
   ad["mean_us"] = a.mean_us;
   ad["median_us"] = a.median_us;
   ad["prior_us"] = a.prior_us;
+  ad["prior_sigma"] = std::isnan(a.prior_sigma) ? py::object(py::none())
+                                                : py::float_(a.prior_sigma);
   ad["center_us"] = a.center_us;
   ad["eliminated"] = a.eliminated;
   return ad;

@@ -3,6 +3,7 @@
 // engine and the simulator. Torch-free.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -15,6 +16,18 @@ struct Arm {
   std::string
       name;  // short, stable, unique within the op: "default", "ring", "rd_s4", "ring/LL128/c8"
   Action action;
+};
+
+// One arm's prior for a call.
+struct ArmPrior {
+  double cost_us = NAN;  // estimated cost; NaN: no estimate (tried last)
+  // How sure the prior is: the standard deviation of log(cost_us / the default's cost_us), 0 for
+  // the default itself; NaN where the prior does not say (the analytic ones).
+  double sigma = NAN;
+  // The prior is sure the arm cannot compete: a candidate only where the state would otherwise
+  // have fewer than two challengers to measure (policy_state.h, kMinChallengers), then the
+  // cheapest of them by cost_us.
+  bool pruned = false;
 };
 
 class ArmCatalog {
@@ -35,10 +48,19 @@ class ArmCatalog {
   virtual double footprint(OpKind /*op*/, uint16_t /*arm*/, uint64_t /*effective_bytes*/) const {
     return 1.0;
   }
-  // The prior cost of every arm of `ctx.op` for this call, indexed by arm: what probing orders
-  // and prunes by. Evaluated once per new learner state. By default prior_cost_us per arm; a
-  // learned prior (prior/learned_prior_catalog.h) also reads the call's role and exposure.
-  virtual std::vector<double> prior_costs_us(const CollectiveContext& ctx) const {
+  // The prior of every arm of `ctx.op` for this call, indexed by arm: what probing orders and
+  // prunes by, and, where the prior states it, how sure it is. Evaluated once per new learner
+  // state. By default prior_cost_us per arm, with no stated confidence; a learned prior
+  // (prior/learned_prior_catalog.h) also reads the call's role and exposure, and says how sure.
+  virtual std::vector<ArmPrior> priors(const CollectiveContext& ctx) const {
+    const std::vector<double> costs = analytic_costs_us(ctx);
+    std::vector<ArmPrior> out(costs.size());
+    for (size_t a = 0; a < costs.size(); ++a) out[a].cost_us = costs[a];
+    return out;
+  }
+  // The engine's own (analytic) prior cost of every arm, whatever priors() orders by: what a
+  // learned prior is trained to correct (snapshots keep it). By default prior_cost_us per arm.
+  virtual std::vector<double> analytic_costs_us(const CollectiveContext& ctx) const {
     const size_t n = arms(ctx.op).size();
     std::vector<double> costs(n);
     for (size_t a = 0; a < n; ++a) {
@@ -46,11 +68,6 @@ class ArmCatalog {
                                ctx.group_size);
     }
     return costs;
-  }
-  // The engine's own (analytic) prior of every arm, whatever prior_costs_us orders by: what a
-  // learned prior is trained to correct (snapshots keep it). By default prior_costs_us.
-  virtual std::vector<double> analytic_costs_us(const CollectiveContext& ctx) const {
-    return ArmCatalog::prior_costs_us(ctx);
   }
 };
 

@@ -49,12 +49,13 @@ struct ArmView {
 struct ArmSlot {
   uint16_t arm = kDefaultArm;
   Action action;
-  double prior_us = 0;     // what it was ordered by (the catalog's prior: learned or analytic)
-  double analytic_us = 0;  // the engine's own prior (snapshots: what a learned prior corrects)
-  double footprint = 1.0;  // what it holds of the machine, relative to the default (catalog)
-  RunningStats stats;      // raw costs of the current regime (reporting, snapshots)
-  RunningStats trimmed;    // winsorized costs of the current regime (comparisons)
-  SampleWindow window;     // most recent costs of the current regime
+  double prior_us = 0;       // what it was ordered by (the catalog's prior: learned or analytic)
+  double analytic_us = 0;    // the engine's own prior (snapshots: what a learned prior corrects)
+  double prior_sigma = NAN;  // how sure the prior is of prior_us (ArmPrior::sigma; NaN: unsaid)
+  double footprint = 1.0;    // what it holds of the machine, relative to the default (catalog)
+  RunningStats stats;        // raw costs of the current regime (reporting, snapshots)
+  RunningStats trimmed;      // winsorized costs of the current regime (comparisons)
+  SampleWindow window;       // most recent costs of the current regime
   ArmView view;
   double prev_center = INFINITY;  // centre before the last re-open (recovery ranking)
   float lowest = INFINITY;        // cheapest cost of the current regime

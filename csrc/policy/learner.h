@@ -143,6 +143,7 @@ struct ArmStats {
   double median_us = 0;  // over a window of recent samples
   double center_us = 0;  // what the learner compares arms by: winsorized mean, current regime
   double prior_us = 0;   // the catalog's prior (learned or analytic) it was ordered by; inf = none
+  double prior_sigma = NAN;  // how sure that prior said it was (ArmPrior::sigma); NaN: unsaid
   bool eliminated = false;
 };
 

@@ -46,10 +46,13 @@ struct Ranked {
   uint16_t arm;
   double footprint = 1.0;
   double analytic = 0;
+  double sigma = NAN;   // the prior's stated confidence (ArmPrior::sigma)
+  bool pruned = false;  // ArmPrior::pruned
 };
 
-// Probe order: prior, then arm index.
+// Probe order: arms a prior pruned last, then prior, then arm index.
 bool by_prior(const Ranked& a, const Ranked& b) {
+  if (a.pruned != b.pruned) return b.pruned;
   return a.prior < b.prior || (a.prior == b.prior && a.arm < b.arm);
 }
 
@@ -59,7 +62,7 @@ bool by_prior(const Ranked& a, const Ranked& b) {
 double best_positive_prior(const std::vector<Ranked>& challengers, const Ranked& def) {
   double best_prior = INFINITY;
   for (const Ranked& r : challengers) {
-    if (r.prior > 0) best_prior = std::min(best_prior, r.prior);
+    if (r.prior > 0 && !r.pruned) best_prior = std::min(best_prior, r.prior);
   }
   if (def.prior > 0) best_prior = std::min(best_prior, def.prior);
   return best_prior;
@@ -71,17 +74,21 @@ double best_positive_prior(const std::vector<Ranked>& challengers, const Ranked&
 // best arm by prior that holds it (within the cut): the rungs of its footprint descent.
 std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, const CollectiveContext& ctx,
                                     size_t n_arms, int max_candidates, bool overlapped) {
-  const std::vector<double> priors = catalog.prior_costs_us(ctx);
+  const std::vector<ArmPrior> priors = catalog.priors(ctx);
   const std::vector<double> analytic = catalog.analytic_costs_us(ctx);
   if (priors.size() != n_arms || analytic.size() != n_arms) {
     throw std::logic_error("arm catalog priced " + std::to_string(priors.size()) + " arms of op " +
                            op_name(ctx.op) + ", it offers " + std::to_string(n_arms));
   }
   const auto ranked_arm = [&](uint16_t arm) {
-    const double p = priors[arm];
+    const double p = priors[arm].cost_us;
     // An arm without an estimate is tried last.
-    return Ranked{std::isnan(p) ? INFINITY : p, arm,
-                  catalog.footprint(ctx.op, arm, ctx.effective_bytes), analytic[arm]};
+    return Ranked{std::isnan(p) ? INFINITY : p,
+                  arm,
+                  catalog.footprint(ctx.op, arm, ctx.effective_bytes),
+                  analytic[arm],
+                  priors[arm].sigma,
+                  priors[arm].pruned};
   };
   std::vector<Ranked> ranked;
   ranked.reserve(n_arms);
@@ -93,14 +100,14 @@ std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, const CollectiveC
   const size_t others = static_cast<size_t>(std::max(max_candidates - 1, 0));
   size_t keep = 0;
   while (keep < ranked.size() && keep < others &&
-         (keep < static_cast<size_t>(kMinChallengers) || !priced ||
-          ranked[keep].prior <= kPriorCutoff * best_prior)) {
-    ++keep;  // sorted by prior: the first arm beyond the cut ends the list
+         (keep < static_cast<size_t>(kMinChallengers) ||
+          (!ranked[keep].pruned && (!priced || ranked[keep].prior <= kPriorCutoff * best_prior)))) {
+    ++keep;  // sorted: the first arm pruned or beyond the cut ends the list
   }
   const std::vector<Ranked> rest(ranked.begin() + keep, ranked.end());
   ranked.resize(keep);
   for (const Ranked& r : rest) {  // in prior order: the first of a footprint is its best
-    if (!overlapped || r.footprint >= def.footprint ||
+    if (!overlapped || r.pruned || r.footprint >= def.footprint ||
         (priced && r.prior > kPriorCutoff * best_prior))
       continue;
     const bool held = std::any_of(ranked.begin(), ranked.end(),
@@ -146,6 +153,7 @@ PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin
     s.action = arms[r.arm].action;
     s.prior_us = r.prior;
     s.analytic_us = r.analytic;
+    s.prior_sigma = r.sigma;
     s.footprint = r.footprint;
     s.gated = r.arm != kDefaultArm;
     slot_of_arm_[r.arm] = static_cast<int16_t>(slots_.size());
@@ -494,10 +502,41 @@ bool PolicyState::resolve_challengers(bool inc_ready, double keep) {
     // first probe yet (deferred: woken once the state has lived long enough).
     const double c_lower = c.view.center - c.view.half_width * (kResolveZ / kConfidenceZ);
     c.resolved = c.eliminated || c.parked || c.deferred || c.issued >= cap ||
-                 (ready && c_lower >= inc_center * keep);
+                 (ready && c_lower >= inc_center * keep) ||
+                 cannot_win_by_prior(c, inc, inc_ready, keep);
     all_resolved = all_resolved && c.resolved;
   }
   return all_resolved;
+}
+
+// A prior that states its confidence (a learned one) stands in for repeat probes: the arm's log
+// cost ratio to the incumbent is estimated from the prior (its ratio to the default's, the two
+// sigmas combined) and, once the incumbent has its costs, from the arm's costs so far (the
+// incumbent's relative spread per cost until the arm has two of its own), each weighted by its
+// precision. The arm cannot win once even the optimistic end of that estimate (kResolveZ) does
+// not beat the incumbent by the margin: a twin of the default that the model has seen tie in
+// every past job needs no probe, or a few instead of kProbeCapFactor x min_samples. This only
+// stops probing: eliminations and switches rest on costs alone, so a wrong prior can miss a gain,
+// never put a slower arm in place.
+bool PolicyState::cannot_win_by_prior(const ArmSlot& c, const ArmSlot& inc, bool inc_ready,
+                                      double keep) const {
+  const double prior_var = c.prior_sigma * c.prior_sigma + inc.prior_sigma * inc.prior_sigma;
+  const double prior_ratio = c.prior_us / inc.prior_us;
+  if (!(prior_var > 0) || !std::isfinite(prior_var) || !(prior_ratio > 0) ||
+      !std::isfinite(prior_ratio)) {
+    return false;
+  }
+  double precision = 1.0 / prior_var;
+  double weighted = std::log(prior_ratio) * precision;
+  if (inc_ready && c.view.n > 0 && c.view.center > 0 && inc.view.center > 0) {
+    const double rel_inc = inc.view.spread / inc.view.center;
+    const double rel_c = c.view.n >= 2 ? c.view.spread / c.view.center : rel_inc;
+    const double var = rel_c * rel_c / static_cast<double>(c.view.n) +
+                       rel_inc * rel_inc / static_cast<double>(inc.view.n);
+    precision += 1.0 / var;
+    weighted += std::log(c.view.center / inc.view.center) / var;
+  }
+  return weighted / precision - kResolveZ / std::sqrt(precision) >= std::log(keep);
 }
 
 // An exploiting round: re-check the runner-up and the default, wake deferred arms, and settle
@@ -600,11 +639,18 @@ void PolicyState::rollback_if_default_cheaper() {
 }
 
 // An arm left out because a first probe was not worth it (gate (b)) becomes worth it once the
-// state has seen enough calls: probing re-opens for it, within the budget.
+// state has seen enough calls: probing re-opens for it, within the budget. Not one that a
+// confident prior says cannot win.
 void PolicyState::wake_deferred() {
+  const ArmSlot& inc = slots_[incumbent_];
+  const bool inc_ready = inc.stats.count() >= need_;
+  const double keep = 1.0 - head_.switch_margin;
   bool woke = false;
   for (ArmSlot& a : slots_) {
-    if (!a.deferred || a.unavailable || calls_ < a.worth_from_call) continue;
+    if (!a.deferred || a.unavailable || calls_ < a.worth_from_call ||
+        cannot_win_by_prior(a, inc, inc_ready, keep)) {
+      continue;
+    }
     a.deferred = false;
     a.resolved = false;
     woke = true;
@@ -801,6 +847,7 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
     as.median_us = a.window.median_recent(a.window.size());
     as.center_us = a.view.center;
     as.prior_us = a.prior_us;
+    as.prior_sigma = a.prior_sigma;
     as.eliminated = a.eliminated || a.unavailable || a.parked;
     st.arms.push_back(std::move(as));
   }

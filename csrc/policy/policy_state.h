@@ -174,8 +174,9 @@ struct StepTrialBoard {
 class PolicyState {
  public:
   // Candidates: the engine default plus at most (max_candidates - 1) arms with the lowest prior
-  // cost for this call's size and group, without those priced beyond kPriorCutoff x the best
-  // prior (the kMinChallengers best always stay), all kept in probe order (prior, then arm index).
+  // cost for this call's size and group, without those a prior pruned or priced beyond
+  // kPriorCutoff x the best prior (the kMinChallengers best always stay, pruned ones last), all
+  // kept in probe order (pruned last, then prior, then arm index).
   PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin, const HeadConfig& head,
               const ArmCatalog& catalog, RegretBudget* group_budget, StepTrialBoard* trials);
 
@@ -377,6 +378,7 @@ class PolicyState {
   bool unpark_if_inconclusive();
   void update_tail();
   bool hopeless(const ArmSlot& c, const ArmSlot& inc) const;
+  bool cannot_win_by_prior(const ArmSlot& c, const ArmSlot& inc, bool inc_ready, double keep) const;
   int pick_runner_up() const;
   int best_known() const;
 

@@ -35,7 +35,7 @@ const std::vector<std::string>& feature_names() {
     for (const std::string& p : nccl::proto_names()) n.push_back("nccl_proto_" + p);
     for (const std::string& s : cpu_schedule_names()) n.push_back("cpu_schedule_" + s);
     n.insert(n.end(), {"capped", "log2_channels_or_segments/6", "chunked", "log2_chunk_kib/12",
-                       "analytic_log_ratio/4"});
+                       "analytic_log_ratio/4", "analytic_tie"});
     return n;
   }();
   return names;
@@ -65,6 +65,9 @@ void append_features(const StateFeatures& s, const Action& a, double analytic_lo
   out->push_back(a.chunk_bytes > 0 ? 1.0 : 0.0);
   out->push_back(log2_or_zero(a.chunk_bytes / 1024.0) / 12);
   out->push_back(std::clamp(analytic_log_ratio, -8.0, 8.0) / 4);
+  // Priced exactly as the default: for NCCL the configuration NCCL's model picks itself (a twin
+  // of the default, which can only tie), a fact a smooth function of the ratio cannot isolate.
+  out->push_back(std::fabs(analytic_log_ratio) < kTieLogRatio ? 1.0 : 0.0);
   if (out->size() - start != feature_count()) {
     throw std::logic_error("prior features: wrote " + std::to_string(out->size() - start) +
                            " values, the schema names " + std::to_string(feature_count()));

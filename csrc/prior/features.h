@@ -15,7 +15,9 @@
 namespace dynamiccl {
 namespace prior {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
+// |analytic log ratio| below which an arm counts as priced exactly as the default.
+constexpr double kTieLogRatio = 1e-9;
 constexpr const char* kFormat = "dynamiccl-prior/1";
 // The archive entry holding the model's metadata as JSON, for people and Python tools; the
 // backend reads the same facts from the module's attributes.

@@ -4,10 +4,12 @@
 // plus the predicted residual), where the model is confident (sigma <= kConfidentSigma), and the
 // analytic prior elsewhere. A confident arm that is hopeless (even kHopelessZ sigmas better than
 // predicted, it would still be kHopelessMargin slower than the best confident prediction, the
-// default's 1 included) is priced +inf, which leaves it out of the state's candidates. It only
-// orders and prunes candidates: the default is always measured, probing and the do-no-harm
-// budget are the learner's as ever. The analytic prior stays what analytic_costs_us gives (the
-// base's per-arm prior_cost_us), which snapshots keep for training.
+// default's 1 included) is pruned, which leaves it out of the state's candidates. A confident
+// arm's prior carries its sigma, which lets the learner stop probing an arm the model is sure
+// cannot win (PolicyState::cannot_win_by_prior). It orders, prunes and stops
+// probes: the default is always measured, switches rest on costs, the do-no-harm budget is the
+// learner's as ever. The analytic prior stays what analytic_costs_us gives (the base's), which
+// snapshots keep for training.
 #pragma once
 
 #include <memory>
@@ -36,7 +38,10 @@ class LearnedPriorCatalog : public ArmCatalog {
   double footprint(OpKind op, uint16_t arm, uint64_t effective_bytes) const override {
     return base_->footprint(op, arm, effective_bytes);
   }
-  std::vector<double> prior_costs_us(const CollectiveContext& ctx) const override;
+  std::vector<ArmPrior> priors(const CollectiveContext& ctx) const override;
+  std::vector<double> analytic_costs_us(const CollectiveContext& ctx) const override {
+    return base_->analytic_costs_us(ctx);
+  }
 
  private:
   // The model's estimate (the residual over the analytic log ratio) for each arm of `ctx.op`,

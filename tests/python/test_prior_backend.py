@@ -59,6 +59,7 @@ def allreduce_states(rank, world, calls):
     stats = dynamiccl_pg.stats()
     state = next(s for s in stats["states"]["cpu"] if s["op"] == "allreduce")
     return {"arms": {a["name"]: a["prior_us"] for a in state["arms"]},
+            "sigmas": {a["name"]: a["prior_sigma"] for a in state["arms"]},
             "prior": stats["prior"], "hash": dynamiccl_pg.decision_hash()}
 
 
@@ -67,6 +68,11 @@ def test_the_learned_prior_prunes_what_it_learned_is_hopeless_on_every_rank_alik
     learned = run_ranks(allreduce_states, 4, 200, env={"DYNAMICCL_PRIOR": planted_prior})
     assert any(a in analytic[0]["arms"] for a in HOPELESS), analytic[0]
     assert analytic[0]["prior"] == "analytic" and learned[0]["prior"] == planted_prior
+    # How sure the prior was: the analytic one says nothing; the model its sigma (the default is
+    # the reference its ratios are predicted against).
+    assert set(analytic[0]["sigmas"].values()) == {None}, analytic[0]
+    assert learned[0]["sigmas"]["default"] == 0.0, learned[0]
+    assert all(0 < s <= 0.35 for a, s in learned[0]["sigmas"].items() if a != "default"), learned[0]
     for res in learned:
         assert not any(a in res["arms"] for a in HOPELESS), res
         assert "default" in res["arms"], res  # the default is always measured

@@ -225,7 +225,8 @@ def _not_a_model(path):
 
 REFUSALS = [
     ("schema version", _changed("schema_version", SCHEMA["schema_version"] + 1),
-     "feature schema version 2, this build accepts 1"),
+     f"feature schema version {SCHEMA['schema_version'] + 1}, this build accepts "
+     f"{SCHEMA['schema_version']}"),
     ("catalog", _changed("catalog", "0123456789abcdef"),
      f"arm catalog 0123456789abcdef, this build's is {SCHEMA['catalog']}"),
     ("format", _changed("format", "dynamiccl-prior/0"), "format 'dynamiccl-prior/0'"),

@@ -458,6 +458,57 @@ TEST(Learner, HopelessArmsAreDroppedAfterTheirFirstCost) {
   EXPECT_EQ(state_stats(g, 0).incumbent, 1);
 }
 
+// A prior that states its confidence (as a learned one does): each arm's prior cost and sigma of
+// its log ratio to the default's (NaN: unsaid).
+class ConfidentCatalog : public FakeCatalog {
+ public:
+  ConfidentCatalog(std::vector<double> priors, std::vector<double> sigmas)
+      : FakeCatalog(priors), priors_(std::move(priors)), sigmas_(std::move(sigmas)) {}
+  std::vector<ArmPrior> priors(const CollectiveContext&) const override {
+    std::vector<ArmPrior> out(priors_.size());
+    for (size_t a = 0; a < out.size(); ++a) out[a] = {priors_[a], sigmas_[a]};
+    return out;
+  }
+
+ private:
+  std::vector<double> priors_, sigmas_;
+};
+
+TEST(Learner, AConfidentPriorStandsInForRepeatProbesOfAnArmThatCannotWin) {
+  // arm1 is a twin of the default (what the engine picks anyway) and arm3 costs what the default
+  // costs; arm2 is 20% cheaper. Without a stated confidence both ties are probed until resolved.
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  const std::vector<double> truth{100, 100, 80, 100};
+  Learner plain(bulk_config(), std::make_shared<FakeCatalog>(std::vector<double>{10, 10, 8, 10}));
+  Driver p{plain, fixed(truth)};
+  p.run(ctx, 4000);
+  EXPECT_GE(count_arm(p.log, 1), 4);
+  EXPECT_EQ(state_stats(plain, 0).incumbent, 2);
+
+  // The model is sure arm1 ties the default (sigma 0.01: it cannot beat it by the 3% margin):
+  // not one probe. arm3's prior says nothing: probed as before. arm2 still wins on its costs.
+  Learner sure(bulk_config(),
+               std::make_shared<ConfidentCatalog>(std::vector<double>{10, 10, 8, 10},
+                                                  std::vector<double>{0, 0.01, 0.05, NAN}));
+  Driver d{sure, fixed(truth)};
+  d.run(ctx, 4000);
+  EXPECT_EQ(count_arm(d.log, 1), 0);
+  EXPECT_GE(count_arm(d.log, 3), 4);
+  EXPECT_EQ(state_stats(sure, 0).incumbent, 2);
+}
+
+TEST(Learner, CostsThatContradictAConfidentPriorStillWin) {
+  // The model says arm1 ties the default (sigma 0.03: not sure enough to skip it) but it is 20%
+  // cheaper on this cluster: its first costs pull the estimate below the margin, it is probed to
+  // its full count and takes over. A confident prior only stops probing; costs decide switches.
+  Learner l(bulk_config(), std::make_shared<ConfidentCatalog>(std::vector<double>{10, 10, 10},
+                                                              std::vector<double>{0, 0.03, NAN}));
+  Driver d{l, fixed({100, 80, 100})};
+  d.run(make_ctx(Role::kDataParallel, 1 << 20), 4000);
+  EXPECT_EQ(state_stats(l, 0).incumbent, 1);
+  EXPECT_TRUE(converged(state_stats(l, 0)));
+}
+
 // Calls from `from` until a window of 8 consecutive calls averages within 5% of `best` (the
 // simulator's recovery metric), or -1.
 int64_t calls_to_recover(const std::vector<Decision>& log, size_t from,
