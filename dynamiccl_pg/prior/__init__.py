@@ -7,7 +7,7 @@ its metadata and loaded by the backend (csrc/prior). Features are defined in C++
 """
 
 from .data import Samples, load_samples
-from .model import PriorNet
+from .model import PriorEnsemble, PriorNet
 from .train import save, train
 
-__all__ = ["PriorNet", "Samples", "load_samples", "save", "train"]
+__all__ = ["PriorEnsemble", "PriorNet", "Samples", "load_samples", "save", "train"]

@@ -43,6 +43,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="write predicted vs measured cost ratio on the held-out data")
     t.add_argument("--hidden", type=int, default=64, metavar="H",
                    help="width of the shared encoder (default 64)")
+    t.add_argument("--members", type=int, default=4, metavar="M",
+                   help="networks in the ensemble; their disagreement widens the model's "
+                        "sigma where the data taught them little (default 4)")
     t.add_argument("--lr", type=float, default=1e-2, help="Adam's learning rate (default 1e-2)")
     t.add_argument("--val-fraction", type=float, default=0.2, metavar="F",
                    help="share of files (or states, with one file) held out (default 0.2)")
@@ -85,6 +88,8 @@ def _check_options(args: argparse.Namespace) -> None:
                        f"1..{MAX_EPOCHS}")
     if args.hidden < 1:
         raise _Refused(f"--hidden {args.hidden} is not accepted; accepted: integers >= 1")
+    if args.members < 1:
+        raise _Refused(f"--members {args.members} is not accepted; accepted: integers >= 1")
     if not (math.isfinite(args.lr) and args.lr > 0):
         raise _Refused(f"--lr {args.lr} is not accepted; accepted: a number > 0")
     if not 0 <= args.val_fraction < 1:
@@ -118,18 +123,18 @@ def _samples(paths: list[str]):
 
 def _train(args: argparse.Namespace, words: list[str]) -> int:
     _check_options(args)
-    from .model import PriorNet, parameter_count
+    from .model import ensemble_size
     from .train import plot_heldout, save, train
 
     try:
-        parameter_count(PriorNet(hidden=args.hidden))
+        ensemble_size(args.hidden, args.members)
     except ValueError as e:  # too many parameters
-        raise _Refused(f"--hidden {args.hidden}: {e}")
+        raise _Refused(f"--hidden {args.hidden} --members {args.members}: {e}")
     samples = _samples(args.data)
     print(f"{len(samples.source_files)} policy files, {len(samples)} samples, "
           f"{len(samples.states)} states, data fingerprint {samples.fingerprint[:16]}")
     result = train(samples, epochs=args.epochs, seed=args.seed, hidden=args.hidden,
-                   lr=args.lr, val_fraction=args.val_fraction,
+                   members=args.members, lr=args.lr, val_fraction=args.val_fraction,
                    progress=not args.no_progress)
     command = f"{PROG} " + " ".join(shlex.quote(w) for w in words)
     save(result.model, args.out, {"training": dict(result.summary, command=command)})

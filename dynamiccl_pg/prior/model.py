@@ -1,4 +1,5 @@
-"""PriorNet: a shared encoder of (state, arm) features and one head per role.
+"""PriorNet: a shared encoder of (state, arm) features and one head per role; PriorEnsemble:
+several of them, the model that ships.
 
 Each head says, for one row, log(cost(arm) / cost(default arm)) and the log of its uncertainty
 (a log-normal's sigma). The heads are one Linear layer whose outputs are gathered by role, so the
@@ -14,10 +15,11 @@ from torch import nn
 
 from .. import _C
 
-__all__ = ["LOG_SIGMA_RANGE", "PriorNet", "parameter_count"]
+__all__ = ["LOG_SIGMA_RANGE", "PriorEnsemble", "PriorNet", "ensemble_size", "parameter_count"]
 
-# log sigma is kept (smoothly) inside this range: sigma from 1.8% to about 7.4x.
-LOG_SIGMA_RANGE = (-4.0, 2.0)
+# log sigma is kept (smoothly) inside this range: sigma from 0.7% (a twin of the default: the
+# same configuration, which ties in every job) to about 7.4x.
+LOG_SIGMA_RANGE = (-5.0, 2.0)
 MAX_PARAMETERS = 100_000
 
 
@@ -97,6 +99,69 @@ class PriorNet(nn.Module):
         return {"format": self.format, "schema_version": self.schema_version,
                 "catalog": self.catalog, "feature_names": list(self.feature_names),
                 "roles": list(self.roles), "data_fingerprint": self.data_fingerprint}
+
+
+class PriorEnsemble(nn.Module):
+    """PriorNets trained alike from different initial weights, as one model of the same interface.
+
+    A single network's sigma is what it learned of its training data's spread: far from that
+    data (a group shape, size or role mix no past job had) it can be confidently wrong, and the
+    learner skips probes on a confident prior. Where the members were taught the same thing they
+    agree; elsewhere they drift apart, and their disagreement widens the sigma: per row the mean
+    of the members' log ratios, and sigma^2 = the mean of their sigma^2 + the variance of their
+    log ratios (a deep ensemble, Lakshminarayanan et al. 2017).
+    """
+
+    format: str
+    schema_version: int
+    catalog: str
+    feature_names: List[str]
+    roles: List[str]
+    data_fingerprint: str
+    log_sigma_min: float
+    log_sigma_max: float
+
+    def __init__(self, members: List[PriorNet]):
+        super().__init__()
+        if not members:
+            raise ValueError("PriorEnsemble: no members; accepted: at least one PriorNet")
+        first = members[0]
+        if any(m.metadata() != first.metadata() for m in members):
+            raise ValueError("PriorEnsemble: the members' metadata differ; accepted: PriorNets "
+                             "of one schema and one training data set")
+        self.format, self.schema_version = first.format, first.schema_version
+        self.catalog, self.data_fingerprint = first.catalog, first.data_fingerprint
+        self.feature_names, self.roles = list(first.feature_names), list(first.roles)
+        self.log_sigma_min, self.log_sigma_max = first.log_sigma_min, first.log_sigma_max
+        self.members = nn.ModuleList(members)
+        if parameter_count(self) > MAX_PARAMETERS:
+            raise ValueError(f"PriorEnsemble: {parameter_count(self)} parameters; accepted: at "
+                             f"most {MAX_PARAMETERS} (fewer members or a smaller hidden)")
+
+    def forward(self, x: torch.Tensor, role: torch.Tensor) -> torch.Tensor:
+        outs: List[torch.Tensor] = []
+        for member in self.members:
+            outs.append(member(x, role))
+        out = torch.stack(outs)  # [members, N, 2]
+        mean = out[:, :, 0].mean(dim=0)
+        var = torch.exp(2 * out[:, :, 1]).mean(dim=0) + (out[:, :, 0] - mean).pow(2).mean(dim=0)
+        log_sigma = torch.clamp(0.5 * torch.log(var), max=self.log_sigma_max)
+        return torch.stack([mean, log_sigma], dim=1)
+
+    @torch.jit.ignore
+    def metadata(self) -> dict:
+        return self.members[0].metadata()
+
+
+def ensemble_size(hidden: int, members: int) -> int:
+    """The parameters of a PriorEnsemble of ``members`` PriorNets of width ``hidden``; a
+    ValueError naming both when that is more than MAX_PARAMETERS."""
+    count = members * parameter_count(PriorNet(hidden=hidden))
+    if count > MAX_PARAMETERS:
+        raise ValueError(f"{members} members of hidden={hidden} give {count} parameters; "
+                         f"accepted: at most {MAX_PARAMETERS} (fewer members or a smaller "
+                         "hidden)")
+    return count
 
 
 def parameter_count(model: nn.Module) -> int:

@@ -1,4 +1,4 @@
-"""Training, saving and evaluating a PriorNet.
+"""Training, saving and evaluating the learned prior (a PriorEnsemble of PriorNets).
 
 Deterministic: float64 throughout, every random choice (initial weights, the held-out split,
 the batch order) drawn from ``seed``. The loss is the Gaussian negative log likelihood of the
@@ -19,7 +19,7 @@ import torch
 
 from .. import _C
 from .data import Samples
-from .model import PriorNet, parameter_count
+from .model import PriorEnsemble, PriorNet, ensemble_size, parameter_count
 
 __all__ = ["TrainResult", "evaluate", "gaussian_nll", "plot_heldout", "predict", "save",
            "split", "train", "validation_table"]
@@ -32,7 +32,7 @@ _DEPRECATION = r"`torch\.jit\.\w+` is deprecated"
 @dataclass
 class TrainResult:
     """The trained model, a JSON-able summary of the run, and which samples were held out."""
-    model: PriorNet
+    model: PriorEnsemble
     summary: dict
     train_index: List[int]
     val_index: List[int]
@@ -133,81 +133,106 @@ def _epoch(model: PriorNet, opt: torch.optim.Optimizer, tr: Samples, va: Samples
     return total / max(weight, 1e-12), val_loss
 
 
+def _train_member(tr: Samples, va: Samples, seed: int, epochs: int, hidden: int, lr: float,
+                  batch: int, weight_decay: float, beta: float, keep_best: bool,
+                  fingerprint: str, bar):
+    """One PriorNet from initial weights drawn from ``seed``; (model, its best epoch, its last
+    training loss). Advances ``bar`` by one per epoch."""
+    torch.manual_seed(seed)  # the initial weights
+    model = PriorNet(hidden=hidden, data_fingerprint=fingerprint)
+    model.set_input_scaling(tr.features)
+    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
+    g = torch.Generator().manual_seed(seed)
+    best, best_loss, best_epoch = None, math.inf, epochs
+    train_loss = math.nan
+    for epoch in range(1, epochs + 1):
+        train_loss, val_loss = _epoch(model, opt, tr, va, g, batch, beta)
+        if keep_best and len(va) and val_loss < best_loss:
+            best, best_loss, best_epoch = copy.deepcopy(model.state_dict()), val_loss, epoch
+        bar.update()
+        bar.set_postfix(train=f"{train_loss:.4f}", val=f"{val_loss:.4f}", refresh=False)
+    if best is not None:
+        model.load_state_dict(best)
+    model.eval()
+    return model, best_epoch, train_loss
+
+
 def train(samples: Samples, epochs: int = 300, seed: int = 0, *, hidden: int = 64,
-          lr: float = 1e-2, batch_size: int = 256, weight_decay: float = 0.0,
+          members: int = 4, lr: float = 1e-2, batch_size: int = 256, weight_decay: float = 0.0,
           beta: float = 0.5, threads: Optional[int] = 1,
           val_fraction: float = 0.2, keep_best: bool = True, progress: bool = True,
           log: Optional[Callable[[str], None]] = print) -> TrainResult:
-    """Trains a PriorNet on ``samples``; the same samples and arguments give the same model.
+    """Trains a PriorEnsemble of ``members`` PriorNets on ``samples``; the same samples and
+    arguments give the same model.
 
-    Holds out ``val_fraction`` of the files (or states, with one file), prints the validation
-    loss per role at the end through ``log`` (None: silent) and, when ``keep_best``, returns the
-    weights of the epoch with the lowest validation loss. ``progress``: a tqdm bar on stderr.
-    ``threads``: torch's intra-op threads while training (restored after; None: as they are).
-    The network is small: one thread is faster than several, which wait on each other for
-    every small operation, many times over on a busy machine.
+    Holds out ``val_fraction`` of the files (or states, with one file), the same for every
+    member, prints the ensemble's validation loss per role at the end through ``log`` (None:
+    silent) and, when ``keep_best``, keeps each member's weights of the epoch with its lowest
+    validation loss. ``progress``: a tqdm bar on stderr. ``threads``: torch's intra-op threads
+    while training (restored after; None: as they are). The network is small: one thread is
+    faster than several, which wait on each other for every small operation, many times over on
+    a busy machine.
     """
-    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
-        raise ValueError(f"epochs={epochs!r}; accepted: an integer >= 1")
+    for name, value in (("epochs", epochs), ("members", members)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{name}={value!r}; accepted: an integer >= 1")
     if len(samples) == 0:
         raise ValueError("no samples to train on; accepted: policy files with states whose "
                          "default arm and at least one other arm were measured")
     say = log or (lambda _line: None)
     train_idx, val_idx, by = split(samples, val_fraction, seed)
     tr, va = samples.subset(train_idx), samples.subset(val_idx)
-    torch.manual_seed(seed)  # the initial weights
-    model = PriorNet(hidden=hidden, data_fingerprint=samples.fingerprint)
-    model.set_input_scaling(tr.features)
-    opt = torch.optim.Adam(model.parameters(), lr=lr, weight_decay=weight_decay)
-    g = torch.Generator().manual_seed(seed)
     n = len(tr)
     batch = max(1, min(batch_size, n))
+    count = ensemble_size(hidden, members)  # checked before any training
     say(f"training on {n} samples ({len(set(tr.state_ids))} states), validating on {len(va)} "
-        f"({len(set(va.state_ids))} states; held out by {by}), {parameter_count(model)} "
+        f"({len(set(va.state_ids))} states; held out by {by}), {members} members, {count} "
         f"parameters, {epochs} epochs, seed {seed}")
     from tqdm import tqdm
 
-    best, best_loss, best_epoch = None, math.inf, epochs
-    train_loss = val_loss = math.nan
-    bar = tqdm(range(1, epochs + 1), desc="prior train", unit="epoch", disable=not progress,
+    bar = tqdm(total=members * epochs, desc="prior train", unit="epoch", disable=not progress,
                dynamic_ncols=True, leave=False)
     saved_threads = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
+    nets, best_epochs, train_losses = [], [], []
     try:
-        for epoch in bar:
-            train_loss, val_loss = _epoch(model, opt, tr, va, g, batch, beta)
-            if keep_best and len(va) and val_loss < best_loss:
-                best, best_loss, best_epoch = copy.deepcopy(model.state_dict()), val_loss, epoch
-            bar.set_postfix(train=f"{train_loss:.4f}", val=f"{val_loss:.4f}", refresh=False)
+        for k in range(members):
+            net, best_epoch, train_loss = _train_member(
+                tr, va, seed + 7919 * k, epochs, hidden, lr, batch, weight_decay, beta,
+                keep_best, samples.fingerprint, bar)
+            nets.append(net)
+            best_epochs.append(best_epoch)
+            train_losses.append(train_loss)
     finally:
         bar.close()
         torch.set_num_threads(saved_threads)
-    if best is not None:
-        model.load_state_dict(best)
+    model = PriorEnsemble(nets)
     model.eval()
     val_rows = validation_table(model, va)
     if val_rows:
-        say(f"validation loss per role (weights of epoch {best_epoch if best else epochs}):")
+        say(f"validation loss per role (members' best epochs {best_epochs}):")
         say(format_loss_table(val_rows))
     else:
         say("no validation data: nothing held out (one state only, or a validation share of 0)")
     summary = {
-        "epochs": epochs, "seed": seed, "hidden": hidden, "lr": lr, "batch_size": batch,
-        "weight_decay": weight_decay, "beta": beta, "parameters": parameter_count(model),
+        "epochs": epochs, "seed": seed, "hidden": hidden, "members": members, "lr": lr,
+        "batch_size": batch, "weight_decay": weight_decay, "beta": beta,
+        "parameters": parameter_count(model),
         "held_out_by": by, "train_samples": len(tr), "val_samples": len(va),
         "train_states": len(set(tr.state_ids)), "val_states": len(set(va.state_ids)),
         "files": list(samples.source_files),
         "val_files": sorted(set(va.files)) if by == "file" else [],
-        "final_train_loss": train_loss, "best_epoch": best_epoch if best else epochs,
+        "final_train_loss": train_losses, "best_epoch": best_epochs,
         "validation": val_rows, "torch": torch.__version__.split("+")[0],
     }
     return TrainResult(model, summary, train_idx, val_idx)
 
 
-def save(model: PriorNet, path: str, metadata_extra: Optional[dict] = None) -> None:
-    """Writes ``model`` as TorchScript (what ``_C.PriorModel`` loads), with its metadata and
-    ``metadata_extra`` (e.g. the training summary) as JSON in the archive's metadata file."""
+def save(model: torch.nn.Module, path: str, metadata_extra: Optional[dict] = None) -> None:
+    """Writes ``model`` (a PriorEnsemble or a PriorNet) as TorchScript (what ``_C.PriorModel``
+    loads), with its metadata and ``metadata_extra`` (e.g. the training summary) as JSON in the
+    archive's metadata file."""
     schema = _C.prior_schema()
     meta = dict(model.metadata())
     if metadata_extra:

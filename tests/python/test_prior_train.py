@@ -5,6 +5,7 @@ C++ loader, the loader's refusals, and the command end to end."""
 import json
 import math
 import os
+import statistics
 import warnings
 import zipfile
 
@@ -161,6 +162,27 @@ def test_prior_recovers_a_planted_rule(trained):
     assert abs(float(default[0, 0])) < 0.1
 
 
+@torch.no_grad()
+def test_prior_ensemble_widens_its_sigma_off_its_training_data(trained):
+    # Trained on CPU all-reduces of size bins 4..27: there the members agree; on an op and a size
+    # no job had they drift apart, and the sigma the learner trusts widens with them.
+    _, result = trained
+    model = result.model
+    assert len(model.members) == result.summary["members"] == 4
+
+    def sigma(arm, size_bin, op="allreduce"):
+        row = _C.prior_features("cpu", op, arm, representative_bytes(size_bin), 4)
+        out = model(torch.tensor([row], dtype=torch.float64), torch.tensor([DP]))
+        return float(out[0, 1].exp())
+
+    # Away from the planted step (where a smooth model blurs, and says so).
+    known = statistics.median(sigma(a, b) for a in ("ring", "rd") for b in BINS
+                              if abs(b + 0.5 - BOUNDARY) > 3)
+    assert known < 0.1
+    assert sigma("ring", 40) > 2 * known  # 1 TiB
+    assert sigma("ring", 20, op="allgather") > 2 * known
+
+
 def test_prior_training_is_deterministic(trained):
     samples, _ = trained
     a, b, c = (train(samples, epochs=5, seed=s, progress=False, log=None).model.state_dict()
@@ -277,9 +299,14 @@ def test_prior_cli_train_and_eval(planted_data, tmp_path, capsys):
      ["no samples found", "{tmp}/empty", "accepted"]),
     (["train", "--data", "{tmp}/empty", "--out", "{tmp}/p.pt", "--epochs", "0"],
      ["--epochs 0 is not accepted", "accepted: integers 1.."]),
+    (["train", "--data", "{tmp}/empty", "--out", "{tmp}/p.pt", "--members", "0"],
+     ["--members 0 is not accepted", "accepted: integers >= 1"]),
+    (["train", "--data", "{tmp}/empty", "--out", "{tmp}/p.pt", "--members", "40"],
+     ["--members 40", "parameters; accepted: at most 100000"]),
     (["eval", "--model", "{tmp}/none.pt", "--data", "{tmp}/empty"],
      ["prior model '{tmp}/none.pt'", "cannot be opened"]),
-], ids=["missing data path", "no samples", "bad epochs", "missing model"])
+], ids=["missing data path", "no samples", "bad epochs", "no members", "too many members",
+        "missing model"])
 def test_prior_cli_bad_input(tmp_path, capsys, argv, words):
     write(tmp_path / "empty" / "not_policy.json", [1, 2])
     assert main(["prior"] + [a.format(tmp=tmp_path) for a in argv]) == 2
