@@ -134,9 +134,6 @@ class PriorEnsemble(nn.Module):
         self.feature_names, self.roles = list(first.feature_names), list(first.roles)
         self.log_sigma_min, self.log_sigma_max = first.log_sigma_min, first.log_sigma_max
         self.members = nn.ModuleList(members)
-        if parameter_count(self) > MAX_PARAMETERS:
-            raise ValueError(f"PriorEnsemble: {parameter_count(self)} parameters; accepted: at "
-                             f"most {MAX_PARAMETERS} (fewer members or a smaller hidden)")
 
     def forward(self, x: torch.Tensor, role: torch.Tensor) -> torch.Tensor:
         outs: List[torch.Tensor] = []
