@@ -330,8 +330,10 @@ void PolicyState::evaluate(const MeasureCost& measure) {
     evaluate_probing(keep);
   } else {
     evaluate_exploit(keep);
-    if (phase_ == LearnPhase::kExploit && judged_by_step()) propose_footprint_trial();
   }
+  // Once converged, the descent also runs while arms woken later are probed per call: it need
+  // not wait for all of them (40 steps of the DDP interference scenario's 400 did).
+  if (converged_at_call_ > 0 && judged_by_step()) propose_footprint_trial();
   runner_up_ = phase_ == LearnPhase::kExploit ? pick_runner_up() : -1;
 }
 
@@ -402,11 +404,15 @@ void PolicyState::open_trial(int challenger, bool footprint) {
 
 // The descent: among the arms holding at most kFootprintStep of the incumbent's footprint, the
 // one holding the most (the smallest step down; ties to the better prior, the slots' order).
-// It continues from each adopted arm and ends at the first trial that does not shorten the step.
+// It continues from each adopted arm and ends at the first trial that does not shorten the step,
+// or when no rung qualifies by its costs (nor may yet, by costs still to come).
 void PolicyState::propose_footprint_trial() {
   if (footprint_done_ || trial_.challenger >= 0 || trials_->owner >= 0) return;
   const ArmSlot& inc = slots_[incumbent_];
   int best = -1;
+  // A rung the prior rules out that has no cost yet (probed now, or woken later): its first
+  // costs may qualify it, so the descent does not end on the prior's word.
+  bool awaiting_cost = false;
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& c = slots_[i];
     if (i == incumbent_ || c.unavailable || c.step_rejected ||
@@ -416,11 +422,14 @@ void PolicyState::propose_footprint_trial() {
     // Per call: its costs, or before its first the prior's ratio to the incumbent's.
     const double per_call = c.stats.count() > 0 ? c.view.center / inc.view.center
                                                 : c.prior_us / inc.prior_us;
-    if (!(per_call <= kFootprintMaxSlowdown)) continue;
+    if (!(per_call <= kFootprintMaxSlowdown)) {
+      awaiting_cost = awaiting_cost || c.stats.count() == 0;
+      continue;
+    }
     if (best < 0 || c.footprint > slots_[best].footprint) best = i;
   }
   if (best < 0) {
-    footprint_done_ = true;
+    if (!awaiting_cost) footprint_done_ = true;
     return;
   }
   open_trial(best, true);

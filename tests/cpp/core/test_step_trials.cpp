@@ -160,6 +160,31 @@ TEST(StepTrials, AnArmSlowerPerCallThatHoldsLessIsAdoptedWhenTheStepIsShorter) {
   EXPECT_LT(st.extra_us, 5000.0);
 }
 
+// FootprintCatalog with the priors of a model that prices holding less as slower per call (NCCL's
+// prices a channel cap by the bandwidth it gives up, where the real call may be bandwidth bound).
+class PricedFootprintCatalog : public FootprintCatalog {
+ public:
+  double prior_cost_us(OpKind, uint16_t arm, uint64_t, int) const override {
+    return arm == 0 ? 100 : 300;
+  }
+};
+
+TEST(StepTrials, TheDescentStartsWhileArmsWokenLaterAreProbed) {
+  // The prior prices "half" and "quarter" at 3x the default: a first probe waits until the state
+  // has seen enough calls (gate (b)), which re-opens probing after the state first converged.
+  // Measured, "half" is only 20% slower per call and shortens the step. The descent waits for its
+  // first costs (it used to end at once, with no rung qualified by the prior: "half" was never
+  // tried in 600 steps) and opens its trial while the woken arms are still probed per call.
+  Learner learner(config(), std::make_shared<PricedFootprintCatalog>());
+  const StateStats st = run_steps(learner, {{100, 60}, {120, 20}, {125, 80}}, 600, true);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "half");
+  const auto adopted = std::find_if(st.events.begin(), st.events.end(), [](const StateEvent& e) {
+    return e.what == "adopted: shorter steps";
+  });
+  ASSERT_NE(adopted, st.events.end());
+  EXPECT_LT(adopted->call, 600u);  // 150 steps (304 calls here)
+}
+
 TEST(StepTrials, StepVerdictsSurviveAWarmStart) {
   Learner first(config(), std::make_shared<FootprintCatalog>());
   run_steps(first, {{100, 60}, {120, 20}, {140, 80}}, 600, true);
