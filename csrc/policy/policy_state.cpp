@@ -511,8 +511,7 @@ bool PolicyState::resolve_challengers(bool inc_ready, double keep) {
     // first probe yet (deferred: woken once the state has lived long enough).
     const double c_lower = c.view.center - c.view.half_width * (kResolveZ / kConfidenceZ);
     c.resolved = c.eliminated || c.parked || c.deferred || c.issued >= cap ||
-                 (ready && c_lower >= inc_center * keep) ||
-                 cannot_win_by_prior(c, inc, inc_ready, keep);
+                 (ready && c_lower >= inc_center * keep) || cannot_win_by_prior(c);
     all_resolved = all_resolved && c.resolved;
   }
   return all_resolved;
@@ -527,8 +526,8 @@ bool PolicyState::resolve_challengers(bool inc_ready, double keep) {
 // every past job needs no probe, or a few instead of kProbeCapFactor x min_samples. This only
 // stops probing: eliminations and switches rest on costs alone, so a wrong prior can miss a gain,
 // never put a slower arm in place.
-bool PolicyState::cannot_win_by_prior(const ArmSlot& c, const ArmSlot& inc, bool inc_ready,
-                                      double keep) const {
+bool PolicyState::cannot_win_by_prior(const ArmSlot& c) const {
+  const ArmSlot& inc = slots_[incumbent_];
   const double prior_var = c.prior_sigma * c.prior_sigma + inc.prior_sigma * inc.prior_sigma;
   const double prior_ratio = c.prior_us / inc.prior_us;
   if (!(prior_var > 0) || !std::isfinite(prior_var) || !(prior_ratio > 0) ||
@@ -537,7 +536,7 @@ bool PolicyState::cannot_win_by_prior(const ArmSlot& c, const ArmSlot& inc, bool
   }
   double precision = 1.0 / prior_var;
   double weighted = std::log(prior_ratio) * precision;
-  if (inc_ready && c.view.n > 0 && c.view.center > 0 && inc.view.center > 0) {
+  if (inc.stats.count() >= need_ && c.view.n > 0 && c.view.center > 0 && inc.view.center > 0) {
     const double rel_inc = inc.view.spread / inc.view.center;
     const double rel_c = c.view.n >= 2 ? c.view.spread / c.view.center : rel_inc;
     const double var = rel_c * rel_c / static_cast<double>(c.view.n) +
@@ -545,7 +544,8 @@ bool PolicyState::cannot_win_by_prior(const ArmSlot& c, const ArmSlot& inc, bool
     precision += 1.0 / var;
     weighted += std::log(c.view.center / inc.view.center) / var;
   }
-  return weighted / precision - kResolveZ / std::sqrt(precision) >= std::log(keep);
+  return weighted / precision - kResolveZ / std::sqrt(precision) >=
+         std::log(1.0 - head_.switch_margin);
 }
 
 // An exploiting round: re-check the runner-up and the default, wake deferred arms, and settle
@@ -651,13 +651,9 @@ void PolicyState::rollback_if_default_cheaper() {
 // state has seen enough calls: probing re-opens for it, within the budget. Not one that a
 // confident prior says cannot win.
 void PolicyState::wake_deferred() {
-  const ArmSlot& inc = slots_[incumbent_];
-  const bool inc_ready = inc.stats.count() >= need_;
-  const double keep = 1.0 - head_.switch_margin;
   bool woke = false;
   for (ArmSlot& a : slots_) {
-    if (!a.deferred || a.unavailable || calls_ < a.worth_from_call ||
-        cannot_win_by_prior(a, inc, inc_ready, keep)) {
+    if (!a.deferred || a.unavailable || calls_ < a.worth_from_call || cannot_win_by_prior(a)) {
       continue;
     }
     a.deferred = false;

@@ -378,7 +378,7 @@ class PolicyState {
   bool unpark_if_inconclusive();
   void update_tail();
   bool hopeless(const ArmSlot& c, const ArmSlot& inc) const;
-  bool cannot_win_by_prior(const ArmSlot& c, const ArmSlot& inc, bool inc_ready, double keep) const;
+  bool cannot_win_by_prior(const ArmSlot& c) const;  // against the incumbent, at the margin
   int pick_runner_up() const;
   int best_known() const;
 

@@ -15,7 +15,8 @@ from torch import nn
 
 from .. import _C
 
-__all__ = ["LOG_SIGMA_RANGE", "PriorEnsemble", "PriorNet", "ensemble_size", "parameter_count"]
+__all__ = ["LOG_SIGMA_RANGE", "PriorEnsemble", "PriorModule", "PriorNet", "ensemble_size",
+           "parameter_count"]
 
 # log sigma is kept (smoothly) inside this range: sigma from 0.7% (a twin of the default: the
 # same configuration, which ties in every job) to about 7.4x.
@@ -23,16 +24,11 @@ LOG_SIGMA_RANGE = (-5.0, 2.0)
 MAX_PARAMETERS = 100_000
 
 
-class PriorNet(nn.Module):
-    """The learned prior's network, float64, with the metadata the C++ loader checks.
+class PriorModule(nn.Module):
+    """What every model the backend loads carries: the metadata attributes the C++ loader checks
+    (csrc/prior/model.cpp), declared once here so that torch.jit.script keeps them with these
+    types (a model without them is refused)."""
 
-    ``hidden``: width of the shared encoder (Linear(F, hidden)-SiLU-Linear(hidden, hidden)-SiLU).
-    ``schema``: ``_C.prior_schema()`` (the default): the format, versions, feature names and
-    roles (head order) this build's backend accepts.
-    """
-
-    # TorchScript attributes (torch.jit.script keeps them with these types; the C++ loader
-    # refuses a model without them).
     format: str
     schema_version: int
     catalog: str
@@ -42,17 +38,39 @@ class PriorNet(nn.Module):
     log_sigma_min: float
     log_sigma_max: float
 
+    @torch.jit.ignore
+    def set_metadata(self, meta: dict) -> None:
+        """Sets the attributes from ``meta`` (as metadata() gives them, or _C.prior_schema()
+        with a data_fingerprint)."""
+        self.format = str(meta["format"])
+        self.schema_version = int(meta["schema_version"])
+        self.catalog = str(meta["catalog"])
+        self.feature_names = [str(n) for n in meta["feature_names"]]
+        self.roles = [str(r) for r in meta["roles"]]
+        self.data_fingerprint = str(meta["data_fingerprint"])
+        self.log_sigma_min, self.log_sigma_max = LOG_SIGMA_RANGE
+
+    @torch.jit.ignore
+    def metadata(self) -> dict:
+        """The metadata attributes, as a JSON-able dict."""
+        return {"format": self.format, "schema_version": self.schema_version,
+                "catalog": self.catalog, "feature_names": list(self.feature_names),
+                "roles": list(self.roles), "data_fingerprint": self.data_fingerprint}
+
+
+class PriorNet(PriorModule):
+    """The learned prior's network, float64, with the metadata the C++ loader checks.
+
+    ``hidden``: width of the shared encoder (Linear(F, hidden)-SiLU-Linear(hidden, hidden)-SiLU).
+    ``schema``: ``_C.prior_schema()`` (the default): the format, versions, feature names and
+    roles (head order) this build's backend accepts.
+    """
+
     def __init__(self, hidden: int = 64, data_fingerprint: str = "",
                  schema: Optional[dict] = None):
         super().__init__()
         schema = _C.prior_schema() if schema is None else schema
-        self.format = str(schema["format"])
-        self.schema_version = int(schema["schema_version"])
-        self.catalog = str(schema["catalog"])
-        self.feature_names = [str(n) for n in schema["feature_names"]]
-        self.roles = [str(r) for r in schema["roles"]]
-        self.data_fingerprint = str(data_fingerprint)
-        self.log_sigma_min, self.log_sigma_max = LOG_SIGMA_RANGE
+        self.set_metadata(dict(schema, data_fingerprint=data_fingerprint))
         if not isinstance(hidden, int) or hidden < 1:
             raise ValueError(f"PriorNet: hidden={hidden!r}; accepted: an integer >= 1")
         n_features, n_roles = len(self.feature_names), len(self.roles)
@@ -93,15 +111,8 @@ class PriorNet(nn.Module):
             self.input_scale.copy_(torch.where(std > 1e-6, 1.0 / std.clamp_min(1e-6),
                                                torch.ones_like(std)))
 
-    @torch.jit.ignore
-    def metadata(self) -> dict:
-        """The metadata attributes, as a JSON-able dict."""
-        return {"format": self.format, "schema_version": self.schema_version,
-                "catalog": self.catalog, "feature_names": list(self.feature_names),
-                "roles": list(self.roles), "data_fingerprint": self.data_fingerprint}
 
-
-class PriorEnsemble(nn.Module):
+class PriorEnsemble(PriorModule):
     """PriorNets trained alike from different initial weights, as one model of the same interface.
 
     A single network's sigma is what it learned of its training data's spread: far from that
@@ -112,15 +123,6 @@ class PriorEnsemble(nn.Module):
     log ratios (a deep ensemble, Lakshminarayanan et al. 2017).
     """
 
-    format: str
-    schema_version: int
-    catalog: str
-    feature_names: List[str]
-    roles: List[str]
-    data_fingerprint: str
-    log_sigma_min: float
-    log_sigma_max: float
-
     def __init__(self, members: List[PriorNet]):
         super().__init__()
         if not members:
@@ -129,10 +131,7 @@ class PriorEnsemble(nn.Module):
         if any(m.metadata() != first.metadata() for m in members):
             raise ValueError("PriorEnsemble: the members' metadata differ; accepted: PriorNets "
                              "of one schema and one training data set")
-        self.format, self.schema_version = first.format, first.schema_version
-        self.catalog, self.data_fingerprint = first.catalog, first.data_fingerprint
-        self.feature_names, self.roles = list(first.feature_names), list(first.roles)
-        self.log_sigma_min, self.log_sigma_max = first.log_sigma_min, first.log_sigma_max
+        self.set_metadata(first.metadata())
         self.members = nn.ModuleList(members)
 
     def forward(self, x: torch.Tensor, role: torch.Tensor) -> torch.Tensor:
@@ -144,10 +143,6 @@ class PriorEnsemble(nn.Module):
         var = torch.exp(2 * out[:, :, 1]).mean(dim=0) + (out[:, :, 0] - mean).pow(2).mean(dim=0)
         log_sigma = torch.clamp(0.5 * torch.log(var), max=self.log_sigma_max)
         return torch.stack([mean, log_sigma], dim=1)
-
-    @torch.jit.ignore
-    def metadata(self) -> dict:
-        return self.members[0].metadata()
 
 
 def ensemble_size(hidden: int, members: int) -> int:
