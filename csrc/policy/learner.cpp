@@ -134,16 +134,21 @@ struct Learner::Impl {
       const uint64_t step = r.first_step + i;
       while (!t.marks.empty() && t.marks.front().step < step) t.marks.pop_front();
       if (t.marks.empty() || t.marks.front().step != step) continue;
-      const bool used = t.marks.front().used;
+      const StepTrialBoard::Mark mark = t.marks.front();
       t.marks.pop_front();
       const double us = r.step_times_us[i];
-      if (t.owner < 0 || !used || !std::isfinite(us)) {
+      if (t.owner < 0 || !mark.used || !std::isfinite(us)) {
         t.pending_us = NAN;
       } else if (!t.challenger_at(step)) {
         t.pending_us = us;
         t.pending_step = step;
+        t.pending_probed = mark.probed;
       } else if (std::isfinite(t.pending_us) && t.pending_step + 1 == step) {
-        states[t.owner].add_trial_pair(t.pending_us, us);
+        const bool probed = mark.probed || t.pending_probed;
+        if (!probed ||
+            std::fabs(us - t.pending_us) <= kProbedPairTolerance * std::min(us, t.pending_us)) {
+          states[t.owner].add_trial_pair(t.pending_us, us);
+        }
         t.pending_us = NAN;
       }
     }
@@ -232,6 +237,7 @@ Decision Learner::decide(const CollectiveContext& ctx) {
   PolicyState& s = m.states[id];
   bool probe = false, measure = false;
   ArmSlot& a = s.slot(s.choose(m.mode, &probe, &measure));
+  m.trials->probed |= probe;
   ++a.calls;
   ++a.issued;
   m.window_nondefault += a.arm != kDefaultArm;
@@ -275,8 +281,9 @@ void Learner::apply_round(const RoundResult& round) {
 
 void Learner::mark_step() {
   StepTrialBoard& t = *impl_->trials;
-  if (t.owner >= 0 && t.step >= t.start) t.marks.push_back({t.step, t.used});
+  if (t.owner >= 0 && t.step >= t.start) t.marks.push_back({t.step, t.used, t.probed});
   t.used = false;
+  t.probed = false;
   ++t.step;
 }
 

@@ -381,7 +381,9 @@ void PolicyState::switch_to_cheapest(double keep) {
   if (best < 0) return;
   if (judged_by_step()) {
     // Faster on its own is not enough when compute runs beside the call: the step decides.
-    if (trial_.challenger < 0 && trials_->owner < 0) open_trial(best, false);
+    if (trial_.challenger < 0 && trials_->owner < 0 && may_open_trial(best, false)) {
+      open_trial(best, false);
+    }
     return;
   }
   incumbent_ = best;
@@ -392,6 +394,18 @@ void PolicyState::switch_to_cheapest(double keep) {
 // is wider than a single test's: about 3 standard errors keeps the chance that a neutral arm is
 // judged either way over 40 looks near 5%.
 constexpr double kTrialZ = 3.0;
+
+// Faster per call (a step trial, not a footprint trial) while holding no more of the machine.
+bool PolicyState::pays_back(int challenger, bool footprint) const {
+  return !footprint && slots_[challenger].footprint <= slots_[incumbent_].footprint;
+}
+
+// A trial costs step time only if its challenger lengthens the step: one that pays back may run
+// on a spent budget (its pairs repay it); the others wait for the budget.
+bool PolicyState::may_open_trial(int challenger, bool footprint) const {
+  return group_->allows(0) || pays_back(challenger, footprint);
+}
+
 void PolicyState::open_trial(int challenger, bool footprint) {
   trials_->open(static_cast<int32_t>(id_));
   trial_ = Trial{};
@@ -399,6 +413,7 @@ void PolicyState::open_trial(int challenger, bool footprint) {
   trial_.arm = slots_[challenger].arm;
   trial_.verdict = "running";
   trial_.footprint = footprint;
+  trial_.pays_back = pays_back(challenger, footprint);
   note(footprint ? "footprint trial" : "step trial", incumbent_, challenger);
 }
 
@@ -432,7 +447,7 @@ void PolicyState::propose_footprint_trial() {
     if (!awaiting_cost) footprint_done_ = true;
     return;
   }
-  open_trial(best, true);
+  if (may_open_trial(best, true)) open_trial(best, true);
 }
 
 void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_step_us) {
@@ -445,14 +460,22 @@ void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_ste
 }
 
 // The verdict: adopted when the challenger confidently shortens the step by kStepTrialMargin of
-// it; rejected when it confidently lengthens it, or the group's budget is spent; after
-// max_trial_pairs without either, no effect: the incumbent stays.
+// it; rejected when it confidently lengthens it (on a spent budget, from the second pair on), or
+// when the budget is spent on a trial that does not pay back; after max_trial_pairs without
+// either, no effect: the incumbent stays.
 void PolicyState::evaluate_trial() {
   if (trial_.challenger < 0) return;
-  if (!group_->allows(0)) return end_trial("rejected: the do-no-harm budget is spent", false);
   const uint64_t pairs = trial_.deltas.count();
-  const uint64_t steps = trials_->step > trials_->start ? trials_->step - trials_->start : 1;
+  if (!group_->allows(0)) {
+    if (!trial_.pays_back) {
+      return end_trial("rejected: the do-no-harm budget is spent", false);
+    }
+    if (pairs >= 2 && trial_.deltas.mean() - kTrialZ * trial_.stderr_us() > 0) {
+      return end_trial("rejected: longer steps", false);
+    }
+  }
   // A state that stopped being called in most steps would hold the group's only trial forever.
+  const uint64_t steps = trials_->step > trials_->start ? trials_->step - trials_->start : 1;
   if (pairs < static_cast<uint64_t>(head_.max_trial_pairs) &&
       steps > 4 * static_cast<uint64_t>(head_.max_trial_pairs)) {
     return end_trial("stopped: too few steps with the state's calls", false);

@@ -146,20 +146,27 @@ constexpr double kFootprintMaxSlowdown = 1.5;
 // The step trials of a group's learner (docs/architecture.md, "Step trials"). One overlapped
 // state at a time runs one: from the step after it opens, the state runs its incumbent on even
 // steps and the challenger on odd ones, and each (even, odd) pair of step times, max over ranks,
-// gives one paired difference. One trial at a time, so a pair's difference is that state's.
+// gives one paired difference. One trial at a time, so a pair's difference is that state's. A
+// pair with a step in which some state probed, and steps more than kProbedPairTolerance apart, is
+// left out: a probe of a slow arm (0.9 s, seen on a GPU) lands in one step of a pair and would be
+// taken for the challenger's doing, while probes of near-ties, in most steps, barely move them.
 // `step` counts Learner::mark_step() calls: the same on every rank.
+constexpr double kProbedPairTolerance = 0.1;
 struct StepTrialBoard {
-  uint64_t step = 0;   // the current step's number
-  int32_t owner = -1;  // the state on trial; -1 none
-  uint64_t start = 0;  // the trial's first step
-  bool used = false;   // the owner ran in the current step
+  uint64_t step = 0;    // the current step's number
+  int32_t owner = -1;   // the state on trial; -1 none
+  uint64_t start = 0;   // the trial's first step
+  bool used = false;    // the owner ran in the current step
+  bool probed = false;  // some state probed in the current step
   struct Mark {
     uint64_t step;
     bool used;
+    bool probed;
   };
   std::deque<Mark> marks;   // the trial's ended steps whose times have not arrived
   double pending_us = NAN;  // time of the pair's incumbent step, awaiting its challenger step
   uint64_t pending_step = 0;
+  bool pending_probed = false;
   bool challenger_at(uint64_t s) const { return ((s - start) & 1) != 0; }
   void open(int32_t state) {
     owner = state;
@@ -350,6 +357,8 @@ class PolicyState {
   }
   // Overlapped states whose group marks steps judge a challenger by step time.
   bool judged_by_step() const { return exposure_ == Exposure::kOverlapped && trials_->step > 0; }
+  bool pays_back(int challenger, bool footprint) const;
+  bool may_open_trial(int challenger, bool footprint) const;
   void open_trial(int challenger, bool footprint);
   void propose_footprint_trial();
   void evaluate_trial();
@@ -443,6 +452,9 @@ class PolicyState {
     }
     const char* verdict = "";
     bool footprint = false;  // proposed for holding less, not for being faster per call
+    // Faster per call while holding no more: it can only shorten the step, so it may run (and
+    // pay back) while the do-no-harm budget is spent, as long as its pairs show no harm.
+    bool pays_back = false;
   } trial_;
   bool footprint_done_ = false;  // a footprint trial did not shorten the step: no more of them
 };

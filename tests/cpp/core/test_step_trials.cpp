@@ -238,6 +238,61 @@ TEST(StepTrials, ATrialWhoseStateIsNoLongerCalledStopsAndFreesTheBoard) {
   EXPECT_EQ(learner.stats().at(0).trial.verdict, "stopped: too few steps with the state's calls");
 }
 
+// Found on a GPU (two ranks over NCCL's socket transport): one probe of an arm 40x slower than
+// NCCL's model says (ring/LL at 25 MiB: 0.9 s) spent the group's budget, and landed in one step
+// of a bucket's trial of an arm twice as fast; the trial was rejected and never tried again.
+TEST(StepTrials, AnotherStatesProbeNeitherStopsNorSkewsATrialThatPaysBack) {
+  Learner learner(config(), std::make_shared<TwoArmCatalog>());
+  std::mt19937 rng(11);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  CollectiveContext bucket;  // overlapped: "fast" halves the call and shortens the step
+  bucket.effective_bytes = 1 << 20;
+  bucket.group_size = 4;
+  bucket.role = Role::kDataParallel;
+  bucket.exposure = Exposure::kOverlapped;
+  CollectiveContext last = bucket;  // exposed: "fast" is 1000x slower (its one probe: 0.1 s)
+  last.effective_bytes = 64 << 10;
+  last.exposure = Exposure::kExposed;
+  const double bucket_call[2] = {100, 50}, bucket_step[2] = {60, 10}, last_call[2] = {100, 1e5};
+  RoundResult round;
+  std::vector<double> ended;
+  uint64_t first_step = 0, calls = 0;
+  auto call = [&](const CollectiveContext& ctx, const double* call_us, double* step_us,
+                  const double* step_cost) {
+    const Decision d = learner.decide(ctx);
+    *step_us += step_cost ? step_cost[d.arm] : call_us[d.arm];
+    if (d.measure) {
+      const float cost = static_cast<float>(call_us[d.arm] * (1.0 + 0.02 * noise(rng)));
+      round.calls.push_back({d.state_id, d.arm, cost, d.probe});
+    }
+    if (++calls % kRound == 0) {
+      round.first_step = first_step;
+      round.step_times_us = ended;
+      first_step += ended.size();
+      ended.clear();
+      learner.apply_round(round);
+      round = RoundResult{};
+    }
+  };
+  for (int s = 0; s < 400; ++s) {
+    double step_us = kComputeUs;
+    for (int c = 0; c < kCallsPerStep; ++c) call(bucket, bucket_call, &step_us, bucket_step);
+    call(last, last_call, &step_us, nullptr);
+    learner.mark_step();
+    ended.push_back(step_us + 20.0 * noise(rng));
+  }
+  const std::vector<StateStats> st = learner.stats();
+  ASSERT_EQ(st.size(), 2u);
+  const StateStats& b = st[0].exposure == Exposure::kOverlapped ? st[0] : st[1];
+  const StateStats& l = st[0].exposure == Exposure::kOverlapped ? st[1] : st[0];
+  EXPECT_GE(l.arms.at(1).samples, 1u);  // the slow probe ran
+  EXPECT_EQ(l.arms.at(l.incumbent).name, "default");
+  EXPECT_EQ(b.arms.at(b.incumbent).name, "fast") << b.trial.verdict;
+  EXPECT_EQ(b.trial.verdict, "adopted: shorter steps");
+  // The pairs measured the bucket's own effect (4 calls x 50 µs), not the probe's 0.1 s.
+  EXPECT_NEAR(b.trial.mean_delta_us, -200, 60);
+}
+
 TEST(StepTrials, WithoutStepBoundariesTheCallsDurationDecides) {
   Learner learner(config(), std::make_shared<TwoArmCatalog>());
   const StateStats st = run_steps(learner, {{100, 10}, {50, 310}}, 400, false);
