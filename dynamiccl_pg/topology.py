@@ -9,6 +9,7 @@ builds the same prior; ``DYNAMICCL_TOPOLOGY`` overrides what a user knows better
 
 from __future__ import annotations
 
+import os
 import socket
 from typing import Dict, List
 
@@ -80,8 +81,12 @@ def parse_override(value: str) -> Dict:
 
 
 def local_facts(device_index: int = None) -> Dict:
-    """What this rank can see of its own place: its host and, with CUDA, its GPU."""
-    facts = {"host": socket.gethostname(), "gpu": None, "pcie": False}
+    """What this rank can see of its own place: its host and, with CUDA, its GPU. The host is
+    NCCL_HOSTID where set: NCCL takes it as the host's identity (ranks of one machine with
+    different ids are different hosts to it, joined by its network transport), and the model
+    must see the cluster NCCL sees."""
+    host = os.environ.get("NCCL_HOSTID") or socket.gethostname()
+    facts = {"host": host, "gpu": None, "pcie": False}
     if torch.cuda.is_available():
         index = torch.cuda.current_device() if device_index is None else device_index
         facts["gpu"] = _gpu_class(torch.cuda.get_device_capability(index)[0])

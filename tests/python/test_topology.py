@@ -3,6 +3,8 @@ store), the assumed link bandwidths (defined once, in C++), and DYNAMICCL_TOPOLO
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch.distributed as dist
 
@@ -75,6 +77,19 @@ def test_ranks_describe_the_same_topology_and_overrides_apply():
     # A shape that does not match the group's size is ignored: the hosts give it.
     mismatch = run_ranks(_describe, 4, "nodes=3,gpus=8", backend="gloo")
     assert (mismatch[0]["nodes"], mismatch[0]["gpus_per_node"]) == (1, 4)
+
+
+def _describe_as_two_hosts(rank, size):
+    os.environ["NCCL_HOSTID"] = f"host{rank // 2}"  # as NCCL is told to see two hosts
+    return _describe(rank, size, "")
+
+
+def test_ranks_with_different_nccl_hostids_are_different_hosts():
+    # Found on a GPU: two ranks of one machine with an NCCL_HOSTID each talk through NCCL's
+    # socket transport, while the prior, from the host name, assumed NVLink and offered no tree.
+    described = run_ranks(_describe_as_two_hosts, 4, backend="gloo")
+    assert all(d == described[0] for d in described)
+    assert (described[0]["nodes"], described[0]["gpus_per_node"]) == (2, 2)
 
 
 def _init_only(rank, size):
