@@ -13,9 +13,12 @@ result; ``report`` turns a folder of them into results.md.
                                                                the profiler plugin says what ran
     python benchmarks/gpu/gpu_proof.py learn_vs_nccl --out F   (e) DDP: `dynamiccl` learning
                                                                vs `nccl`
+    python benchmarks/gpu/gpu_proof.py overlap       --out F   (f) DDP with compute in flight:
+                                                               each channel-cap arm's step time,
+                                                               and the step-aware learner's
     python benchmarks/gpu/gpu_proof.py report --dir D --results results.md
 
-Stages (d) and (e) need two ranks, so they run on the first way of (c) that worked
+Stages (d), (e) and (f) need two ranks, so they run on the first way of (c) that worked
 (``--multi-rank``: its result file); NCCL runs no algorithm at world size 1.
 """
 
@@ -90,11 +93,12 @@ def _rank_main(fn: str, rank: int, world: int, store_path: str, out: str, args: 
         json.dump(result, f)
 
 
-def _init(rank: int, world: int, store_path: str, backend: str = "dynamiccl"):
+def _init(rank: int, world: int, store_path: str, backend: str = "dynamiccl", device="cuda"):
     import torch
     import torch.distributed as dist
     import dynamiccl_pg  # noqa: F401  registers "dynamiccl"
-    torch.cuda.set_device(0)  # every rank on the one GPU (stage c decides whether NCCL accepts it)
+    if device == "cuda":  # every rank on the one GPU (stage c decides whether NCCL accepts it)
+        torch.cuda.set_device(0)
     dist.init_process_group(backend, store=dist.FileStore(store_path, world), rank=rank,
                             world_size=world, timeout=datetime.timedelta(seconds=120))
     return torch, dist
@@ -365,6 +369,136 @@ def arm_verdict(arm: str, row: dict) -> str:
         f"{a}/{p}/c{n}" for a, p, n in row["ran"])
 
 
+# ---- (f) compute in flight: what each channel-cap arm costs the DDP step ---------------------
+
+# The all-reduce arms NCCL can run over the socket transport (LL128 and NVLS need NVLink; ring/LL
+# takes over half a second per 16 MiB there), uncapped and capped.
+OVERLAP_ARMS = ("ring/Simple", "ring/Simple/c4", "ring/Simple/c8",
+                "tree/Simple", "tree/Simple/c4", "tree/Simple/c8")
+# 33.6M parameters (134 MB of gradients in 25 MiB buckets) and a batch whose backward computes
+# about as long as the buckets take over the loopback sockets, so the two overlap.
+OVERLAP_SHAPE = {"width": 2048, "depth": 8, "batch": 8192, "bucket_mb": 25, "warmup": 5,
+                 "steps": 30, "passes": 2, "learn_steps": 400}
+
+
+def rank_overlap(rank, world, store_path, args):
+    """Per configuration (the reference backend, each forced arm), the same seeded DDP model
+    trained ``steps`` steps in ``passes`` interleaved passes (the second in reverse order, so that
+    drift cancels); then the step-aware learner from scratch. Returns median step times, the
+    bucket all-reduce's own time on each group, and what NCCL ran (profiler plugin)."""
+    device = args.get("device", "cuda")
+    torch, dist = _init(rank, world, store_path, device=device)
+    import dynamiccl_pg
+    from dynamiccl_pg import _C
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    dev = torch.device(device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    width = args["width"]
+
+    def model():
+        torch.manual_seed(0)
+        layers = []
+        for _ in range(args["depth"]):
+            layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+        return torch.nn.Sequential(*layers).to(dev)
+
+    x = torch.randn(args["batch"], width, device=dev,
+                    generator=torch.Generator(device=dev).manual_seed(rank))
+
+    def step_times(net, steps):
+        opt = torch.optim.SGD(net.parameters(), lr=1e-6)
+        times = []
+        for _ in range(steps):
+            sync()
+            start = time.perf_counter()
+            opt.zero_grad(set_to_none=True)
+            net(x).square().mean().backward()
+            opt.step()
+            sync()
+            times.append((time.perf_counter() - start) * 1e3)
+        return times
+
+    def bucket_ms(group, calls=5, repeats=3):
+        t = torch.ones(args["bucket_mb"] << 18, device=dev)  # bucket_mb MiB of float32
+        dist.all_reduce(t, group=group)
+        sync()
+        samples = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            for _ in range(calls):
+                dist.all_reduce(t, group=group)
+            sync()
+            samples.append((time.perf_counter() - start) * 1e3 / calls)
+        return statistics.median(samples)
+
+    allreduce = 4  # DYNAMICCL_NCCL_COLL_ALLREDUCE
+    algos, protos = _C.vocabulary()["nccl_algos"], _C.vocabulary()["nccl_protos"]
+    last = [max([r["id"] for r in _C.nccl_profiler_records(0)], default=0)]
+
+    def ran_since():
+        records = [r for r in _C.nccl_profiler_records(last[0]) if r["coll"] == allreduce]
+        last[0] = max([r["id"] for r in records] + [last[0]])
+        return sorted({f"{algos[r['algo']] if r['algo'] >= 0 else '?'}/"
+                       f"{protos[r['proto']] if r['proto'] >= 0 else '?'}/c{r['nchannels']}"
+                       for r in records})
+
+    compute_only = step_times(model(), args["warmup"] + args["steps"])[args["warmup"]:]
+    dist.barrier()
+    reference = "nccl" if dev.type == "cuda" else "gloo"
+    groups, refused = {reference: dist.new_group(backend=reference)}, {}
+    for arm in args.get("arms", OVERLAP_ARMS):
+        try:  # a cap beyond the group's channels is refused at creation, on every rank
+            groups[arm] = dist.new_group(backend="dynamiccl",
+                                         pg_options=dynamiccl_pg.Options(force=f"allreduce:{arm}"))
+        except ValueError as e:
+            refused[arm] = str(e).splitlines()[0][:200]
+    rows = {name: {"step_ms": [], "bucket_ms": [], "ran": set()} for name in groups}
+    for p in range(args["passes"]):
+        for name in (list(groups) if p % 2 == 0 else list(reversed(groups))):
+            g, row = groups[name], rows[name]
+            net = DDP(model(), process_group=g, bucket_cap_mb=args["bucket_mb"])
+            if name != reference:
+                dynamiccl_pg.register_ddp_hook(net, g)
+            ran_since()
+            row["step_ms"] += step_times(net, args["warmup"] + args["steps"])[args["warmup"]:]
+            row["bucket_ms"].append(bucket_ms(g))
+            row["ran"].update(ran_since())
+            del net
+    out = {"compute_only_ms": statistics.median(compute_only),
+           "configs": {name: {"step_ms": statistics.median(r["step_ms"]),
+                              "bucket_ms": statistics.median(r["bucket_ms"]),
+                              "ran": sorted(r["ran"])} for name, r in rows.items()},
+           "refused": refused}
+    for g in groups.values():
+        dist.destroy_process_group(g)
+
+    learner = dist.new_group(backend="dynamiccl")
+    net = DDP(model(), process_group=learner, bucket_cap_mb=args["bucket_mb"])
+    dynamiccl_pg.register_ddp_hook(net, learner)  # bucket hints: exposure, step boundaries
+    times = step_times(net, args["learn_steps"])
+    st = dynamiccl_pg.stats(learner)
+    out["learn"] = {"step_ms_last_third": statistics.median(times[-(len(times) // 3):]),
+                    "step_ms_first_third": statistics.median(times[:len(times) // 3]),
+                    "states": st["states"].get("nccl", []),  # arms, events, step trial
+                    "steps_seen": st["steps"], "nccl_plugin": st["nccl_plugin"],
+                    "decision_hash": dynamiccl_pg.decision_hash(learner)}
+    dist.destroy_process_group()
+    return out
+
+
+def stage_overlap(args):
+    shape = dict(OVERLAP_SHAPE, **json.loads(args.shape or "{}"), device=args.device)
+    if args.device == "cuda":
+        from dynamiccl_pg import _C
+        way, env = _two_ranks_env(args)
+        plugin = _C.nccl_plugin_path()
+        env_of_rank = lambda rank: dict(env(rank), NCCL_PROFILER_PLUGIN=plugin)  # noqa: E731
+    else:  # a dry run of the stage itself: the emulated NCCL the caller set up, gloo as reference
+        way, env_of_rank = "emulated NCCL on CPU (a dry run)", lambda rank: {}
+    return {"world": 2, "way": way, "shape": shape,
+            "ranks": run_ranks("rank_overlap", 2, env_of_rank, shape)}
+
+
 # ---- preflight and report ---------------------------------------------------------------------
 
 def stage_preflight(args):
@@ -485,12 +619,67 @@ def report(stages: dict) -> str:
                           f"{base / ours:.3f}x; "
                           f"ranks agree on every decision: {len(hashes) == 1}; learned: "
                           f"{s['dynamiccl'][0]['ok']['incumbents']}", ""])
+    s = section("(f) DDP with compute in flight: each channel-cap arm's step time, and the "
+                "step-aware learner", "overlap")
+    if s:
+        err = _rank_error(s["ranks"])
+        if err:
+            lines.extend([f"failed: {err}", ""])
+        else:
+            lines.extend(overlap_report(s))
     return "\n".join(lines)
+
+
+def overlap_report(s) -> list:
+    """Stage (f)'s lines: per configuration the slowest rank's median step and the bucket
+    all-reduce's own time, each against the reference backend; then the learner's run."""
+    ranks = [r["ok"] for r in s["ranks"]]
+    shape, configs = s["shape"], ranks[0]["configs"]
+    ref = next(iter(configs))
+
+    def worst(name, key):
+        return max(r["configs"][name][key] for r in ranks)
+
+    step0, call0 = worst(ref, "step_ms"), worst(ref, "bucket_ms")
+    lines = [f"On {s['way']}: {shape['depth']} layers of {shape['width']}x{shape['width']}, "
+             f"batch {shape['batch']}, {shape['bucket_mb']} MiB buckets; per configuration the "
+             f"median of {shape['steps'] * shape['passes']} steps in {shape['passes']} interleaved "
+             f"passes (slowest rank). Compute alone, no communication: "
+             f"{_fmt(max(r['compute_only_ms'] for r in ranks), ' ms')} per step.", "",
+             f"| configuration | step ms | step vs {ref} | {shape['bucket_mb']} MiB all-reduce "
+             f"alone, ms | per call vs {ref} | NCCL ran |", "|---|---|---|---|---|---|"]
+    for name in configs:
+        step, call = worst(name, "step_ms"), worst(name, "bucket_ms")
+        lines.append(f"| {name} | {_fmt(step)} | {step / step0:.3f}x | {_fmt(call)} | "
+                     f"{call / call0:.3f}x | {', '.join(configs[name]['ran']) or '-'} |")
+    lines.extend(f"| {arm} | refused: {why} | | | | |" for arm, why in ranks[0]["refused"].items())
+    learn = [r["learn"] for r in ranks]
+    first = max(r["step_ms_first_third"] for r in learn)
+    last = max(r["step_ms_last_third"] for r in learn)
+    states = ", ".join(f"{x['op']}/{x['size_bin']} {x['exposure']}{'+f' if x['fused'] else ''}: "
+                       f"{x['incumbent']}" for x in learn[0]["states"])
+    lines.extend(["", f"Step-aware learner from scratch, {shape['learn_steps']} steps: median step "
+                      f"{_fmt(first, ' ms')} in the first third, {_fmt(last, ' ms')} in the last "
+                      f"({last / step0:.3f}x {ref} above); steps seen {learn[0]['steps_seen']}; "
+                      f"ranks agree on every decision: "
+                      f"{len({r['decision_hash'] for r in learn}) == 1}; learned: {states}", ""])
+    for x in learn[0]["states"]:
+        if x["op"] != "allreduce":
+            continue
+        arms = ", ".join(f"{a['name']} {a['samples']}x {_fmt(a['median_us'] / 1e3)} ms"
+                         for a in x["arms"] if a["samples"])
+        trial = x.get("step_trial")
+        lines.append(f"- allreduce/{x['size_bin']} {x['exposure']}: measured {arms}" +
+                     (f"; last step trial: {trial['challenger']}, {trial['pairs']} pairs, "
+                      f"{_fmt(trial['mean_delta_us'] / 1e3)} ms a step: {trial['verdict']}"
+                      if trial else ""))
+    lines.append("")
+    return lines
 
 
 STAGES = {"preflight": stage_preflight, "collectives": stage_collectives, "ddp": stage_ddp,
           "multi_rank": stage_multi_rank, "arm_sweep": stage_arm_sweep,
-          "learn_vs_nccl": stage_learn_vs_nccl}
+          "learn_vs_nccl": stage_learn_vs_nccl, "overlap": stage_overlap}
 
 
 def main(argv=None) -> int:
@@ -503,6 +692,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="where a stage writes its JSON result")
     p.add_argument("--multi-rank",
                    help="the multi_rank stage's result (for arm_sweep, learn_vs_nccl)")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                   help="overlap: cpu is a dry run of the stage on the emulated NCCL")
+    p.add_argument("--shape", help="overlap: JSON overriding OVERLAP_SHAPE's fields")
     p.add_argument("--dir", help="report: the folder of stage results")
     p.add_argument("--results", help="report: the markdown file to write")
     args = p.parse_args(argv)

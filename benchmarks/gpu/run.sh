@@ -39,7 +39,7 @@ OUT="${GPU_PROOF_RAW:-$(mktemp -d)}"
 mkdir -p "$OUT"
 "$PY" "$HERE/gpu_proof.py" preflight --out "$OUT/preflight.json" || exit 1
 stages=("$@")
-[ ${#stages[@]} -gt 0 ] || stages=(collectives ddp multi_rank arm_sweep learn_vs_nccl)
+[ ${#stages[@]} -gt 0 ] || stages=(collectives ddp multi_rank arm_sweep learn_vs_nccl overlap)
 for stage in "${stages[@]}"; do
   echo "[gpu] $stage (at most ${STAGE_TIMEOUT}s)"
   timeout -k 10 "$STAGE_TIMEOUT" "$PY" "$HERE/gpu_proof.py" "$stage" --out "$OUT/$stage.json" \

@@ -92,3 +92,37 @@ def test_a_stage_that_cannot_run_records_why(tmp_path):
     result = json.loads(out.read_text())
     assert "stage multi_rank found no way" in result["skipped"]
     assert "skipped: needs two ranks on this GPU" in gpu_proof.report({"arm_sweep": result})
+
+
+CLUSTER = {"name": "overlap_dry_run", "seed": 5, "steps": 10,
+           "topology": {"nodes": 2, "gpus_per_node": 1, "gpu": "ampere",
+                        "intra": {"type": "nvlink", "bw_GBps": 200},
+                        "inter": {"type": "ib", "bw_GBps": 12.5, "lat_us": 2}},
+           "noise_sigma": 0.02, "workload": [{"role": "dp", "op": "allreduce", "bytes": "4MiB"}]}
+
+
+@pytest.mark.timeout(300)
+def test_overlap_stage_runs_end_to_end_on_the_emulated_nccl(tmp_path, monkeypatch):
+    """Stage (f) on CPU (its dry run): two real ranks train DDP on a gloo group and on forced-arm
+    dynamiccl groups through the emulated NCCL, then learn; a cap the group lacks is refused and
+    recorded, and the report gives every configuration a row."""
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps(CLUSTER))
+    monkeypatch.setenv("DYNAMICCL_EMULATE_NCCL", str(cluster))
+    out = tmp_path / "overlap.json"
+    shape = {"width": 64, "depth": 3, "batch": 16, "bucket_mb": 1, "warmup": 1, "steps": 3,
+             "passes": 2, "learn_steps": 24, "arms": ["ring/Simple", "tree/Simple", "tree/LL/c64"]}
+    assert gpu_proof.main(["overlap", "--device", "cpu", "--out", str(out),
+                           "--shape", json.dumps(shape)]) == 0
+    result = json.loads(out.read_text())
+    ranks = [r["ok"] for r in result["ranks"]]  # KeyError names a rank's error
+    assert list(ranks[0]["configs"]) == ["gloo", "ring/Simple", "tree/Simple"]
+    assert "not an arm of allreduce" in ranks[0]["refused"]["tree/LL/c64"]
+    assert all(c["step_ms"] > 0 for r in ranks for c in r["configs"].values())
+    learn = [r["learn"] for r in ranks]
+    assert learn[0]["steps_seen"] == 23  # DDP's hook marks every step after the first
+    assert learn[0]["decision_hash"] == learn[1]["decision_hash"]
+    text = gpu_proof.report({"overlap": result})
+    assert "| gloo | " in text and "| tree/Simple | " in text
+    assert "| tree/LL/c64 | refused: " in text
+    assert "ranks agree on every decision: True" in text
