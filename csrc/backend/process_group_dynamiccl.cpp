@@ -164,7 +164,10 @@ void ProcessGroupDynamicCCL::resolve_forced_arms() {
       if (!catalogs_[e]) continue;
       const auto& arms = catalogs_[e]->arms(op);
       for (size_t i = 0; i < arms.size(); ++i) {
-        valid += (valid.empty() ? "" : ", ") + arms[i].name;
+        // Every engine's catalog starts with "default": named once.
+        if (valid.empty() || !arms[i].action.is_default()) {
+          valid += (valid.empty() ? "" : ", ") + arms[i].name;
+        }
         if (arms[i].name == arm_str && (e == index(kCpu) || config_.nccl_tuning)) {
           plans_[e][static_cast<int>(op)] = {OpPlan::kForced, static_cast<uint16_t>(i)};
           found = true;

@@ -204,6 +204,8 @@ def test_a_forced_chunk_arm_is_applied_and_read_back_per_call(tmp_path, nccl_rel
             assert f"DYNAMICCL_FORCE arm '{CHUNK_ARM}' is not an arm of allreduce" in e, e
             accepted = e.split("accepted: ", 1)[1]
             assert "ring/Simple" in accepted and "/k" not in accepted, e
+            # Both engines' arms, each catalog's "default" named once.
+            assert accepted.split(", ").count("default") == 1, e
         return
     calls = 6
     for wrong, plugin, runs in run_ranks(forced_allreduces, 4, calls, 1 << 20, env=env):
