@@ -21,21 +21,26 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def train_ddp(ranks, hidden, steps, stats_json, env_extra=None, save_policy=""):
+def train_ddp_stats(ranks, steps, train_args, stats_json, env_extra=None):
+    """One `examples/train_ddp.py` run under torchrun with `train_args`: its median step (second
+    half), and for dynamiccl its stats() with the probes and tuned states counted."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
            f"--nproc-per-node={ranks}", os.path.join(ROOT, "examples", "train_ddp.py"),
-           "--steps", str(steps), "--hidden", str(hidden), "--stats-json", stats_json,
-           "--log-every", str(steps)]
-    if save_policy:
-        cmd += ["--save-policy", save_policy]
+           "--steps", str(steps), "--stats-json", stats_json, "--log-every", str(steps),
+           *train_args]
     env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1", **(env_extra or {}))
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, cwd=ROOT)
     with open(stats_json) as f:
         data = json.load(f)
-    states = data["stats"]["states"]["cpu"]
-    return {"median_step_ms": data["median_step_ms"],
+    states = data["stats"]["states"]["cpu"] if data["stats"] else []
+    return {"median_step_ms": data["median_step_ms"], "stats": data["stats"],
             "probes": sum(s["probes"] for s in states),
             "states": len([s for s in states if len(s["arms"]) > 1])}
+
+
+def train_ddp(ranks, hidden, steps, stats_json, env_extra=None, save_policy=""):
+    extra = ["--hidden", str(hidden)] + (["--save-policy", save_policy] if save_policy else [])
+    return train_ddp_stats(ranks, steps, extra, stats_json, env_extra)
 
 
 def main(argv=None) -> int:

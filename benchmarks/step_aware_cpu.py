@@ -1,0 +1,88 @@
+"""The step-aware learner against the per-call learner and gloo on CPU, real processes: the main
+job (`examples/train_ddp.py`, 4 ranks), learning from scratch, median step of the second half.
+
+    PYTHONPATH=. python benchmarks/step_aware_cpu.py --out benchmarks/results/step_aware_cpu.md
+
+step-aware: the job as shipped (DDP's bucket-hint hook: buckets but the last are overlapped and
+judged by step trials). per-call: `--no-hook` (no bucket hints: every call is exposed and judged
+by its own duration, as before step-aware tuning). The three run in rotating order, --repeats
+times, so that drift on the machine spreads over all of them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from prior_cpu import train_ddp_stats
+
+MODES = {"gloo": ["--backend", "gloo"], "per-call": ["--no-hook"], "step-aware": []}
+
+
+def learned(stats) -> str:
+    """The all-reduce states: size bin, exposure, incumbent and the last step trial's verdict."""
+    if not stats:
+        return "-"
+    out = []
+    for s in stats["states"]["cpu"]:
+        if s["op"] != "allreduce" or s["calls"] < 10:
+            continue
+        trial = s.get("step_trial")
+        out.append(f"{s['size_bin']} {s['exposure']}: {s['incumbent']}" +
+                   (f" (trial {trial['challenger']}: {trial['verdict']})" if trial else ""))
+    return "; ".join(out)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, help="Markdown file for the results")
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--steps", type=int, default=300)
+    p.add_argument("--repeats", type=int, default=5)
+    args = p.parse_args(argv)
+    work = tempfile.mkdtemp(prefix="step-aware-cpu-")
+    names = list(MODES)
+    runs = {m: [] for m in names}
+    failed = []  # a run that crashed (seen once, in gloo: SIGABRT) is run again, and said
+    for r in range(args.repeats):
+        for m in names[r % len(names):] + names[:r % len(names)]:
+            for attempt in range(2):
+                try:
+                    runs[m].append(train_ddp_stats(args.ranks, args.steps, MODES[m],
+                                                   os.path.join(work, f"{m}{r}.json")))
+                    break
+                except subprocess.CalledProcessError as e:
+                    failed.append(f"{m} run {r + 1}: exit status {e.returncode}")
+                    if attempt:
+                        raise
+    command = "PYTHONPATH=. python benchmarks/step_aware_cpu.py " + " ".join(argv or sys.argv[1:])
+    lines = [f"Command: `{command}`", "",
+             f"`examples/train_ddp.py`, {args.ranks} ranks, {args.steps} steps, its defaults; "
+             f"the three in rotating order, {args.repeats} times. Median step of the second half "
+             "(rank 0).", "",
+             "| run | " + " | ".join(f"{m}, ms" for m in names) + " | step-aware learned |",
+             "|---|" + "---|" * len(names) + "---|"]
+    for i in range(args.repeats):
+        lines.append(f"| {i + 1} | " + " | ".join(f"{runs[m][i]['median_step_ms']:.2f}"
+                                                  for m in names) +
+                     f" | {learned(runs['step-aware'][i]['stats'])} |")
+    med = {m: statistics.median(x["median_step_ms"] for x in rs) for m, rs in runs.items()}
+    lines += ["", "Medians: " + ", ".join(f"{m} {v:.2f} ms" for m, v in med.items()) +
+              f"; step-aware / per-call {med['step-aware'] / med['per-call']:.3f}, "
+              f"step-aware / gloo {med['step-aware'] / med['gloo']:.3f}, "
+              f"per-call / gloo {med['per-call'] / med['gloo']:.3f}."]
+    if failed:
+        lines += ["", "Runs that failed and were run again: " + "; ".join(failed) + "."]
+    with open(args.out, "w") as f:
+        f.write("# Step-aware vs per-call learner vs gloo: the main job on CPU\n\n" +
+                "\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
