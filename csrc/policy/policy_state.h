@@ -148,8 +148,9 @@ constexpr double kFootprintMaxSlowdown = 1.5;
 // steps and the challenger on odd ones, and each (even, odd) pair of step times, max over ranks,
 // gives one paired difference. One trial at a time, so a pair's difference is that state's. A
 // pair with a step in which some state probed, and steps more than kProbedPairTolerance apart, is
-// left out: a probe of a slow arm (0.9 s, seen on a GPU) lands in one step of a pair and would be
-// taken for the challenger's doing, while probes of near-ties, in most steps, barely move them.
+// left out: a probe of a slow arm (over a second, seen on a GPU) lands in one step of a pair and
+// would be taken for the challenger's doing, while probes of near-ties, in most steps, barely
+// move them.
 // `step` counts Learner::mark_step() calls: the same on every rank.
 constexpr double kProbedPairTolerance = 0.1;
 struct StepTrialBoard {
