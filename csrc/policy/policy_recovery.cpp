@@ -92,8 +92,8 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
 
 // End of a focused re-probe: when the incumbent it started from really became slower and none
 // of the arms it re-probed beats it by the margin now (a provisional switch does not count), the
-// ranking that chose them is in doubt, so the parked arms join the search (true). Otherwise the
-// parked arms stay out (false).
+// ranking that chose them is in doubt, so the parked arms join the search (true), but those far
+// beyond the incumbent before (kFarBeyondRatio). Otherwise the parked arms stay out (false).
 bool PolicyState::unpark_if_inconclusive() {
   if (focus_from_ < 0) return false;
   const ArmSlot& from = slots_[focus_from_];
@@ -106,7 +106,7 @@ bool PolicyState::unpark_if_inconclusive() {
   if (improved || !slower) return false;
   bool any = false;
   for (ArmSlot& a : slots_) {
-    if (!a.parked) continue;
+    if (!a.parked || a.prev_center > kFarBeyondRatio * from.prev_center) continue;
     a.parked = false;
     a.gated = a.arm != kDefaultArm;
     a.resolved = false;

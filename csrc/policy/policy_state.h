@@ -83,6 +83,11 @@ constexpr double kTailWeight = 10.0;
 // kRecoveryArms best arms by their last known centre, the incumbent included, at a burst budget
 // of 100% until each has its calls; the others are parked unless that is inconclusive.
 constexpr int kRecoveryArms = 3;
+// An inconclusive re-probe brings the parked arms back, but not one whose last known centre was
+// beyond kFarBeyondRatio x the incumbent's: no change of regime seen makes it a winner, and its
+// probes cost that much again (over a GPU's socket transport ring/LL cost 57x the default: four
+// probes, 4.6 s, after one re-open).
+constexpr double kFarBeyondRatio = 10.0;
 static_assert(kRecoveryArms >= 2, "the incumbent and a challenger are always re-probed");
 // After an alarm on a rise of the incumbent's cost by more than this fraction, the best re-probed
 // arm by its last known centre takes over at once (provisionally) if it was cheaper than the

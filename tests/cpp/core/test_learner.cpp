@@ -576,6 +576,26 @@ TEST(Learner, InconclusiveReprobeUnparksTheOtherArms) {
   EXPECT_TRUE(converged(state_stats(l, 0)));
 }
 
+TEST(Learner, AnInconclusiveReprobeLeavesAnArmFarBeyondParked) {
+  // As above, with arm4 at 50x the incumbent before the shift (ring/LL over a GPU's socket
+  // transport cost 57x): the parked arms join the search, arm4 does not, and arm5 is still found.
+  auto cat = catalog_of(6);
+  Learner l(LearnerConfig{}, cat);
+  const std::vector<double> before = {100, 60, 64, 70, 3000, 130};
+  const std::vector<double> after = {400, 240, 256, 280, 3000, 130};
+  const uint64_t shift_at = 3000;
+  Driver d{l, [&](uint64_t call, const CollectiveContext&, uint16_t arm) {
+             return call < shift_at ? before[arm] : after[arm];
+           }};
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  d.run(ctx, static_cast<int>(shift_at));
+  ASSERT_EQ(state_stats(l, 0).incumbent, 1);
+  ASSERT_GE(count_arm(d.log, 4), 1);  // measured once, before the shift
+  d.run(ctx, 3000);
+  EXPECT_EQ(state_stats(l, 0).incumbent, 5);
+  EXPECT_EQ(count_arm(d.log, 4, shift_at), 0);
+}
+
 TEST(Learner, NoFalseAlarmsUnderHeavyTailedNoiseYetAShiftIsCaught) {
   // 3% Gaussian noise plus 10% of the calls 3-10x slower, whatever arm runs (a shared host).
   auto cat = catalog_of(3);
