@@ -460,43 +460,49 @@ void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_ste
 }
 
 // The verdict: adopted when the challenger confidently shortens the step by kStepTrialMargin of
-// it; rejected when it confidently lengthens it (on a spent budget, from the second pair on), or
-// when the budget is spent on a trial that does not pay back; after max_trial_pairs without
-// either, no effect: the incumbent stays.
+// it; rejected when it confidently lengthens it (on a spent budget, from the second pair on);
+// after max_trial_pairs without either, no effect: the incumbent stays. On a spent budget a trial
+// that does not pay back ends: rejected if its own pairs cost step time, otherwise stopped
+// without a verdict (the budget went to other states' probes: it is tried again once it allows).
 void PolicyState::evaluate_trial() {
   if (trial_.challenger < 0) return;
   const uint64_t pairs = trial_.deltas.count();
   if (!group_->allows(0)) {
-    if (!trial_.pays_back) {
-      return end_trial("rejected: the do-no-harm budget is spent", false);
-    }
     if (pairs >= 2 && trial_.deltas.mean() - kTrialZ * trial_.stderr_us() > 0) {
-      return end_trial("rejected: longer steps", false);
+      return end_trial("rejected: longer steps", TrialEnd::kRejected);
+    }
+    if (!trial_.pays_back && pairs >= 2 && trial_.deltas.mean() > 0) {
+      return end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kRejected);
+    }
+    if (!trial_.pays_back) {
+      return end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);
     }
   }
   // A state that stopped being called in most steps would hold the group's only trial forever.
   const uint64_t steps = trials_->step > trials_->start ? trials_->step - trials_->start : 1;
   if (pairs < static_cast<uint64_t>(head_.max_trial_pairs) &&
       steps > 4 * static_cast<uint64_t>(head_.max_trial_pairs)) {
-    return end_trial("stopped: too few steps with the state's calls", false);
+    return end_trial("stopped: too few steps with the state's calls", TrialEnd::kRejected);
   }
   if (pairs < static_cast<uint64_t>(head_.trial_pairs)) return;
   const double mean = trial_.deltas.mean();
   const double se = trial_.stderr_us();
   const double margin = kStepTrialMargin * trial_.incumbent_steps.mean();
-  if (mean + kTrialZ * se < -margin) return end_trial("adopted: shorter steps", true);
-  if (mean - kTrialZ * se > 0) return end_trial("rejected: longer steps", false);
+  if (mean + kTrialZ * se < -margin) return end_trial("adopted: shorter steps", TrialEnd::kAdopted);
+  if (mean - kTrialZ * se > 0) return end_trial("rejected: longer steps", TrialEnd::kRejected);
   if (pairs >= static_cast<uint64_t>(head_.max_trial_pairs)) {
-    end_trial("no effect on the step: kept", false);
+    end_trial("no effect on the step: kept", TrialEnd::kRejected);
   }
 }
 
-void PolicyState::end_trial(const char* verdict, bool adopt) {
+void PolicyState::end_trial(const char* verdict, TrialEnd end) {
   const int c = trial_.challenger;
+  const bool adopt = end == TrialEnd::kAdopted;
   trial_.challenger = -1;
   trial_.verdict = verdict;
   trials_->close();
   note(verdict, incumbent_, adopt ? c : incumbent_);
+  if (end == TrialEnd::kStopped) return;
   if (adopt) {
     slots_[incumbent_].step_rejected = true;  // the trial found it lengthens the step
     incumbent_ = c;
@@ -754,7 +760,7 @@ void PolicyState::drop_arm(uint16_t arm) {
   a.parked = false;
   if (runner_up_ == i) runner_up_ = -1;
   if (focus_from_ == i) focus_from_ = -1;
-  if (trial_.challenger == i) end_trial("rejected: unavailable on some rank", false);
+  if (trial_.challenger == i) end_trial("rejected: unavailable on some rank", TrialEnd::kRejected);
   release_all(a);
   if (incumbent_ != i) return;
   // The best arm known in the current regime takes over (the default when none is known: a
@@ -782,7 +788,7 @@ void PolicyState::release_all(ArmSlot& a) {
 
 void PolicyState::freeze() {
   refresh_views();
-  if (trial_.challenger >= 0) end_trial("stopped: frozen by a guard", false);
+  if (trial_.challenger >= 0) end_trial("stopped: frozen by a guard", TrialEnd::kRejected);
   frozen_ = true;
   // A guard fires when the job's own step time or loss says learning hurts: keep an arm other
   // than the default only if it beats the default by the margin a switch needs.

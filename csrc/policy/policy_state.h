@@ -368,7 +368,10 @@ class PolicyState {
   void open_trial(int challenger, bool footprint);
   void propose_footprint_trial();
   void evaluate_trial();
-  void end_trial(const char* verdict, bool adopt);
+  // Adopted: the challenger becomes the incumbent. Rejected: it is not tried again. Stopped: no
+  // verdict on it.
+  enum class TrialEnd { kAdopted, kRejected, kStopped };
+  void end_trial(const char* verdict, TrialEnd end);
   int widest_target() const;
   void set_prior_ratios();  // each arm's prior cost relative to the default's (constructor)
   void refresh_views();     // views of arms whose costs arrived since the last refresh

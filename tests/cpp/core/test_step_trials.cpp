@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "policy/learner.h"
@@ -238,59 +240,94 @@ TEST(StepTrials, ATrialWhoseStateIsNoLongerCalledStopsAndFreesTheBoard) {
   EXPECT_EQ(learner.stats().at(0).trial.verdict, "stopped: too few steps with the state's calls");
 }
 
-// Found on a GPU (two ranks over NCCL's socket transport): one probe of an arm 40x slower than
-// NCCL's model says (ring/LL at 25 MiB: 0.9 s) spent the group's budget, and landed in one step
-// of a bucket's trial of an arm twice as fast; the trial was rejected and never tried again.
-TEST(StepTrials, AnotherStatesProbeNeitherStopsNorSkewsATrialThatPaysBack) {
-  Learner learner(config(), std::make_shared<TwoArmCatalog>());
+// An overlapped state (kCallsPerStep calls a step, each adding its arm's step cost) and, once
+// `last_from(learner)` holds, an exposed one (a call a step, adding its duration), for `steps`
+// steps. Returns the two states' stats: {overlapped, exposed}.
+std::pair<StateStats, StateStats> run_two_states(
+    Learner& learner, const std::vector<ArmTruth>& bucket, const std::vector<double>& last_call,
+    int steps, const std::function<bool(const Learner&)>& last_from) {
   std::mt19937 rng(11);
   std::normal_distribution<double> noise(0.0, 1.0);
-  CollectiveContext bucket;  // overlapped: "fast" halves the call and shortens the step
-  bucket.effective_bytes = 1 << 20;
-  bucket.group_size = 4;
-  bucket.role = Role::kDataParallel;
-  bucket.exposure = Exposure::kOverlapped;
-  CollectiveContext last = bucket;  // exposed: "fast" is 1000x slower (its one probe: 0.1 s)
-  last.effective_bytes = 64 << 10;
-  last.exposure = Exposure::kExposed;
-  const double bucket_call[2] = {100, 50}, bucket_step[2] = {60, 10}, last_call[2] = {100, 1e5};
+  CollectiveContext overlapped;
+  overlapped.effective_bytes = 1 << 20;
+  overlapped.group_size = 4;
+  overlapped.role = Role::kDataParallel;
+  overlapped.exposure = Exposure::kOverlapped;
+  CollectiveContext exposed = overlapped;
+  exposed.effective_bytes = 64 << 10;
+  exposed.exposure = Exposure::kExposed;
   RoundResult round;
   std::vector<double> ended;
   uint64_t first_step = 0, calls = 0;
-  auto call = [&](const CollectiveContext& ctx, const double* call_us, double* step_us,
-                  const double* step_cost) {
-    const Decision d = learner.decide(ctx);
-    *step_us += step_cost ? step_cost[d.arm] : call_us[d.arm];
-    if (d.measure) {
-      const float cost = static_cast<float>(call_us[d.arm] * (1.0 + 0.02 * noise(rng)));
-      round.calls.push_back({d.state_id, d.arm, cost, d.probe});
-    }
-    if (++calls % kRound == 0) {
-      round.first_step = first_step;
-      round.step_times_us = ended;
-      first_step += ended.size();
-      ended.clear();
-      learner.apply_round(round);
-      round = RoundResult{};
-    }
-  };
-  for (int s = 0; s < 400; ++s) {
+  bool last_started = false;
+  for (int s = 0; s < steps; ++s) {
+    last_started = last_started || last_from(learner);
     double step_us = kComputeUs;
-    for (int c = 0; c < kCallsPerStep; ++c) call(bucket, bucket_call, &step_us, bucket_step);
-    call(last, last_call, &step_us, nullptr);
+    const int n = kCallsPerStep + (last_started ? 1 : 0);
+    for (int c = 0; c < n; ++c) {
+      const bool is_last = c == kCallsPerStep;
+      const Decision d = learner.decide(is_last ? exposed : overlapped);
+      const double call_us = is_last ? last_call.at(d.arm) : bucket.at(d.arm).call_us;
+      step_us += is_last ? call_us : bucket.at(d.arm).step_cost_us;
+      if (d.measure) {
+        const float cost = static_cast<float>(call_us * (1.0 + 0.02 * noise(rng)));
+        round.calls.push_back({d.state_id, d.arm, cost, d.probe});
+      }
+      if (++calls % kRound == 0) {
+        round.first_step = first_step;
+        round.step_times_us = ended;
+        first_step += ended.size();
+        ended.clear();
+        learner.apply_round(round);
+        round = RoundResult{};
+      }
+    }
     learner.mark_step();
     ended.push_back(step_us + 20.0 * noise(rng));
   }
   const std::vector<StateStats> st = learner.stats();
-  ASSERT_EQ(st.size(), 2u);
-  const StateStats& b = st[0].exposure == Exposure::kOverlapped ? st[0] : st[1];
-  const StateStats& l = st[0].exposure == Exposure::kOverlapped ? st[1] : st[0];
+  const StateStats none;
+  if (st.size() == 1) return {st[0], none};
+  return st[0].exposure == Exposure::kOverlapped ? std::make_pair(st[0], st[1])
+                                                 : std::make_pair(st[1], st[0]);
+}
+
+bool always(const Learner&) { return true; }
+
+// Found on a GPU (two ranks over NCCL's socket transport): one probe of an arm 40x slower than
+// NCCL's model says (ring/LL at 25 MiB: 1.16 s) spent the group's budget, and landed in one step
+// of a bucket's trial of an arm twice as fast; the trial was rejected and never tried again.
+TEST(StepTrials, AnotherStatesProbeNeitherStopsNorSkewsATrialThatPaysBack) {
+  Learner learner(config(), std::make_shared<TwoArmCatalog>());
+  // The bucket: "fast" halves the call and shortens the step. The last bucket: "fast" is 1000x
+  // slower (its one probe: 0.1 s).
+  const auto [b, l] = run_two_states(learner, {{100, 60}, {50, 10}}, {100, 1e5}, 400, always);
   EXPECT_GE(l.arms.at(1).samples, 1u);  // the slow probe ran
   EXPECT_EQ(l.arms.at(l.incumbent).name, "default");
   EXPECT_EQ(b.arms.at(b.incumbent).name, "fast") << b.trial.verdict;
   EXPECT_EQ(b.trial.verdict, "adopted: shorter steps");
   // The pairs measured the bucket's own effect (4 calls x 50 µs), not the probe's 0.1 s.
   EXPECT_NEAR(b.trial.mean_delta_us, -200, 60);
+}
+
+TEST(StepTrials, AFootprintTrialStoppedByAnotherStatesSpendingIsTriedAgain) {
+  // The bucket's descent trials "half" (slower per call, frees the compute: the step is shorter).
+  // While it runs, the exposed state starts and probes "half", 200x slower there: the budget is
+  // spent. The trial stops without a verdict and, once the budget allows, runs again and adopts.
+  Learner learner(config(), std::make_shared<FootprintCatalog>());
+  const auto footprint_trial_running = [](const Learner& l) {
+    const std::vector<StateStats> st = l.stats();
+    return !st.empty() && st[0].trial.verdict == "running" && st[0].trial.challenger == "half";
+  };
+  const auto [b, l] = run_two_states(learner, {{100, 60}, {120, 20}, {140, 80}}, {100, 2e4, 100},
+                                     6000, footprint_trial_running);
+  EXPECT_GE(l.arms.at(1).samples, 1u);
+  bool stopped = false;
+  for (const StateEvent& e : b.events) {
+    stopped = stopped || e.what == "stopped: the do-no-harm budget is spent";
+  }
+  EXPECT_TRUE(stopped);
+  EXPECT_EQ(b.arms.at(b.incumbent).name, "half") << b.trial.verdict;
 }
 
 TEST(StepTrials, WithoutStepBoundariesTheCallsDurationDecides) {
