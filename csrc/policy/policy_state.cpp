@@ -413,7 +413,6 @@ void PolicyState::open_trial(int challenger, bool footprint) {
   trial_.arm = slots_[challenger].arm;
   trial_.verdict = "running";
   trial_.footprint = footprint;
-  trial_.pays_back = pays_back(challenger, footprint);
   note(footprint ? "footprint trial" : "step trial", incumbent_, challenger);
 }
 
@@ -468,14 +467,13 @@ void PolicyState::evaluate_trial() {
   if (trial_.challenger < 0) return;
   const uint64_t pairs = trial_.deltas.count();
   if (!group_->allows(0)) {
-    if (pairs >= 2 && trial_.deltas.mean() - kTrialZ * trial_.stderr_us() > 0) {
+    const bool costs = pairs >= 2 && trial_.deltas.mean() > 0;
+    if (costs && trial_.deltas.mean() - kTrialZ * trial_.stderr_us() > 0) {
       return end_trial("rejected: longer steps", TrialEnd::kRejected);
     }
-    if (!trial_.pays_back && pairs >= 2 && trial_.deltas.mean() > 0) {
-      return end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kRejected);
-    }
-    if (!trial_.pays_back) {
-      return end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);
+    if (!pays_back(trial_.challenger, trial_.footprint)) {
+      return costs ? end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kRejected)
+                   : end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);
     }
   }
   // A state that stopped being called in most steps would hold the group's only trial forever.

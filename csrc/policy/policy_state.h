@@ -363,6 +363,8 @@ class PolicyState {
   }
   // Overlapped states whose group marks steps judge a challenger by step time.
   bool judged_by_step() const { return exposure_ == Exposure::kOverlapped && trials_->step > 0; }
+  // Faster per call while holding no more: it can only shorten the step, so its trial may run
+  // (and pay back) while the do-no-harm budget is spent, as long as its pairs show no harm.
   bool pays_back(int challenger, bool footprint) const;
   bool may_open_trial(int challenger, bool footprint) const;
   void open_trial(int challenger, bool footprint);
@@ -461,9 +463,6 @@ class PolicyState {
     }
     const char* verdict = "";
     bool footprint = false;  // proposed for holding less, not for being faster per call
-    // Faster per call while holding no more: it can only shorten the step, so it may run (and
-    // pay back) while the do-no-harm budget is spent, as long as its pairs show no harm.
-    bool pays_back = false;
   } trial_;
   bool footprint_done_ = false;  // a footprint trial did not shorten the step: no more of them
 };

@@ -65,35 +65,50 @@ struct ArmTruth {
   double step_cost_us;  // what one call adds to the step
 };
 
-// Runs `steps` steps of one overlapped state and returns the learner's stats for it.
-StateStats run_steps(Learner& learner, const std::vector<ArmTruth>& truth, int steps,
-                     bool mark_steps, std::vector<uint16_t>* last_arms = nullptr) {
-  std::mt19937 rng(7);
+// The exposed last bucket of run_states(): a call a step, adding its duration to the step, from
+// the first step at which `from` holds.
+struct LastBucket {
+  std::vector<double> call_us;
+  std::function<bool(const Learner&)> from;
+};
+
+// Runs `steps` steps of one overlapped state (kCallsPerStep calls a step, each adding its arm's
+// step cost) and, with `last`, an exposed one; returns the learner's stats (one per state).
+std::vector<StateStats> run_states(Learner& learner, const std::vector<ArmTruth>& truth, int steps,
+                                   bool mark_steps, const LastBucket* last, uint32_t seed,
+                                   std::vector<uint16_t>* last_arms = nullptr) {
+  std::mt19937 rng(seed);
   std::normal_distribution<double> noise(0.0, 1.0);
-  CollectiveContext ctx;
-  ctx.effective_bytes = 1 << 20;
-  ctx.group_size = 4;
-  ctx.role = Role::kDataParallel;
-  ctx.exposure = Exposure::kOverlapped;
+  CollectiveContext overlapped;
+  overlapped.effective_bytes = 1 << 20;
+  overlapped.group_size = 4;
+  overlapped.role = Role::kDataParallel;
+  overlapped.exposure = Exposure::kOverlapped;
+  CollectiveContext exposed = overlapped;
+  exposed.effective_bytes = 64 << 10;
+  exposed.exposure = Exposure::kExposed;
   RoundResult round;
   std::vector<double> ended;  // step times since the last round
-  uint64_t first_step = 0, steps_ended = 0;
-  uint64_t calls = 0;
+  uint64_t first_step = 0, calls = 0;
+  bool last_started = false;
   for (int s = 0; s < steps; ++s) {
+    last_started = last_started || (last && last->from(learner));
     double step_us = kComputeUs;
-    for (int c = 0; c < kCallsPerStep; ++c) {
-      const Decision d = learner.decide(ctx);
-      const ArmTruth& t = truth.at(d.arm);
-      step_us += t.step_cost_us;
-      if (last_arms && s == steps - 1) last_arms->push_back(d.arm);
+    const int n = kCallsPerStep + (last_started ? 1 : 0);
+    for (int c = 0; c < n; ++c) {
+      const bool is_last = c == kCallsPerStep;
+      const Decision d = learner.decide(is_last ? exposed : overlapped);
+      const double call_us = is_last ? last->call_us.at(d.arm) : truth.at(d.arm).call_us;
+      step_us += is_last ? call_us : truth.at(d.arm).step_cost_us;
+      if (last_arms && !is_last && s == steps - 1) last_arms->push_back(d.arm);
       if (d.measure) {
-        const float cost = static_cast<float>(t.call_us * (1.0 + 0.02 * noise(rng)));
+        const float cost = static_cast<float>(call_us * (1.0 + 0.02 * noise(rng)));
         round.calls.push_back({d.state_id, d.arm, cost, d.probe});
       }
       if (++calls % kRound == 0) {
         round.first_step = first_step;
         round.step_times_us = ended;
-        first_step = steps_ended;
+        first_step += ended.size();
         ended.clear();
         learner.apply_round(round);
         round = RoundResult{};
@@ -102,10 +117,15 @@ StateStats run_steps(Learner& learner, const std::vector<ArmTruth>& truth, int s
     if (mark_steps) {
       learner.mark_step();
       ended.push_back(step_us + 20.0 * noise(rng));
-      ++steps_ended;
     }
   }
-  return learner.stats().at(0);
+  return learner.stats();
+}
+
+// One overlapped state: its stats.
+StateStats run_steps(Learner& learner, const std::vector<ArmTruth>& truth, int steps,
+                     bool mark_steps, std::vector<uint16_t>* last_arms = nullptr) {
+  return run_states(learner, truth, steps, mark_steps, nullptr, 7, last_arms).at(0);
 }
 
 LearnerConfig config() {
@@ -240,54 +260,14 @@ TEST(StepTrials, ATrialWhoseStateIsNoLongerCalledStopsAndFreesTheBoard) {
   EXPECT_EQ(learner.stats().at(0).trial.verdict, "stopped: too few steps with the state's calls");
 }
 
-// An overlapped state (kCallsPerStep calls a step, each adding its arm's step cost) and, once
-// `last_from(learner)` holds, an exposed one (a call a step, adding its duration), for `steps`
-// steps. Returns the two states' stats: {overlapped, exposed}.
+// The overlapped state and, once `last_from(learner)` holds, the exposed one: {overlapped,
+// exposed} (the latter empty if it never ran).
 std::pair<StateStats, StateStats> run_two_states(
     Learner& learner, const std::vector<ArmTruth>& bucket, const std::vector<double>& last_call,
     int steps, const std::function<bool(const Learner&)>& last_from) {
-  std::mt19937 rng(11);
-  std::normal_distribution<double> noise(0.0, 1.0);
-  CollectiveContext overlapped;
-  overlapped.effective_bytes = 1 << 20;
-  overlapped.group_size = 4;
-  overlapped.role = Role::kDataParallel;
-  overlapped.exposure = Exposure::kOverlapped;
-  CollectiveContext exposed = overlapped;
-  exposed.effective_bytes = 64 << 10;
-  exposed.exposure = Exposure::kExposed;
-  RoundResult round;
-  std::vector<double> ended;
-  uint64_t first_step = 0, calls = 0;
-  bool last_started = false;
-  for (int s = 0; s < steps; ++s) {
-    last_started = last_started || last_from(learner);
-    double step_us = kComputeUs;
-    const int n = kCallsPerStep + (last_started ? 1 : 0);
-    for (int c = 0; c < n; ++c) {
-      const bool is_last = c == kCallsPerStep;
-      const Decision d = learner.decide(is_last ? exposed : overlapped);
-      const double call_us = is_last ? last_call.at(d.arm) : bucket.at(d.arm).call_us;
-      step_us += is_last ? call_us : bucket.at(d.arm).step_cost_us;
-      if (d.measure) {
-        const float cost = static_cast<float>(call_us * (1.0 + 0.02 * noise(rng)));
-        round.calls.push_back({d.state_id, d.arm, cost, d.probe});
-      }
-      if (++calls % kRound == 0) {
-        round.first_step = first_step;
-        round.step_times_us = ended;
-        first_step += ended.size();
-        ended.clear();
-        learner.apply_round(round);
-        round = RoundResult{};
-      }
-    }
-    learner.mark_step();
-    ended.push_back(step_us + 20.0 * noise(rng));
-  }
-  const std::vector<StateStats> st = learner.stats();
-  const StateStats none;
-  if (st.size() == 1) return {st[0], none};
+  const LastBucket last{last_call, last_from};
+  const std::vector<StateStats> st = run_states(learner, bucket, steps, true, &last, 11);
+  if (st.size() == 1) return {st[0], StateStats{}};
   return st[0].exposure == Exposure::kOverlapped ? std::make_pair(st[0], st[1])
                                                  : std::make_pair(st[1], st[0]);
 }
