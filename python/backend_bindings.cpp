@@ -2,6 +2,7 @@
 // dynamiccl_pg/config.py resolves, its learners, its telemetry), the defaults of that
 // configuration, and the hints framework integration sets.
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
@@ -11,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/ddp_comm_hook.h"
 #include "backend/hint_scope.h"
 #include "backend/process_group_dynamiccl.h"
 #include "bindings.h"
@@ -285,6 +287,12 @@ void bind_hints(py::module_& m) {
   m.def("get_hint", [] {
     const Hint& h = current_hint();
     return py::make_tuple(h.role, h.bucket, h.is_last, h.stage, h.direction, h.priority);
+  });
+  // dynamiccl_pg.register_ddp_hook's C++ half: DDP's reducer and the group to all-reduce on.
+  m.def("register_ddp_comm_hook", [](const py::object& reducer, const py::object& group) {
+    auto pg = c10::intrusive_ptr<c10d::ProcessGroup>::reclaim_copy(group.cast<c10d::ProcessGroup*>());
+    reducer.cast<c10d::Reducer*>()->register_comm_hook(
+        std::make_unique<BucketHintCommHook>(std::move(pg)));
   });
 }
 

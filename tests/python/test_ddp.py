@@ -42,11 +42,33 @@ def ddp_vs_gloo(rank, world, use_hook):
     return ours, ref, roles
 
 
+@pytest.mark.parametrize("use_hook", [False, True], ids=["builtin_hook", "bucket_hint_hook"])
 @pytest.mark.parametrize("env", [{"DYNAMICCL_MODE": "off"},
                                  {"DYNAMICCL_FORCE": "allreduce:default"}])
-def test_ddp_exactly_matches_gloo_with_the_same_algorithm(env):
-    for ours, ref, _ in run_ranks(ddp_vs_gloo, 2, False, env=env):
+def test_ddp_exactly_matches_gloo_with_the_same_algorithm(env, use_hook):
+    for ours, ref, _ in run_ranks(ddp_vs_gloo, 2, use_hook, env=env):
         assert torch.equal(ours, ref)
+
+
+def hook_misuse(rank, world):
+    import dynamiccl_pg
+    ddp = nn.parallel.DistributedDataParallel(nn.Linear(4, 1))
+    errors = []
+    for bad in (lambda: dynamiccl_pg.register_ddp_hook(nn.Linear(4, 1)),
+                lambda: dynamiccl_pg.register_ddp_hook(ddp, group="world")):
+        with pytest.raises(TypeError) as e:
+            bad()
+        errors.append(str(e.value))
+    dynamiccl_pg.register_ddp_hook(ddp)
+    with pytest.raises(RuntimeError, match="only be called once"):
+        dynamiccl_pg.register_ddp_hook(ddp)
+    return errors
+
+
+def test_ddp_hook_refuses_a_model_that_is_not_ddp_a_group_that_is_not_one_and_a_second_hook():
+    errors = run_ranks(hook_misuse, 2)[0]
+    assert "expects a DistributedDataParallel model, got Linear" in errors[0]
+    assert "group must be a ProcessGroup or None, got str" in errors[1]
 
 
 def test_ddp_learning_with_bucket_hints_stays_close_to_gloo():
