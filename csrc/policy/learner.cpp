@@ -281,7 +281,10 @@ void Learner::apply_round(const RoundResult& round) {
 
 void Learner::mark_step() {
   StepTrialBoard& t = *impl_->trials;
-  if (t.owner >= 0 && t.step >= t.start) t.marks.push_back({t.step, t.used, t.probed});
+  if (t.owner >= 0 && t.step >= t.start) {
+    t.marks.push_back({t.step, t.used, t.probed});
+    t.used_steps += t.used;
+  }
   t.used = false;
   t.probed = false;
   ++t.step;

@@ -331,6 +331,7 @@ void PolicyState::evaluate(const MeasureCost& measure) {
   } else {
     evaluate_exploit(keep);
   }
+  retry_stopped_trial();
   // Once converged, the descent also runs while arms woken later are probed per call: it need
   // not wait for all of them (40 steps of the DDP interference scenario's 400 did).
   if (converged_at_call_ > 0 && judged_by_step()) propose_footprint_trial();
@@ -394,6 +395,9 @@ void PolicyState::switch_to_cheapest(double keep) {
 // is wider than a single test's: about 3 standard errors keeps the chance that a neutral arm is
 // judged either way over 40 looks near 5%.
 constexpr double kTrialZ = 3.0;
+// A trial whose state runs in most steps stops without a verdict after this many steps per pair
+// it needed (max_trial_pairs), if its pairs have not come.
+constexpr uint64_t kMaxTrialStepsPerPair = 16;
 
 // Faster per call (a step trial, not a footprint trial) while holding no more of the machine.
 bool PolicyState::pays_back(int challenger, bool footprint) const {
@@ -404,6 +408,17 @@ bool PolicyState::pays_back(int challenger, bool footprint) const {
 // on a spent budget (its pairs repay it); the others wait for the budget.
 bool PolicyState::may_open_trial(int challenger, bool footprint) const {
   return group_->allows(0) || pays_back(challenger, footprint);
+}
+
+void PolicyState::retry_stopped_trial() {
+  const int c = retry_challenger_;
+  if (c < 0 || trial_.challenger >= 0 || trials_->owner >= 0) return;
+  if (c == incumbent_ || slots_[c].step_rejected || slots_[c].unavailable) {
+    retry_challenger_ = -1;
+  } else if (may_open_trial(c, false)) {
+    retry_challenger_ = -1;
+    open_trial(c, false);
+  }
 }
 
 void PolicyState::open_trial(int challenger, bool footprint) {
@@ -477,10 +492,17 @@ void PolicyState::evaluate_trial() {
     }
   }
   // A state that stopped being called in most steps would hold the group's only trial forever.
+  // One called in most steps whose pairs were left out (probes elsewhere on a noisy machine) has
+  // not shown anything against its challenger: it ends without a verdict, much later.
   const uint64_t steps = trials_->step > trials_->start ? trials_->step - trials_->start : 1;
-  if (pairs < static_cast<uint64_t>(head_.max_trial_pairs) &&
-      steps > 4 * static_cast<uint64_t>(head_.max_trial_pairs)) {
-    return end_trial("stopped: too few steps with the state's calls", TrialEnd::kRejected);
+  const uint64_t max_pairs = static_cast<uint64_t>(head_.max_trial_pairs);
+  if (pairs < max_pairs && steps > 4 * max_pairs) {
+    if (2 * trials_->used_steps < steps) {
+      return end_trial("stopped: too few steps with the state's calls", TrialEnd::kRejected);
+    }
+    if (steps > kMaxTrialStepsPerPair * max_pairs) {
+      return end_trial("stopped: too few comparable steps", TrialEnd::kStopped);
+    }
   }
   if (pairs < static_cast<uint64_t>(head_.trial_pairs)) return;
   const double mean = trial_.deltas.mean();
@@ -500,7 +522,10 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
   trial_.verdict = verdict;
   trials_->close();
   note(verdict, incumbent_, adopt ? c : incumbent_);
-  if (end == TrialEnd::kStopped) return;
+  if (end == TrialEnd::kStopped) {
+    if (!trial_.footprint) retry_challenger_ = c;  // the descent proposes footprint trials again
+    return;
+  }
   if (adopt) {
     slots_[incumbent_].step_rejected = true;  // the trial found it lengthens the step
     incumbent_ = c;

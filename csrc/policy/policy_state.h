@@ -162,6 +162,7 @@ struct StepTrialBoard {
   uint64_t step = 0;    // the current step's number
   int32_t owner = -1;   // the state on trial; -1 none
   uint64_t start = 0;   // the trial's first step
+  uint64_t used_steps = 0;  // the trial's ended steps in which the owner ran
   bool used = false;    // the owner ran in the current step
   bool probed = false;  // some state probed in the current step
   struct Mark {
@@ -177,6 +178,7 @@ struct StepTrialBoard {
   void open(int32_t state) {
     owner = state;
     start = step + 1;  // the current step began before the trial: it is not part of it
+    used_steps = 0;
     used = false;
     marks.clear();
     pending_us = NAN;
@@ -367,11 +369,13 @@ class PolicyState {
   // (and pay back) while the do-no-harm budget is spent, as long as its pairs show no harm.
   bool pays_back(int challenger, bool footprint) const;
   bool may_open_trial(int challenger, bool footprint) const;
+  void retry_stopped_trial();
   void open_trial(int challenger, bool footprint);
   void propose_footprint_trial();
   void evaluate_trial();
   // Adopted: the challenger becomes the incumbent. Rejected: it is not tried again. Stopped: no
-  // verdict on it.
+  // verdict on it; a step trial's challenger is trialed again once the board and the budget
+  // allow (retry_stopped_trial), a footprint trial's once the descent proposes it.
   enum class TrialEnd { kAdopted, kRejected, kStopped };
   void end_trial(const char* verdict, TrialEnd end);
   int widest_target() const;
@@ -465,6 +469,8 @@ class PolicyState {
     bool footprint = false;  // proposed for holding less, not for being faster per call
   } trial_;
   bool footprint_done_ = false;  // a footprint trial did not shorten the step: no more of them
+  // A step trial that stopped without a verdict: its challenger, to trial again once it may.
+  int retry_challenger_ = -1;
 };
 
 }  // namespace dynamiccl

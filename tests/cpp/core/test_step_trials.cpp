@@ -72,6 +72,16 @@ struct LastBucket {
   std::function<bool(const Learner&)> from;
 };
 
+// The overlapped state's calls: 1 MiB DDP buckets on 4 ranks.
+CollectiveContext bucket_context() {
+  CollectiveContext c;
+  c.effective_bytes = 1 << 20;
+  c.group_size = 4;
+  c.role = Role::kDataParallel;
+  c.exposure = Exposure::kOverlapped;
+  return c;
+}
+
 // Runs `steps` steps of one overlapped state (kCallsPerStep calls a step, each adding its arm's
 // step cost) and, with `last`, an exposed one; returns the learner's stats (one per state).
 std::vector<StateStats> run_states(Learner& learner, const std::vector<ArmTruth>& truth, int steps,
@@ -79,11 +89,7 @@ std::vector<StateStats> run_states(Learner& learner, const std::vector<ArmTruth>
                                    std::vector<uint16_t>* last_arms = nullptr) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> noise(0.0, 1.0);
-  CollectiveContext overlapped;
-  overlapped.effective_bytes = 1 << 20;
-  overlapped.group_size = 4;
-  overlapped.role = Role::kDataParallel;
-  overlapped.exposure = Exposure::kOverlapped;
+  const CollectiveContext overlapped = bucket_context();
   CollectiveContext exposed = overlapped;
   exposed.effective_bytes = 64 << 10;
   exposed.exposure = Exposure::kExposed;
@@ -258,6 +264,56 @@ TEST(StepTrials, ATrialWhoseStateIsNoLongerCalledStopsAndFreesTheBoard) {
     learner.apply_round(empty);
   }
   EXPECT_EQ(learner.stats().at(0).trial.verdict, "stopped: too few steps with the state's calls");
+}
+
+TEST(StepTrials, ATrialWhoseStateRunsButWhosePairsDoNotComeStopsWithoutAVerdictAndRunsAgain) {
+  Learner learner(config(), std::make_shared<TwoArmCatalog>());
+  // "fast" halves the call and what it adds to the step: a trial adopts it once pairs come.
+  const std::vector<ArmTruth> truth = {{100, 100}, {50, 50}};
+  std::mt19937 rng(3);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  uint64_t step = 0;
+  // Steps of the state's calls, a round each; `paired`: the step's time arrives with the round
+  // (otherwise none does, as when every pair is left out).
+  auto run = [&](int steps, bool paired) {
+    for (int i = 0; i < steps; ++i) {
+      RoundResult round;
+      double step_us = kComputeUs;
+      for (int c = 0; c < kCallsPerStep; ++c) {
+        const Decision d = learner.decide(bucket_context());
+        step_us += truth.at(d.arm).step_cost_us;
+        const double cost = truth.at(d.arm).call_us * (1.0 + 0.02 * noise(rng));
+        if (d.measure) round.calls.push_back({d.state_id, d.arm, static_cast<float>(cost), d.probe});
+      }
+      learner.mark_step();
+      round.first_step = step++;
+      if (paired) round.step_times_us = {step_us + 20.0 * noise(rng)};
+      learner.apply_round(round);
+    }
+  };
+  auto events = [&] {
+    std::vector<std::string> what;
+    const StateStats st = learner.stats().at(0);
+    for (const StateEvent& e : st.events) what.push_back(e.what);
+    return what;
+  };
+  for (int i = 0; i < 200 && (i == 0 || learner.stats().at(0).trial.verdict != "running"); ++i) {
+    run(1, true);
+  }
+  ASSERT_EQ(learner.stats().at(0).trial.verdict, "running");
+  const int max_pairs = HeadConfig{}.max_trial_pairs;
+  run(4 * max_pairs + 8, false);
+  EXPECT_EQ(learner.stats().at(0).trial.verdict, "running");  // the state has not gone away
+  run(12 * max_pairs, false);
+  const std::vector<std::string> what = events();
+  const auto stop = std::find(what.begin(), what.end(), "stopped: too few comparable steps");
+  ASSERT_NE(stop, what.end());
+  // No verdict on "fast": its trial opens again, and adopts it once pairs come.
+  EXPECT_NE(std::find(stop, what.end(), "step trial"), what.end());
+  run(200, true);
+  const StateStats st = learner.stats().at(0);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "fast");
+  EXPECT_EQ(st.trial.verdict, "adopted: shorter steps");
 }
 
 // The overlapped state and, once `last_from(learner)` holds, the exposed one: {overlapped,
