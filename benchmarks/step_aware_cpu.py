@@ -21,6 +21,7 @@ import tempfile
 from prior_cpu import train_ddp_stats
 
 MODES = {"gloo": ["--backend", "gloo"], "per-call": ["--no-hook"], "step-aware": []}
+ATTEMPTS = 4
 
 
 def learned(stats) -> str:
@@ -47,17 +48,19 @@ def main(argv=None) -> int:
     work = tempfile.mkdtemp(prefix="step-aware-cpu-")
     names = list(MODES)
     runs = {m: [] for m in names}
-    failed = []  # a run that crashed (seen once, in gloo: SIGABRT) is run again, and said
+    # A run that crashed (torch 2.15's gloo aborts at exit now and then: SIGABRT) is run again,
+    # up to ATTEMPTS times, and said.
+    failed = []
     for r in range(args.repeats):
         for m in names[r % len(names):] + names[:r % len(names)]:
-            for attempt in range(2):
+            for attempt in range(ATTEMPTS):
                 try:
                     runs[m].append(train_ddp_stats(args.ranks, args.steps, MODES[m],
                                                    os.path.join(work, f"{m}{r}.json")))
                     break
                 except subprocess.CalledProcessError as e:
                     failed.append(f"{m} run {r + 1}: exit status {e.returncode}")
-                    if attempt:
+                    if attempt == ATTEMPTS - 1:
                         raise
     command = "PYTHONPATH=. python benchmarks/step_aware_cpu.py " + " ".join(argv or sys.argv[1:])
     lines = [f"Command: `{command}`", "",
