@@ -97,7 +97,7 @@ def main() -> None:
     rec.update(parse_log(a.log))
     if "median_step_ms" not in rec:
         raise SystemExit(f"{a.log}: no 'median step' line; did the run fail?")
-    if a.backend == "dynamiccl" and a.trace and os.path.exists(a.trace):
+    if a.backend.startswith("dynamiccl") and a.trace and os.path.exists(a.trace):
         rec["trace"] = parse_trace(a.trace, a.steps, rec["world"])
     print(json.dumps(rec))
 

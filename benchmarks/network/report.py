@@ -167,10 +167,13 @@ def e2e_section(e2e, cfgs):
     if not e2e:
         return []
     lines = ["## End to end: examples/train_ddp.py, WAN profile, 4 ranks", "",
-             "`examples/train_ddp.py` unmodified, both backends back to back in the same "
-             "emulated cluster (which goes first alternates between repetitions; dynamiccl learns "
-             "from scratch every time), each printing the median step time of the second half of "
-             "its steps. Speedup = gloo median / dynamiccl median. Learned arms and phases are "
+             "`examples/train_ddp.py` unmodified, back to back in the same emulated cluster "
+             "(which goes first rotates between repetitions; dynamiccl learns from scratch every "
+             "time): gloo; dynamiccl as shipped, step-aware (the DDP hook's bucket hints: buckets "
+             "but the last overlapped, judged by step trials); and dynamiccl per call "
+             "(`--no-hook`: every bucket exposed, judged by its own duration). Each prints the "
+             "median step time of the second half of its steps. Speedup = gloo median / "
+             "step-aware median. Learned arms and phases (step-aware runs) are "
              "from the summary the example prints (default and chosen µs: the learner's "
              "centre of each arm's cost in training, queueing behind other buckets included); "
              "from the call trace: the step from which every non-probe call ran the final arm, "
@@ -184,13 +187,25 @@ def e2e_section(e2e, cfgs):
         gloo = [r["median_step_ms"] for r in runs if r["backend"] == "gloo"]
         dcl = [r for r in runs if r["backend"] == "dynamiccl"]
         dmed = [r["median_step_ms"] for r in dcl]
+        # Older records have no per-call runs: their column reads "-".
+        pmed = [r["median_step_ms"] for r in runs if r["backend"] == "dynamiccl_per_call"]
+        pmed += [None] * (len(dmed) - len(pmed))
         lines += [f"### {name}: `train_ddp.py {runs[0]['args']} --steps {runs[0]['steps']}`", ""]
-        lines += ["| run | gloo step (ms) | dynamiccl step (ms) | speedup |", "|---|---|---|---|"]
-        for i, (g, d) in enumerate(zip(gloo, dmed)):
-            lines.append(f"| {i} | {g:.1f} | {d:.1f} | {g / d:.2f}x |")
+        lines += ["| run | gloo step (ms) | per-call step (ms) | step-aware step (ms) | "
+                  "speedup vs gloo | step-aware / per-call |", "|---|---|---|---|---|---|"]
+
+        def row(label, g, p, d):
+            per_call = f"{p:.1f} | " if p else "- | "
+            ratio = f"{d / p:.3f}" if p else "-"
+            lines.append(f"| {label} | {g:.1f} | {per_call}{d:.1f} | {g / d:.2f}x | {ratio} |")
+
+        for i, (g, p, d) in enumerate(zip(gloo, pmed, dmed)):
+            row(i, g, p, d)
         if len(gloo) > 1:
-            g, d = statistics.median(gloo), statistics.median(dmed)
-            lines.append(f"| median | {g:.1f} | {d:.1f} | {g / d:.2f}x |")
+            known = [p for p in pmed if p]
+            row("median", statistics.median(gloo),
+                statistics.median(known) if len(known) == len(pmed) else None,
+                statistics.median(dmed))
         lines.append("")
         tr = dcl[-1].get("trace") if dcl else None
         if tr:

@@ -5,8 +5,9 @@
 #   1. netcheck: measured RTT and bandwidth of each profile,
 #   2. sweep:    every CPU arm of allreduce / allgather / reduce_scatter / broadcast, 4 B..64 MiB,
 #                at 4 and 8 ranks under each profile (coll_bench.py),
-#   3. e2e:      examples/train_ddp.py under the WAN profile at 4 ranks, dynamiccl (learning)
-#                against plain gloo, back to back in the same cluster, in three configurations,
+#   3. e2e:      examples/train_ddp.py under the WAN profile at 4 ranks, dynamiccl learning
+#                step-aware (as shipped) and per call (--no-hook) against plain gloo, back to
+#                back in the same cluster, in three configurations,
 # and writes results.md and sweep_<op>.png (report.py). Needs root (namespaces, tc).
 #
 #   benchmarks/network/run.sh [--quick] [--stages capacity,netcheck,sweep,e2e] [--out DIR]
@@ -209,6 +210,13 @@ E2E_CONFIGS=(
   "gains_expected|--hidden 64 --bucket-cap-mb 0.03"
   "native_near_best|--hidden 512 --bucket-cap-mb 25"
 )
+# e2e variants: the name e2e.jsonl records and train_ddp.py arguments. dynamiccl_per_call runs
+# without the DDP bucket-hint hook: every bucket exposed, judged by its own duration.
+E2E_VARIANTS=(
+  "gloo|--backend gloo"
+  "dynamiccl|--backend dynamiccl"
+  "dynamiccl_per_call|--backend dynamiccl --no-hook"
+)
 
 START=$(date +%s)
 has_stage capacity && capacity
@@ -238,15 +246,16 @@ if has_stage e2e; then
     name="${cfg%%|*}"
     read -r -a cfg_args <<<"${cfg#*|}"
     for ((rep = 0; rep < E2E_REPEATS; rep++)); do
-      # Alternate which backend goes first, so a drift of the machine favours neither.
-      order=(gloo dynamiccl)
-      ((rep % 2)) && order=(dynamiccl gloo)
-      for backend in "${order[@]}"; do
+      # Rotate which variant goes first, so a drift of the machine favours none.
+      order=("${E2E_VARIANTS[@]:rep % 3}" "${E2E_VARIANTS[@]:0:rep % 3}")
+      for variant in "${order[@]}"; do
+        backend="${variant%%|*}"
+        read -r -a variant_args <<<"${variant#*|}"
         echo "[network] e2e: $name, $backend, run $rep ($((($(date +%s) - START) / 60)) min so far)"
         log="$LOGS/e2e-$name-$backend-$rep.log"
         rm -f "$LOGS"/trace.*
         run_ranks 4 env DYNAMICCL_TRACE="$LOGS/trace" \
-          "$PY" "$ROOT/examples/train_ddp.py" --backend "$backend" --steps "$E2E_STEPS" \
+          "$PY" "$ROOT/examples/train_ddp.py" "${variant_args[@]}" --steps "$E2E_STEPS" \
           "${cfg_args[@]}" | tee "$log"
         PYTHONPATH="$LOGS/pkg" "$PY" "$HERE/e2e_parse.py" --log "$log" \
           --trace "$LOGS/trace.rank0.jsonl" \
