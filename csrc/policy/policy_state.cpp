@@ -814,10 +814,12 @@ void PolicyState::freeze() {
   if (trial_.challenger >= 0) end_trial("stopped: frozen by a guard", TrialEnd::kRejected);
   frozen_ = true;
   // A guard fires when the job's own step time or loss says learning hurts: keep an arm other
-  // than the default only if it beats the default by the margin a switch needs.
+  // than the default only if it beats the default by the margin a switch needs. In a state
+  // judged by step time, per call is not enough: only an arm a step trial adopted.
   int best = best_known();
   const double bar = slots_[default_slot_].view.center * (1.0 - head_.switch_margin);
   if (best != default_slot_ && !(slots_[best].view.center < bar)) best = default_slot_;
+  if (judged_by_step()) best = slots_[incumbent_].step_adopted ? incumbent_ : default_slot_;
   note("frozen by a guard", incumbent_, best);
   incumbent_ = best;
   runner_up_ = -1;

@@ -266,54 +266,83 @@ TEST(StepTrials, ATrialWhoseStateIsNoLongerCalledStopsAndFreesTheBoard) {
   EXPECT_EQ(learner.stats().at(0).trial.verdict, "stopped: too few steps with the state's calls");
 }
 
-TEST(StepTrials, ATrialWhoseStateRunsButWhosePairsDoNotComeStopsWithoutAVerdictAndRunsAgain) {
-  Learner learner(config(), std::make_shared<TwoArmCatalog>());
-  // "fast" halves the call and what it adds to the step: a trial adopts it once pairs come.
-  const std::vector<ArmTruth> truth = {{100, 100}, {50, 50}};
-  std::mt19937 rng(3);
-  std::normal_distribution<double> noise(0.0, 1.0);
-  uint64_t step = 0;
-  // Steps of the state's calls, a round each; `paired`: the step's time arrives with the round
-  // (otherwise none does, as when every pair is left out).
-  auto run = [&](int steps, bool paired) {
+// One overlapped state, a round a step: kCallsPerStep calls, each adding its arm's step cost;
+// with `paired` the round carries the step's time for the trials (otherwise none arrives, as
+// when every pair is left out). `loss`, when set, is every round's training loss.
+class StepByStep {
+ public:
+  StepByStep(Learner& learner, std::vector<ArmTruth> truth)
+      : learner_(learner), truth_(std::move(truth)) {}
+  double loss = NAN;
+  void run(int steps, bool paired) {
     for (int i = 0; i < steps; ++i) {
       RoundResult round;
       double step_us = kComputeUs;
       for (int c = 0; c < kCallsPerStep; ++c) {
-        const Decision d = learner.decide(bucket_context());
-        step_us += truth.at(d.arm).step_cost_us;
-        const double cost = truth.at(d.arm).call_us * (1.0 + 0.02 * noise(rng));
+        const Decision d = learner_.decide(bucket_context());
+        step_us += truth_.at(d.arm).step_cost_us;
+        const double cost = truth_.at(d.arm).call_us * (1.0 + 0.02 * noise_(rng_));
         if (d.measure) round.calls.push_back({d.state_id, d.arm, static_cast<float>(cost), d.probe});
       }
-      learner.mark_step();
-      round.first_step = step++;
-      if (paired) round.step_times_us = {step_us + 20.0 * noise(rng)};
-      learner.apply_round(round);
+      learner_.mark_step();
+      step_us += 20.0 * noise_(rng_);
+      round.first_step = step_++;
+      if (paired) round.step_times_us = {step_us};
+      round.loss = loss;
+      learner_.apply_round(round);
     }
-  };
-  auto events = [&] {
-    std::vector<std::string> what;
-    const StateStats st = learner.stats().at(0);
-    for (const StateEvent& e : st.events) what.push_back(e.what);
-    return what;
-  };
-  for (int i = 0; i < 200 && (i == 0 || learner.stats().at(0).trial.verdict != "running"); ++i) {
-    run(1, true);
   }
-  ASSERT_EQ(learner.stats().at(0).trial.verdict, "running");
+  StateStats stats() const { return learner_.stats().at(0); }
+  std::vector<std::string> events() const {
+    std::vector<std::string> what;
+    for (const StateEvent& e : stats().events) what.push_back(e.what);
+    return what;
+  }
+
+ private:
+  Learner& learner_;
+  std::vector<ArmTruth> truth_;
+  std::mt19937 rng_{3};
+  std::normal_distribution<double> noise_{0.0, 1.0};
+  uint64_t step_ = 0;
+};
+
+TEST(StepTrials, ATrialWhoseStateRunsButWhosePairsDoNotComeStopsWithoutAVerdictAndRunsAgain) {
+  Learner learner(config(), std::make_shared<TwoArmCatalog>());
+  // "fast" halves the call and what it adds to the step: a trial adopts it once pairs come.
+  StepByStep job(learner, {{100, 100}, {50, 50}});
+  for (int i = 0; i < 200 && (i == 0 || job.stats().trial.verdict != "running"); ++i) {
+    job.run(1, true);
+  }
+  ASSERT_EQ(job.stats().trial.verdict, "running");
   const int max_pairs = HeadConfig{}.max_trial_pairs;
-  run(4 * max_pairs + 8, false);
-  EXPECT_EQ(learner.stats().at(0).trial.verdict, "running");  // the state has not gone away
-  run(12 * max_pairs, false);
-  const std::vector<std::string> what = events();
+  job.run(4 * max_pairs + 8, false);
+  EXPECT_EQ(job.stats().trial.verdict, "running");  // the state has not gone away
+  job.run(12 * max_pairs, false);
+  const std::vector<std::string> what = job.events();
   const auto stop = std::find(what.begin(), what.end(), "stopped: too few comparable steps");
   ASSERT_NE(stop, what.end());
   // No verdict on "fast": its trial opens again, and adopts it once pairs come.
   EXPECT_NE(std::find(stop, what.end(), "step trial"), what.end());
-  run(200, true);
-  const StateStats st = learner.stats().at(0);
-  EXPECT_EQ(st.arms.at(st.incumbent).name, "fast");
-  EXPECT_EQ(st.trial.verdict, "adopted: shorter steps");
+  job.run(200, true);
+  EXPECT_EQ(job.stats().arms.at(job.stats().incumbent).name, "fast");
+  EXPECT_EQ(job.stats().trial.verdict, "adopted: shorter steps");
+}
+
+TEST(StepTrials, AGuardFreezesAStateJudgedByStepOnAnArmOnlyATrialAdopted) {
+  LearnerConfig cfg = config();
+  cfg.loss_stall_rounds = 40;
+  Learner learner(cfg, std::make_shared<TwoArmCatalog>());
+  // "fast" halves the call but takes cores from the compute: each of its calls adds 2 ms to the
+  // step. The loss does not improve, so the loss-stall guard fires while the state learns.
+  StepByStep job(learner, {{100, 10}, {50, 2000}});
+  job.loss = 1.0;
+  job.run(200, true);
+  const StateStats st = job.stats();
+  const std::vector<std::string> what = job.events();
+  ASSERT_NE(std::find(what.begin(), what.end(), "frozen by a guard"), what.end());
+  ASSERT_LT(st.arms.at(1).center_us, 0.9 * st.arms.at(0).center_us);  // per call, it wins
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
 }
 
 // The overlapped state and, once `last_from(learner)` holds, the exposed one: {overlapped,
