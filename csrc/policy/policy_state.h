@@ -159,12 +159,12 @@ constexpr double kFootprintMaxSlowdown = 1.5;
 // `step` counts Learner::mark_step() calls: the same on every rank.
 constexpr double kProbedPairTolerance = 0.1;
 struct StepTrialBoard {
-  uint64_t step = 0;    // the current step's number
-  int32_t owner = -1;   // the state on trial; -1 none
-  uint64_t start = 0;   // the trial's first step
+  uint64_t step = 0;        // the current step's number
+  int32_t owner = -1;       // the state on trial; -1 none
+  uint64_t start = 0;       // the trial's first step
   uint64_t used_steps = 0;  // the trial's ended steps in which the owner ran
-  bool used = false;    // the owner ran in the current step
-  bool probed = false;  // some state probed in the current step
+  bool used = false;        // the owner ran in the current step
+  bool probed = false;      // some state probed in the current step
   struct Mark {
     uint64_t step;
     bool used;

@@ -282,7 +282,8 @@ class StepByStep {
         const Decision d = learner_.decide(bucket_context());
         step_us += truth_.at(d.arm).step_cost_us;
         const double cost = truth_.at(d.arm).call_us * (1.0 + 0.02 * noise_(rng_));
-        if (d.measure) round.calls.push_back({d.state_id, d.arm, static_cast<float>(cost), d.probe});
+        if (d.measure)
+          round.calls.push_back({d.state_id, d.arm, static_cast<float>(cost), d.probe});
       }
       learner_.mark_step();
       step_us += 20.0 * noise_(rng_);
