@@ -289,12 +289,16 @@ void bind_hints(py::module_& m) {
     return py::make_tuple(h.role, h.bucket, h.is_last, h.stage, h.direction, h.priority);
   });
   // dynamiccl_pg.register_ddp_hook's C++ half: DDP's reducer and the group to all-reduce on.
-  m.def("register_ddp_comm_hook", [](const py::object& reducer, const py::object& group) {
-    auto pg = c10::intrusive_ptr<c10d::ProcessGroup>::reclaim_copy(
-        group.cast<c10d::ProcessGroup*>());
-    reducer.cast<c10d::Reducer*>()->register_comm_hook(
-        std::make_unique<BucketHintCommHook>(std::move(pg)));
-  });
+  m.def(
+      "register_ddp_comm_hook",
+      [](const py::object& reducer, const py::object& group) {
+        auto pg = c10::intrusive_ptr<c10d::ProcessGroup>::reclaim_copy(
+            group.cast<c10d::ProcessGroup*>());
+        reducer.cast<c10d::Reducer*>()->register_comm_hook(
+            std::make_unique<BucketHintCommHook>(std::move(pg)));
+      },
+      py::arg("reducer"), py::arg("group"),
+      "Registers the bucket-hint comm hook (C++) on a DDP reducer, all-reducing on `group`.");
 }
 
 }  // namespace

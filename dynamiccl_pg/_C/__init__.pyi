@@ -7,7 +7,7 @@ import datetime
 import torch._C._distributed_c10d
 import typing
 from . import sim
-__all__: list[str] = ['EMULATED_NCCL_DEFAULT_RELEASE', 'EMULATED_NCCL_RELEASES', 'EmulatedNccl', 'Engine', 'PriorModel', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'backend_defaults', 'built_for_torch', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'is_nccl_arm_name', 'nccl_counters', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'policy_keys', 'prior_features', 'prior_schema', 'set_hint', 'sim', 'size_bin', 'vocabulary']
+__all__: list[str] = ['EMULATED_NCCL_DEFAULT_RELEASE', 'EMULATED_NCCL_RELEASES', 'EmulatedNccl', 'Engine', 'PriorModel', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'backend_defaults', 'built_for_torch', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'is_nccl_arm_name', 'nccl_counters', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'policy_keys', 'prior_features', 'prior_schema', 'register_ddp_comm_hook', 'set_hint', 'sim', 'size_bin', 'vocabulary']
 class EmulatedNccl(torch._C._distributed_c10d.Backend):
     def __init__(self, rank: typing.SupportsInt | typing.SupportsIndex, size: typing.SupportsInt | typing.SupportsIndex, gloo: typing.Any, scenario: sim.ScenarioSpec, nodes: typing.SupportsInt | typing.SupportsIndex, gpus_per_node: typing.SupportsInt | typing.SupportsIndex, comm_id: typing.SupportsInt | typing.SupportsIndex, tuner_plugin: str, nccl_algo: str, nccl_proto: str, skip_plugin: bool, unavailable: collections.abc.Sequence[str], release: str = '2.28') -> None:
         ...
@@ -203,6 +203,10 @@ def prior_features(engine: str, op: str, arm: str, effective_bytes: typing.Suppo
 def prior_schema() -> dict:
     """
     The learned prior's schema: format, versions, feature names and roles (head order).
+    """
+def register_ddp_comm_hook(reducer: typing.Any, group: typing.Any) -> None:
+    """
+    Registers the bucket-hint comm hook (C++) on a DDP reducer, all-reducing on `group`.
     """
 def set_hint(arg0: typing.SupportsInt | typing.SupportsIndex, arg1: typing.SupportsInt | typing.SupportsIndex, arg2: typing.SupportsInt | typing.SupportsIndex, arg3: typing.SupportsInt | typing.SupportsIndex, arg4: typing.SupportsInt | typing.SupportsIndex, arg5: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
