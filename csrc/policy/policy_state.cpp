@@ -816,10 +816,14 @@ void PolicyState::freeze() {
   // A guard fires when the job's own step time or loss says learning hurts: keep an arm other
   // than the default only if it beats the default by the margin a switch needs. In a state
   // judged by step time, per call is not enough: only an arm a step trial adopted.
-  int best = best_known();
-  const double bar = slots_[default_slot_].view.center * (1.0 - head_.switch_margin);
-  if (best != default_slot_ && !(slots_[best].view.center < bar)) best = default_slot_;
-  if (judged_by_step()) best = slots_[incumbent_].step_adopted ? incumbent_ : default_slot_;
+  int best = default_slot_;
+  if (judged_by_step()) {
+    if (slots_[incumbent_].step_adopted) best = incumbent_;
+  } else {
+    const int known = best_known();
+    const double bar = slots_[default_slot_].view.center * (1.0 - head_.switch_margin);
+    if (slots_[known].view.center < bar) best = known;
+  }
   note("frozen by a guard", incumbent_, best);
   incumbent_ = best;
   runner_up_ = -1;
