@@ -309,10 +309,21 @@ class PolicyState {
   }
   // A gated candidate whose first cost is still in flight.
   bool awaiting(const ArmSlot& a) const { return a.gated && a.stats.count() == 0 && a.issued > 0; }
-  // Do-no-harm gate (a) of learner.h: the probe fits in the group's regret budget. Not before
-  // the state's default has a cost: there is nothing to measure the extra against yet.
+  // Do-no-harm gate (a) of learner.h: the probe fits in the group's regret budget, or repays it.
+  // Not before the state's default has a cost: there is nothing to measure the extra against yet.
   bool affordable(const ArmSlot& a) const {
-    return ref_us_ > 0 && group_->allows(a.expected_extra_us);
+    return ref_us_ > 0 && (group_->allows(a.expected_extra_us) || repays(a));
+  }
+  // Confidently cheaper than the default, its measuring included (the upper bound of its centre;
+  // none below two costs), and, where the step judges, not found to lengthen it nor holding more
+  // of the machine: a probe gives budget back. Without this, one disastrous probe elsewhere
+  // (ring/LL over NCCL's socket transport: 18x the default) stops every state's probes for
+  // thousands of calls, a winning arm's too.
+  bool repays(const ArmSlot& a) const {
+    if (judged_by_step() && (a.step_rejected || a.footprint > slots_[default_slot_].footprint)) {
+      return false;
+    }
+    return a.view.center + a.view.half_width + probe_measure_us_ < ref_us_;
   }
   // Gate (b): an arm never measured waits (deferred) until the state has seen the calls that
   // make a first probe worth it (kPriorSigma); decided when a probing episode begins.

@@ -579,6 +579,22 @@ TEST(Learner, InconclusiveReprobeUnparksTheOtherArms) {
   EXPECT_EQ(count_arm(d.log, 6, shift_at), 0);
 }
 
+TEST(Learner, AnArmMeasuredCheaperThanTheDefaultIsProbedOnAfterADisasterSpentTheBudget) {
+  // Seen on a GPU over NCCL's socket transport: tree, cheaper than the default in its first
+  // costs, was not probed again once one probe of ring/LL (18x the default) had spent the
+  // do-no-harm budget many times over. Here arm1 is 0.8x the default and arm2 50x, probed after
+  // arm1's first cost; a few probes a round. Confidently cheaper, arm1 repays: it goes on, and
+  // wins.
+  auto cat = std::make_shared<FakeCatalog>(std::vector<double>{10, 9, 13.3});
+  LearnerConfig cfg = bulk_config();
+  for (HeadConfig& h : cfg.heads) h.probe_budget = 0.1;
+  Learner l(cfg, cat);
+  Driver d{l, fixed({100, 80, 5000})};
+  d.run(make_ctx(Role::kDataParallel, 1 << 20), 2000);
+  ASSERT_EQ(count_arm(d.log, 2), 1);
+  EXPECT_EQ(state_stats(l, 0).incumbent, 1);
+}
+
 TEST(Learner, NoFalseAlarmsUnderHeavyTailedNoiseYetAShiftIsCaught) {
   // 3% Gaussian noise plus 10% of the calls 3-10x slower, whatever arm runs (a shared host).
   auto cat = catalog_of(3);
