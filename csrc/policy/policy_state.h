@@ -288,7 +288,9 @@ class PolicyState {
   // Probing: round robin over candidates still short of need_ calls (a gated candidate waits
   // for its first cost), then, outside a burst and once the incumbent has need_ costs, the
   // undecided candidate with the widest confidence interval (costs in flight counted); -1 if
-  // none.
+  // none. An arm far beyond the incumbent that the budget cannot pay for yet is passed over: it
+  // would hold up the others (ring/LL over a GPU's socket transport, 51x the default after one
+  // cost, kept a winning arm from the probes it needed).
   int probe_target() {
     const int n = num_slots();
     for (int k = 0; k < n; ++k) {
@@ -296,7 +298,7 @@ class PolicyState {
       if (i >= n) i -= n;
       const ArmSlot& a = slots_[i];
       if (i == incumbent_ || !a.probeable() || a.issued >= need_ || awaiting(a) ||
-          !worth_probing(a)) {
+          !worth_probing(a) || (far_beyond(a) && !affordable(a))) {
         continue;
       }
       rr_cursor_ = i + 1 == n ? 0 : i + 1;
@@ -315,15 +317,20 @@ class PolicyState {
     return ref_us_ > 0 && (group_->allows(a.expected_extra_us) || repays(a));
   }
   // Confidently cheaper than the default, its measuring included (the upper bound of its centre;
-  // none below two costs), and, where the step judges, not found to lengthen it nor holding more
-  // of the machine: a probe gives budget back. Without this, one disastrous probe elsewhere
-  // (ring/LL over NCCL's socket transport: 18x the default) stops every state's probes for
-  // thousands of calls, a winning arm's too.
+  // for a lone cost, with the default's spread, only while the state has shown no slow outlier:
+  // one could hit the next probe, and before three costs the ledger charges it in full), and,
+  // where the step judges, not found to lengthen it: a probe gives budget back (the ledger
+  // charges probes per call). Without this, one disastrous probe elsewhere (ring/LL over NCCL's
+  // socket transport: 18-51x the default) stops every state's probes for thousands of calls, a
+  // winning arm's too.
   bool repays(const ArmSlot& a) const {
-    if (judged_by_step() && (a.step_rejected || a.footprint > slots_[default_slot_].footprint)) {
-      return false;
-    }
-    return a.view.center + a.view.half_width + probe_measure_us_ < ref_us_;
+    if (a.view.n == 0 || a.step_rejected || (a.view.n == 1 && tail_ > 0)) return false;
+    const double half_width = a.view.n == 1 ? kConfidenceZ * slots_[default_slot_].view.spread
+                                            : a.view.half_width;
+    return a.view.center + half_width + probe_measure_us_ < ref_us_;
+  }
+  bool far_beyond(const ArmSlot& a) const {
+    return a.view.n > 0 && a.view.center > kFarBeyondRatio * slots_[incumbent_].view.center;
   }
   // Gate (b): an arm never measured waits (deferred) until the state has seen the calls that
   // make a first probe worth it (kPriorSigma); decided when a probing episode begins.
