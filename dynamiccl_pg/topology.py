@@ -127,6 +127,21 @@ def apply_override(spec: Dict, override: Dict) -> Dict:
     return spec
 
 
+def nccl_channel_bounds() -> Dict:
+    """NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS as NCCL applies them to its channel count (the
+    channel caps the catalog offers depend on it); 0 where unset. Checked equal on every rank at
+    group creation (config._NCCL_CHOICES)."""
+    out = {}
+    for key, var in (("min_channels", "NCCL_MIN_NCHANNELS"),
+                     ("max_channels", "NCCL_MAX_NCHANNELS")):
+        value = os.environ.get(var, "").strip()
+        if value and not (value.isdigit() and int(value) >= 1):
+            raise ConfigError(f"{var}={value!r}: the NCCL prior follows NCCL's channel bounds; "
+                              "accepted: an integer >= 1")
+        out[key] = min(int(value), 64) if value else 0  # NCCL caps at its MAXCHANNELS
+    return out
+
+
 def describe(store, rank: int, size: int, override: Dict, facts: Dict = None) -> Dict:
     """The topology every rank of the group agrees on (a TopologySpec as a dict): the ranks'
     facts (``facts``, or what this rank sees: local_facts()), combined by rank 0, then `override`
@@ -135,6 +150,7 @@ def describe(store, rank: int, size: int, override: Dict, facts: Dict = None) ->
     give its shape."""
     detected = agree(store, rank, size, "topology", facts or local_facts(), _combine())
     spec = apply_override(detected, override)
+    spec.update(nccl_channel_bounds())  # (a channel count the user gives wins over both)
     if spec["nodes"] * spec["gpus_per_node"] != size:
         spec["nodes"], spec["gpus_per_node"] = detected["nodes"], detected["gpus_per_node"]
     return spec

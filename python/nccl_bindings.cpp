@@ -41,6 +41,8 @@ py::dict topology_to_py(const nccl::TopologySpec& t) {
   d["nvswitch"] = t.nvswitch;
   d["sharp"] = t.sharp;
   d["channels"] = t.channels;
+  d["min_channels"] = t.min_channels;
+  d["max_channels"] = t.max_channels;
   return d;
 }
 
@@ -166,6 +168,8 @@ nccl::TopologySpec topology_from_py(const py::dict& d) {
   t.nvswitch = get_or<bool>(d, "nvswitch", t.nvswitch);
   t.sharp = get_or<bool>(d, "sharp", t.sharp);
   t.channels = get_or<int>(d, "channels", t.channels);
+  t.min_channels = get_or<int>(d, "min_channels", t.min_channels);
+  t.max_channels = get_or<int>(d, "max_channels", t.max_channels);
   return t;
 }
 

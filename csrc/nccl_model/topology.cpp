@@ -116,7 +116,11 @@ Topology resolve_topology(const TopologySpec& s) {
   if (s.sharp && t.inter != LinkType::kIb) bad("sharp needs inter.type 'ib'");
   t.sharp = s.sharp;
   if (s.channels < 0 || s.channels > 64) bad("channels must be in [0, 64] (0 = derive)");
+  if (s.min_channels < 0 || s.min_channels > 64) bad("min_channels must be in [0, 64] (0 = none)");
+  if (s.max_channels < 0 || s.max_channels > 64) bad("max_channels must be in [0, 64] (0 = none)");
   t.channels = s.channels;
+  t.min_channels = s.min_channels;
+  t.max_channels = s.max_channels;
   return t;
 }
 
@@ -143,8 +147,8 @@ TopologySpec described_topology(int nodes, int gpus_per_node, int compcap, bool 
 // The search fills links with channels of one reference link's speed: NVLink per-GPU
 // bandwidth / NCCL's per-link NVLink speed inside a node (PCIe: 2 channels, NCCL's usual
 // count there), the group's NIC bandwidth / 12 GB/s across nodes; powers of two in [2, 32].
-int derive_channels(const Topology& topo, const GroupShape& g) {
-  if (topo.channels > 0) return topo.channels;
+namespace {
+int channels_of_links(const Topology& topo, const GroupShape& g) {
   int intra_ch = 32, net_ch = 32;
   if (g.gpus_per_node > 1) {
     intra_ch = topo.intra == LinkType::kNvlink
@@ -154,6 +158,16 @@ int derive_channels(const Topology& topo, const GroupShape& g) {
   if (g.nodes > 1)
     net_ch = std::clamp(pow2_floor(g.gpus_per_node * topo.inter_bw / kNetRef), 2, 32);
   return std::min(intra_ch, net_ch);
+}
+}  // namespace
+
+// Then NCCL's own bounds, in its order: at most the maximum, then copies up to the minimum.
+int derive_channels(const Topology& topo, const GroupShape& g) {
+  if (topo.channels > 0) return topo.channels;
+  int n = channels_of_links(topo, g);
+  if (topo.max_channels > 0) n = std::min(n, topo.max_channels);
+  if (topo.min_channels > 0) n = std::max(n, topo.min_channels);
+  return n;
 }
 
 // Per-channel bandwidths: a channel crosses each node boundary once, so the node's NICs

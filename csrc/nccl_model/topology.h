@@ -30,6 +30,9 @@ struct TopologySpec {
   bool nvswitch = true;  // NVLink through NVSwitch: NVLS / CollNetDirect possible
   bool sharp = false;    // in-network reduction (CollNet) on the inter-node fabric
   int channels = 0;      // communicator channel count; 0 = derived from the links
+  // NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS: bounds NCCL puts on the derived count (0 = none).
+  int min_channels = 0;
+  int max_channels = 0;
 };
 
 enum class LinkType : int { kNvlink = 0, kPcie, kIb, kRoce, kEthernet };
@@ -78,7 +81,8 @@ struct Topology {
   double intra_lat = 0, inter_lat = 0;
   bool nvswitch = true;
   bool sharp = false;
-  int channels = 0;  // 0 = derive
+  int channels = 0;                        // 0 = derive
+  int min_channels = 0, max_channels = 0;  // bounds on a derived count (0 = none)
 };
 
 // Throws std::invalid_argument naming the offending field.
@@ -96,7 +100,8 @@ double assumed_bw_GBps(LinkType type, int compcap);
 // when the user says nothing more, and what the simulator's `"prior": "described"` gives it.
 TopologySpec described_topology(int nodes, int gpus_per_node, int compcap, bool pcie);
 
-// Communicator channel count for a group (the same for every algorithm's graph).
+// Communicator channel count for a group (the same for every algorithm's graph): the topology's
+// own, or derived from the links within NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS.
 int derive_channels(const Topology& topo, const GroupShape& group);
 
 // The tuning model's inputs for `group`, with link bandwidths and latencies scaled by `scale`.

@@ -92,6 +92,29 @@ def test_ranks_with_different_nccl_hostids_are_different_hosts():
     assert (described[0]["nodes"], described[0]["gpus_per_node"]) == (2, 2)
 
 
+def test_the_prior_follows_nccls_channel_bounds(monkeypatch):
+    # Found on a GPU: with NCCL_MIN_NCHANNELS=8 NCCL ran 8 channels over its sockets while the
+    # prior derived 4 from the links, so it offered no c4 cap and priced the caps it did offer
+    # against the wrong count.
+    described = run_ranks(_describe, 2, "", backend="gloo",
+                          env={"NCCL_MIN_NCHANNELS": "8", "NCCL_MAX_NCHANNELS": "16"})
+    assert all(d == described[0] for d in described)
+    assert (described[0]["min_channels"], described[0]["max_channels"]) == (8, 16)
+    two_hosts = _C.described_topology(2, 1, "hopper", False)  # 4 channels from its links
+
+    def caps(spec):
+        arms = _C.nccl_predict(spec, "allreduce", 25 << 20)
+        return {a for a in arms if a.startswith("ring/Simple/c")}
+
+    assert caps(two_hosts) == {"ring/Simple/c1", "ring/Simple/c2"}
+    assert "ring/Simple/c4" in caps(dict(two_hosts, min_channels=8))
+    assert caps(dict(two_hosts, max_channels=2)) == {"ring/Simple/c1"}
+    assert caps(dict(two_hosts, channels=2, min_channels=8)) == {"ring/Simple/c1"}  # given wins
+    monkeypatch.setenv("NCCL_MIN_NCHANNELS", "many")
+    with pytest.raises(ConfigError, match="NCCL_MIN_NCHANNELS='many'.*accepted: an integer >= 1"):
+        topology.nccl_channel_bounds()
+
+
 def _init_only(rank, size):
     return True
 
