@@ -329,8 +329,10 @@ class PolicyState {
                                             : a.view.half_width;
     return a.view.center + half_width + probe_measure_us_ < ref_us_;
   }
+  // Measured over kFarBeyondRatio x the incumbent (which has costs of its own).
   bool far_beyond(const ArmSlot& a) const {
-    return a.view.n > 0 && a.view.center > kFarBeyondRatio * slots_[incumbent_].view.center;
+    const ArmSlot& inc = slots_[incumbent_];
+    return a.view.n > 0 && inc.view.n > 0 && a.view.center > kFarBeyondRatio * inc.view.center;
   }
   // Gate (b): an arm never measured waits (deferred) until the state has seen the calls that
   // make a first probe worth it (kPriorSigma); decided when a probing episode begins.
