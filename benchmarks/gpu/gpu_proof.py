@@ -495,7 +495,11 @@ def stage_overlap(args):
         env_of_rank = lambda rank: dict(env(rank), NCCL_PROFILER_PLUGIN=plugin)  # noqa: E731
     else:  # a dry run of the stage itself: the emulated NCCL the caller set up, gloo as reference
         way, env_of_rank = "emulated NCCL on CPU (a dry run)", lambda rank: {}
-    return {"world": 2, "way": way, "shape": shape,
+    # NCCL's channel bounds, where set, decide which caps bind (over sockets NCCL runs 2 channels
+    # unless NCCL_MIN_NCHANNELS asks for more); the report names them.
+    bounds = {v: os.environ[v] for v in ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
+              if os.environ.get(v)}
+    return {"world": 2, "way": way, "shape": shape, "nccl_channel_env": bounds,
             "ranks": run_ranks("rank_overlap", 2, env_of_rank, shape)}
 
 
@@ -641,7 +645,8 @@ def overlap_report(s) -> list:
         return max(r["configs"][name][key] for r in ranks)
 
     step0, call0 = worst(ref, "step_ms"), worst(ref, "bucket_ms")
-    lines = [f"On {s['way']}: {shape['depth']} layers of {shape['width']}x{shape['width']}, "
+    way = s["way"] + "".join(f", {k}={v}" for k, v in s.get("nccl_channel_env", {}).items())
+    lines = [f"On {way}: {shape['depth']} layers of {shape['width']}x{shape['width']}, "
              f"batch {shape['batch']}, {shape['bucket_mb']} MiB buckets; per configuration the "
              f"median of {shape['steps'] * shape['passes']} steps in {shape['passes']} interleaved "
              f"passes (slowest rank). Compute alone, no communication: "

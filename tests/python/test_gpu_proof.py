@@ -109,6 +109,7 @@ def test_overlap_stage_runs_end_to_end_on_the_emulated_nccl(tmp_path, monkeypatc
     cluster = tmp_path / "cluster.json"
     cluster.write_text(json.dumps(CLUSTER))
     monkeypatch.setenv("DYNAMICCL_EMULATE_NCCL", str(cluster))
+    monkeypatch.setenv("NCCL_MAX_NCHANNELS", "16")  # the report names it: it decides what binds
     out = tmp_path / "overlap.json"
     shape = {"width": 64, "depth": 3, "batch": 16, "bucket_mb": 1, "warmup": 1, "steps": 3,
              "passes": 2, "learn_steps": 24, "arms": ["ring/Simple", "tree/Simple", "tree/LL/c64"]}
@@ -124,5 +125,6 @@ def test_overlap_stage_runs_end_to_end_on_the_emulated_nccl(tmp_path, monkeypatc
     assert learn[0]["decision_hash"] == learn[1]["decision_hash"]
     text = gpu_proof.report({"overlap": result})
     assert "| gloo | " in text and "| tree/Simple | " in text
+    assert "On emulated NCCL on CPU (a dry run), NCCL_MAX_NCHANNELS=16: " in text
     assert "| tree/LL/c64 | refused: " in text
     assert "ranks agree on every decision: True" in text
