@@ -360,9 +360,11 @@ def _topology_override() -> dict:
 _DECISION_SETTINGS = ("mode", "round_calls", "cost_reduce", "force", "role_map", "heads",
                       "step_regression", "loss_stall_rounds", "nccl_plugin", "topology_override",
                       "test_slow_arm", "emulate_nccl", "check_calls")
+# NCCL's channel bounds, as the described topology's keys (topology.nccl_channel_bounds).
+NCCL_CHANNEL_BOUNDS = {"min_channels": "NCCL_MIN_NCHANNELS", "max_channels": "NCCL_MAX_NCHANNELS"}
 # NCCL's own choices: set on some ranks only, tuning would step aside there and not elsewhere
 # (NCCL_ALGO/PROTO), or the channel caps offered, which follow NCCL's channel bounds, would differ.
-_NCCL_CHOICES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
+_NCCL_CHOICES = ("NCCL_ALGO", "NCCL_PROTO", *NCCL_CHANNEL_BOUNDS.values())
 
 
 def fingerprint(cfg: dict) -> dict:

@@ -17,7 +17,7 @@ import torch
 
 from . import _C
 from .agreement import agree
-from .config import ConfigError
+from .config import NCCL_CHANNEL_BOUNDS, ConfigError
 
 _VOCAB = _C.vocabulary()
 GPUS = tuple(_VOCAB["gpus"])  # NCCL's compute-capability classes, oldest first
@@ -132,8 +132,7 @@ def nccl_channel_bounds() -> Dict:
     channel caps the catalog offers depend on it); 0 where unset. Checked equal on every rank at
     group creation (config._NCCL_CHOICES)."""
     out = {}
-    for key, var in (("min_channels", "NCCL_MIN_NCHANNELS"),
-                     ("max_channels", "NCCL_MAX_NCHANNELS")):
+    for key, var in NCCL_CHANNEL_BOUNDS.items():
         value = os.environ.get(var, "").strip()
         if value and not (value.isdigit() and int(value) >= 1):
             raise ConfigError(f"{var}={value!r}: the NCCL prior follows NCCL's channel bounds; "

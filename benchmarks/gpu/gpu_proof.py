@@ -497,8 +497,8 @@ def stage_overlap(args):
         way, env_of_rank = "emulated NCCL on CPU (a dry run)", lambda rank: {}
     # NCCL's channel bounds, where set, decide which caps bind (over sockets NCCL runs 2 channels
     # unless NCCL_MIN_NCHANNELS asks for more); the report names them.
-    bounds = {v: os.environ[v] for v in ("NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
-              if os.environ.get(v)}
+    from dynamiccl_pg.config import NCCL_CHANNEL_BOUNDS
+    bounds = {v: os.environ[v] for v in NCCL_CHANNEL_BOUNDS.values() if os.environ.get(v)}
     return {"world": 2, "way": way, "shape": shape, "nccl_channel_env": bounds,
             "ranks": run_ranks("rank_overlap", 2, env_of_rank, shape)}
 
