@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <random>
@@ -70,6 +71,9 @@ struct ArmTruth {
 struct LastBucket {
   std::vector<double> call_us;
   std::function<bool(const Learner&)> from;
+  // Where its probes ran: in steps where the overlapped state ran another arm, and in the others.
+  int* probes_beside_other_arm = nullptr;
+  int* probes_beside_default = nullptr;
 };
 
 // The overlapped state's calls: 1 MiB DDP buckets on 4 ranks.
@@ -101,10 +105,15 @@ std::vector<StateStats> run_states(Learner& learner, const std::vector<ArmTruth>
     last_started = last_started || (last && last->from(learner));
     double step_us = kComputeUs;
     const int n = kCallsPerStep + (last_started ? 1 : 0);
+    bool other_arm = false;  // the overlapped state ran another arm than the default this step
     for (int c = 0; c < n; ++c) {
       const bool is_last = c == kCallsPerStep;
       const Decision d = learner.decide(is_last ? exposed : overlapped);
       const double call_us = is_last ? last->call_us.at(d.arm) : truth.at(d.arm).call_us;
+      other_arm = other_arm || (!is_last && d.arm != 0);
+      if (is_last && d.probe && last->probes_beside_other_arm) {
+        ++*(other_arm ? last->probes_beside_other_arm : last->probes_beside_default);
+      }
       step_us += is_last ? call_us : truth.at(d.arm).step_cost_us;
       if (last_arms && !is_last && s == steps - 1) last_arms->push_back(d.arm);
       if (d.measure) {
@@ -374,6 +383,33 @@ TEST(StepTrials, AnotherStatesProbeNeitherStopsNorSkewsATrialThatPaysBack) {
   EXPECT_EQ(b.trial.verdict, "adopted: shorter steps");
   // The pairs measured the bucket's own effect (4 calls x 50 µs), not the probe's 0.1 s.
   EXPECT_NEAR(b.trial.mean_delta_us, -200, 60);
+}
+
+// Found over an emulated WAN (CPU, 4 ranks, DDP): while one bucket's trial alternated Gloo's
+// default (its own threads) and tree (ours), the last bucket probed every other step, always in
+// the default's steps, where our queue was empty: tree looked 3x faster than rd there, was
+// adopted, and the step grew 1.4x.
+TEST(StepTrials, ProbesBesideAnotherStatesTrialAreSplitBetweenItsTwoKindsOfStep) {
+  // The bucket's trial of "fast" (no effect on the step: it runs all its pairs) spans the last
+  // bucket's whole search, which starts on either kind of step.
+  LearnerConfig cfg = config();
+  cfg.heads[static_cast<int>(Role::kDataParallel)].max_trial_pairs = 200;
+  for (int offset = 0; offset < 2; ++offset) {
+    Learner learner(cfg, std::make_shared<TwoArmCatalog>());
+    int seen = 0;
+    int beside_fast = 0, beside_default = 0;
+    LastBucket last{{200, 170}, [&](const Learner& l) {
+                      const std::vector<StateStats> st = l.stats();
+                      return !st.empty() && st[0].trial.verdict == "running" && seen++ >= offset;
+                    }};
+    last.probes_beside_other_arm = &beside_fast;
+    last.probes_beside_default = &beside_default;
+    const std::vector<StateStats> st = run_states(learner, {{100, 0}, {50, 0}}, 300, true, &last,
+                                                  11);
+    ASSERT_EQ(st.at(0).trial.verdict, "running");
+    EXPECT_GE(beside_fast + beside_default, 6) << offset;
+    EXPECT_LE(std::abs(beside_fast - beside_default), 1) << beside_fast << " " << beside_default;
+  }
 }
 
 TEST(StepTrials, AFootprintTrialStoppedByAnotherStatesSpendingIsTriedAgain) {
