@@ -334,7 +334,10 @@ void PolicyState::evaluate(const MeasureCost& measure) {
   retry_stopped_trial();
   // Once converged, the descent also runs while arms woken later are probed per call: it need
   // not wait for all of them (40 steps of the DDP interference scenario's 400 did).
-  if (converged_at_call_ > 0 && judged_by_step()) propose_footprint_trial();
+  if (converged_at_call_ > 0 && judged_by_step()) {
+    propose_footprint_trial();
+    if (footprint_done_) propose_tie_trial();
+  }
   runner_up_ = phase_ == LearnPhase::kExploit ? pick_runner_up() : -1;
 }
 
@@ -382,8 +385,8 @@ void PolicyState::switch_to_cheapest(double keep) {
   if (best < 0) return;
   if (judged_by_step()) {
     // Faster on its own is not enough when compute runs beside the call: the step decides.
-    if (trial_.challenger < 0 && trials_->owner < 0 && may_open_trial(best, false)) {
-      open_trial(best, false);
+    if (trial_.challenger < 0 && trials_->owner < 0 && may_open_trial(best, TrialKind::kFaster)) {
+      open_trial(best, TrialKind::kFaster);
     }
     return;
   }
@@ -399,15 +402,15 @@ constexpr double kTrialZ = 3.0;
 // it needed (max_trial_pairs), if its pairs have not come.
 constexpr uint64_t kMaxTrialStepsPerPair = 16;
 
-// Faster per call (a step trial, not a footprint trial) while holding no more of the machine.
-bool PolicyState::pays_back(int challenger, bool footprint) const {
-  return !footprint && slots_[challenger].footprint <= slots_[incumbent_].footprint;
+// Faster per call (not a footprint or tie trial) while holding no more of the machine.
+bool PolicyState::pays_back(int challenger, TrialKind kind) const {
+  return kind == TrialKind::kFaster && slots_[challenger].footprint <= slots_[incumbent_].footprint;
 }
 
 // A trial costs step time only if its challenger lengthens the step: one that pays back may run
 // on a spent budget (its pairs repay it); the others wait for the budget.
-bool PolicyState::may_open_trial(int challenger, bool footprint) const {
-  return group_->allows(0) || pays_back(challenger, footprint);
+bool PolicyState::may_open_trial(int challenger, TrialKind kind) const {
+  return group_->allows(0) || pays_back(challenger, kind);
 }
 
 void PolicyState::retry_stopped_trial() {
@@ -415,20 +418,23 @@ void PolicyState::retry_stopped_trial() {
   if (c < 0 || trial_.challenger >= 0 || trials_->owner >= 0) return;
   if (c == incumbent_ || slots_[c].step_rejected || slots_[c].unavailable) {
     retry_challenger_ = -1;
-  } else if (may_open_trial(c, false)) {
+  } else if (may_open_trial(c, TrialKind::kFaster)) {
     retry_challenger_ = -1;
-    open_trial(c, false);
+    open_trial(c, TrialKind::kFaster);
   }
 }
 
-void PolicyState::open_trial(int challenger, bool footprint) {
+void PolicyState::open_trial(int challenger, TrialKind kind) {
   trials_->open(static_cast<int32_t>(id_));
   trial_ = Trial{};
   trial_.challenger = challenger;
   trial_.arm = slots_[challenger].arm;
   trial_.verdict = "running";
-  trial_.footprint = footprint;
-  note(footprint ? "footprint trial" : "step trial", incumbent_, challenger);
+  trial_.kind = kind;
+  note(kind == TrialKind::kFootprint ? "footprint trial"
+       : kind == TrialKind::kTie     ? "tie trial"
+                                     : "step trial",
+       incumbent_, challenger);
 }
 
 // The descent: among the arms holding at most kFootprintStep of the incumbent's footprint, the
@@ -461,7 +467,28 @@ void PolicyState::propose_footprint_trial() {
     if (!awaiting_cost) footprint_done_ = true;
     return;
   }
-  if (may_open_trial(best, true)) open_trial(best, true);
+  if (may_open_trial(best, TrialKind::kFootprint)) open_trial(best, TrialKind::kFootprint);
+}
+
+// The tie trial (policy_state.h, kTieRatio): the cheapest arm per call among those holding no
+// more than the incumbent whose costs put them within kTieRatio of it.
+void PolicyState::propose_tie_trial() {
+  if (tie_done_ || trial_.challenger >= 0 || trials_->owner >= 0) return;
+  const ArmSlot& inc = slots_[incumbent_];
+  int best = -1;
+  for (int i = 0; i < num_slots(); ++i) {
+    const ArmSlot& c = slots_[i];
+    if (i == incumbent_ || c.unavailable || c.step_rejected || c.stats.count() < need_ ||
+        c.footprint > inc.footprint || !(c.view.center <= kTieRatio * inc.view.center)) {
+      continue;
+    }
+    if (best < 0 || c.view.center < slots_[best].view.center) best = i;
+  }
+  if (best < 0) {
+    tie_done_ = true;
+  } else if (may_open_trial(best, TrialKind::kTie)) {
+    open_trial(best, TrialKind::kTie);
+  }
 }
 
 void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_step_us) {
@@ -486,7 +513,7 @@ void PolicyState::evaluate_trial() {
     if (costs && trial_.deltas.mean() - kTrialZ * trial_.stderr_us() > 0) {
       return end_trial("rejected: longer steps", TrialEnd::kRejected);
     }
-    if (!pays_back(trial_.challenger, trial_.footprint)) {
+    if (!pays_back(trial_.challenger, trial_.kind)) {
       return costs ? end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kRejected)
                    : end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);
     }
@@ -523,7 +550,8 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
   trials_->close();
   note(verdict, incumbent_, adopt ? c : incumbent_);
   if (end == TrialEnd::kStopped) {
-    if (!trial_.footprint) retry_challenger_ = c;  // the descent proposes footprint trials again
+    // The descent and the tie proposal run again by themselves.
+    if (trial_.kind == TrialKind::kFaster) retry_challenger_ = c;
     return;
   }
   if (adopt) {
@@ -531,11 +559,13 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
     incumbent_ = c;
     slots_[c].eliminated = false;
     slots_[c].step_adopted = true;
+    tie_done_ = false;  // ties are judged afresh beside the new incumbent
     cusum_.reset();
     unsettle();
   } else {
     slots_[c].step_rejected = true;
-    if (trial_.footprint) footprint_done_ = true;
+    if (trial_.kind == TrialKind::kFootprint) footprint_done_ = true;
+    if (trial_.kind == TrialKind::kTie) tie_done_ = true;
   }
 }
 

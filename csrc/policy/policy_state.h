@@ -147,6 +147,17 @@ struct RegretBudget {
 constexpr double kStepTrialMargin = 0.005;
 constexpr double kFootprintStep = 0.75;
 constexpr double kFootprintMaxSlowdown = 1.5;
+// --- Tie trials (overlapped states) -------------------------------------------------------------
+// After the descent, a converged overlapped state trials its cheapest other arm that holds no more
+// and is within kTieRatio of the incumbent per call: a call's cost depends on what runs beside
+// it, so states each choosing by their own calls can settle where none alone is cheaper per call
+// yet the step is not the shortest (over an emulated WAN: DDP buckets on tree beside a last
+// bucket on rd, 11.8 ms a step where rd for all stepped 10.5-11.6 ms).
+constexpr double kTieRatio = 1.1;
+
+// Why a step trial's challenger was proposed: faster per call, holding less (footprint descent),
+// or a near-tie per call (a tie trial).
+enum class TrialKind : uint8_t { kFaster, kFootprint, kTie };
 
 // The step trials of a group's learner (docs/architecture.md, "Step trials"). One overlapped
 // state at a time runs one: from the step after it opens, the state runs its incumbent on even
@@ -408,11 +419,12 @@ class PolicyState {
   bool judged_by_step() const { return exposure_ == Exposure::kOverlapped && trials_->step > 0; }
   // Faster per call while holding no more: it can only shorten the step, so its trial may run
   // (and pay back) while the do-no-harm budget is spent, as long as its pairs show no harm.
-  bool pays_back(int challenger, bool footprint) const;
-  bool may_open_trial(int challenger, bool footprint) const;
+  bool pays_back(int challenger, TrialKind kind) const;
+  bool may_open_trial(int challenger, TrialKind kind) const;
   void retry_stopped_trial();
-  void open_trial(int challenger, bool footprint);
+  void open_trial(int challenger, TrialKind kind);
   void propose_footprint_trial();
+  void propose_tie_trial();
   void evaluate_trial();
   // Adopted: the challenger becomes the incumbent. Rejected: it is not tried again. Stopped: no
   // verdict on it; a step trial's challenger is trialed again once the board and the budget
@@ -508,9 +520,10 @@ class PolicyState {
       return deltas.count() > 1 ? deltas.stddev() / std::sqrt(deltas.count()) : 0.0;
     }
     const char* verdict = "";
-    bool footprint = false;  // proposed for holding less, not for being faster per call
+    TrialKind kind = TrialKind::kFaster;
   } trial_;
   bool footprint_done_ = false;  // a footprint trial did not shorten the step: no more of them
+  bool tie_done_ = false;        // a tie trial did not shorten it: none until the next adoption
   // A step trial that stopped without a verdict: its challenger, to trial again once it may.
   int retry_challenger_ = -1;
 };
