@@ -133,6 +133,11 @@ class PriorEnsemble(PriorModule):
                              "of one schema and one training data set")
         self.set_metadata(first.metadata())
         self.members = nn.ModuleList(members)
+        count = parameter_count(self)
+        if count > MAX_PARAMETERS:
+            raise ValueError(f"PriorEnsemble: {len(members)} members give {count} parameters; "
+                             f"accepted: at most {MAX_PARAMETERS} (fewer members or a smaller "
+                             "hidden)")
 
     def forward(self, x: torch.Tensor, role: torch.Tensor) -> torch.Tensor:
         outs: List[torch.Tensor] = []

@@ -17,6 +17,7 @@ from dynamiccl_pg.__main__ import main
 from dynamiccl_pg.prior import PriorNet, load_samples, train
 from dynamiccl_pg.policy_schema import PolicyError
 from dynamiccl_pg.prior.data import PriorDataError, data_fingerprint, representative_bytes
+from dynamiccl_pg.prior.model import MAX_PARAMETERS, PriorEnsemble, parameter_count
 from dynamiccl_pg.prior.train import evaluate, load_scripted, predict, save, split
 
 pytestmark = pytest.mark.timeout(300)
@@ -290,6 +291,14 @@ def test_prior_cli_train_and_eval(planted_data, tmp_path, capsys):
     header, dp = [line for line in text.splitlines() if line.startswith(("role ", "dp "))]
     assert "top-1" in header and "mean |log err|" in header
     assert dp.split()[1] == str(4 * len(BINS) * 3)  # samples: 4 jobs, every bin, 3 arms
+
+
+def test_prior_ensemble_refuses_more_parameters_than_its_cap():
+    one = parameter_count(PriorNet())
+    members = MAX_PARAMETERS // one + 1
+    with pytest.raises(ValueError, match=f"{members} members give {members * one} parameters; "
+                                         f"accepted: at most {MAX_PARAMETERS}"):
+        PriorEnsemble([PriorNet() for _ in range(members)])
 
 
 @pytest.mark.parametrize("argv,words", [
