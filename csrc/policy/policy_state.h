@@ -236,7 +236,7 @@ class PolicyState {
     if (credit_ppm_ < kPpmOne) return incumbent_call(measure);
     const int target = phase_ == LearnPhase::kProbing ? probe_target() : runner_up_;
     probes_flow_ = target >= 0 && affordable(slots_[target]);
-    if (probes_flow_ && !on_balanced_step()) {
+    if (probes_flow_ && !claim_probe_step()) {
       credit_ppm_ = kPpmOne;  // the probe waits for a step of the other kind, not banked twice
       return incumbent_call(measure);
     }
@@ -384,7 +384,7 @@ class PolicyState {
     if (incumbent_ == default_slot_ || slots_[incumbent_].step_adopted) return incumbent_;
     check_credit_ppm_ += check_ppm_;
     if (check_credit_ppm_ < kPpmOne) return incumbent_;
-    if (!on_balanced_step()) {
+    if (!claim_probe_step()) {
       check_credit_ppm_ = kPpmOne;
       return incumbent_;
     }
@@ -407,9 +407,9 @@ class PolicyState {
   // Gloo's threads, our schedules queue on ours). A state probing every other call would take all
   // its probes in steps of one kind and all its incumbent's costs in both: a WAN run adopted tree,
   // measured 3x faster than rd that way, for a 1.4x longer step. So probes taken during a trial
-  // alternate between the two kinds of step; true when this step is the next one's kind (and
-  // counts the probe).
-  bool on_balanced_step() {
+  // alternate between the two kinds of step. True when a probe may run in this step, which it
+  // then claims: the next probe during a trial goes to the other kind.
+  bool claim_probe_step() {
     if (trials_->owner < 0 || trials_->step < trials_->start) return true;
     if (trials_->challenger_at(trials_->step) != ((trial_time_probes_ & 1) != 0)) return false;
     ++trial_time_probes_;
@@ -503,7 +503,7 @@ class PolicyState {
   uint32_t learning_ppm_ = kPpmOne;  // the same before settling
   uint32_t learning_credit_ppm_ = 0;
   double probe_measure_us_ = 0;     // what measuring a probe costs the job
-  uint32_t trial_time_probes_ = 0;  // probes taken during other states' trials (on_balanced_step)
+  uint32_t trial_time_probes_ = 0;  // probes taken during other states' trials (claim_probe_step)
   bool probes_flow_ = true;         // the last probe search found an affordable target
   uint32_t watch_credit_ppm_ = 0;
   uint32_t check_ppm_ = 0;         // rate of the default's rollback checks (halves when they

@@ -24,6 +24,15 @@ LOG_SIGMA_RANGE = (-5.0, 2.0)
 MAX_PARAMETERS = 100_000
 
 
+def refuse_over_cap(count: int, what: str, fewer: str) -> int:
+    """``count`` when it is at most MAX_PARAMETERS, else a ValueError: "``what`` give(s) ``count``
+    parameters", what is accepted, and ``fewer`` (what to reduce)."""
+    if count > MAX_PARAMETERS:
+        raise ValueError(f"{what} {count} parameters; accepted: at most {MAX_PARAMETERS} "
+                         f"({fewer})")
+    return count
+
+
 class PriorModule(nn.Module):
     """What every model the backend loads carries: the metadata attributes the C++ loader checks
     (csrc/prior/model.cpp), declared once here so that torch.jit.script keeps them with these
@@ -83,10 +92,8 @@ class PriorNet(PriorModule):
         self.register_buffer("input_shift", torch.zeros(n_features))
         self.register_buffer("input_scale", torch.ones(n_features))
         self.to(torch.float64)
-        count = parameter_count(self)
-        if count > MAX_PARAMETERS:
-            raise ValueError(f"PriorNet: hidden={hidden} gives {count} parameters; accepted: "
-                             f"at most {MAX_PARAMETERS} (a smaller hidden)")
+        refuse_over_cap(parameter_count(self), f"PriorNet: hidden={hidden} gives",
+                        "a smaller hidden")
 
     def forward(self, x: torch.Tensor, role: torch.Tensor) -> torch.Tensor:
         """x: [N, F] float64 features, role: [N] int64 head indices -> [N, 2]: (log ratio,
@@ -133,11 +140,8 @@ class PriorEnsemble(PriorModule):
                              "of one schema and one training data set")
         self.set_metadata(first.metadata())
         self.members = nn.ModuleList(members)
-        count = parameter_count(self)
-        if count > MAX_PARAMETERS:
-            raise ValueError(f"PriorEnsemble: {len(members)} members give {count} parameters; "
-                             f"accepted: at most {MAX_PARAMETERS} (fewer members or a smaller "
-                             "hidden)")
+        refuse_over_cap(parameter_count(self), f"PriorEnsemble: {len(members)} members give",
+                        "fewer members or a smaller hidden")
 
     def forward(self, x: torch.Tensor, role: torch.Tensor) -> torch.Tensor:
         outs: List[torch.Tensor] = []
@@ -153,12 +157,9 @@ class PriorEnsemble(PriorModule):
 def ensemble_size(hidden: int, members: int) -> int:
     """The parameters of a PriorEnsemble of ``members`` PriorNets of width ``hidden``; a
     ValueError naming both when that is more than MAX_PARAMETERS."""
-    count = members * parameter_count(PriorNet(hidden=hidden))
-    if count > MAX_PARAMETERS:
-        raise ValueError(f"{members} members of hidden={hidden} give {count} parameters; "
-                         f"accepted: at most {MAX_PARAMETERS} (fewer members or a smaller "
-                         "hidden)")
-    return count
+    return refuse_over_cap(members * parameter_count(PriorNet(hidden=hidden)),
+                           f"{members} members of hidden={hidden} give",
+                           "fewer members or a smaller hidden")
 
 
 def parameter_count(model: nn.Module) -> int:

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <string>
@@ -22,62 +23,48 @@ constexpr int kRound = 16;        // K: calls per consensus round
 constexpr int kCallsPerStep = 4;  // the state's calls (buckets) per step
 constexpr double kComputeUs = 5000;
 
-class TwoArmCatalog : public ArmCatalog {
+// Named arms, all priced alike: arm 0 is the engine default, `setup` makes each other arm.
+class NamedArmsCatalog : public ArmCatalog {
  public:
-  TwoArmCatalog() {
-    Arm def;
-    def.name = "default";
-    Arm fast;
-    fast.name = "fast";
-    fast.action.algo = 1;
-    arms_ = {def, fast};
+  NamedArmsCatalog(std::initializer_list<const char*> names, void (*setup)(Arm&, int)) {
+    for (const char* name : names) {
+      Arm a;
+      a.name = name;
+      if (!arms_.empty()) setup(a, static_cast<int>(arms_.size()));
+      arms_.push_back(a);
+    }
   }
   const std::vector<Arm>& arms(OpKind) const override { return arms_; }
   double prior_cost_us(OpKind, uint16_t, uint64_t, int) const override { return 100; }
 
  private:
   std::vector<Arm> arms_;
+};
+
+void another_algorithm(Arm& a, int i) { a.action.algo = static_cast<int8_t>(i); }
+
+class TwoArmCatalog : public NamedArmsCatalog {
+ public:
+  TwoArmCatalog() : NamedArmsCatalog({"default", "fast"}, another_algorithm) {}
 };
 
 // "default", "fast" and its per-call twin "twin", all holding the same.
-class ThreeArmCatalog : public ArmCatalog {
+class ThreeArmCatalog : public NamedArmsCatalog {
  public:
-  ThreeArmCatalog() {
-    const char* names[] = {"default", "fast", "twin"};
-    for (int i = 0; i < 3; ++i) {
-      Arm a;
-      a.name = names[i];
-      a.action.algo = static_cast<int16_t>(i);
-      arms_.push_back(a);
-    }
-  }
-  const std::vector<Arm>& arms(OpKind) const override { return arms_; }
-  double prior_cost_us(OpKind, uint16_t, uint64_t, int) const override { return 100; }
-
- private:
-  std::vector<Arm> arms_;
+  ThreeArmCatalog() : NamedArmsCatalog({"default", "fast", "twin"}, another_algorithm) {}
 };
 
 // An engine whose arms hold less and less of the machine: "default" (all of it), "half", "quarter".
-class FootprintCatalog : public ArmCatalog {
+class FootprintCatalog : public NamedArmsCatalog {
  public:
-  FootprintCatalog() {
-    const char* names[] = {"default", "half", "quarter"};
-    for (int i = 0; i < 3; ++i) {
-      Arm a;
-      a.name = names[i];
-      if (i > 0) a.action.channels = static_cast<int16_t>(16 >> i);
-      arms_.push_back(a);
-    }
+  FootprintCatalog()
+      : NamedArmsCatalog({"default", "half", "quarter"},
+                         [](Arm& a, int i) { a.action.channels = static_cast<int16_t>(16 >> i); }) {
   }
-  const std::vector<Arm>& arms(OpKind) const override { return arms_; }
   double prior_cost_us(OpKind, uint16_t arm, uint64_t, int) const override {
     return 100 + 10 * arm;
   }
   double footprint(OpKind, uint16_t arm, uint64_t) const override { return 1.0 / (1 << arm); }
-
- private:
-  std::vector<Arm> arms_;
 };
 
 struct ArmTruth {
