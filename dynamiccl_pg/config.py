@@ -110,7 +110,12 @@ ENV_VARS = {
     "DYNAMICCL_TOPOLOGY": ("", "what NCCL's cost model assumes of the cluster, overriding what the "
                            "ranks detect: nodes=4,gpus=8,intra=nvlink:450,inter=ib:50,gpu=hopper"),
     "DYNAMICCL_TEST_SLOW_ARM": ("", "tests only: ARM:MICROSECONDS delays every CPU call run on "
-                                "that schedule, e.g. tree:2000 (a deliberately bad arm)"),
+                                "that schedule (* for all of ours), e.g. tree:2000 (a "
+                                "deliberately bad arm)"),
+    "DYNAMICCL_TEST_BUSY_ARM": ("", "tests only: ARM:MICROSECONDS: every CPU call run on that "
+                                "schedule (* for all of ours) slows the caller's compute by that "
+                                "much, unseen in the call's own duration (an arm faster per call "
+                                "but slower for the step)"),
     "DYNAMICCL_EMULATE_NCCL": ("", "a simulator scenario file: CPU tensors take the NCCL branch, "
                                "run by an emulated NCCL on the scenario's cluster and truth "
                                "(tests and demos without a GPU)"),
@@ -243,14 +248,14 @@ def parse_heads(value: str, name: str = "DYNAMICCL_HEADS") -> list:
     return out
 
 
-def parse_slow_arm(value: str) -> Optional[tuple]:
+def parse_test_arm(name: str, value: str) -> Optional[tuple]:
     """``"tree:2000"`` -> ("tree", 2000); "" -> None. The arm name is checked by the backend."""
     if not value:
         return None
     arm, colon, us = value.partition(":")
     if not colon or not arm or not us.isdigit() or not 1 <= int(us) <= 10_000_000:
-        raise ConfigError(f"DYNAMICCL_TEST_SLOW_ARM={value!r} is not accepted; accepted: "
-                          "ARM:MICROSECONDS with 1..10000000 microseconds, e.g. tree:2000")
+        raise ConfigError(f"{name}={value!r} is not accepted; accepted: ARM:MICROSECONDS with "
+                          "1..10000000 microseconds, e.g. tree:2000 (* for every schedule)")
     return arm, int(us)
 
 
@@ -286,7 +291,8 @@ def resolve(options: Optional[Options] = None) -> dict:
         "nccl_plugin": _choice("DYNAMICCL_NCCL_PLUGIN", _env("DYNAMICCL_NCCL_PLUGIN"),
                                ("0", "1")) == "1",
         "topology_override": _topology_override(),
-        "test_slow_arm": parse_slow_arm(_env("DYNAMICCL_TEST_SLOW_ARM")),
+        "test_slow_arm": parse_test_arm("DYNAMICCL_TEST_SLOW_ARM", _env("DYNAMICCL_TEST_SLOW_ARM")),
+        "test_busy_arm": parse_test_arm("DYNAMICCL_TEST_BUSY_ARM", _env("DYNAMICCL_TEST_BUSY_ARM")),
         "emulate_nccl": _emulated_scenario(_env("DYNAMICCL_EMULATE_NCCL")),
         "emulate_nccl_fault": parse_emulation_fault(_env("DYNAMICCL_EMULATE_NCCL_FAULT")),
         "emulate_nccl_version": _choice("DYNAMICCL_EMULATE_NCCL_VERSION",
@@ -359,7 +365,7 @@ def _topology_override() -> dict:
 # What shapes decisions, hence must be identical on every rank of a group (checked at creation).
 _DECISION_SETTINGS = ("mode", "round_calls", "cost_reduce", "force", "role_map", "heads",
                       "step_regression", "loss_stall_rounds", "nccl_plugin", "topology_override",
-                      "test_slow_arm", "emulate_nccl", "check_calls")
+                      "test_slow_arm", "test_busy_arm", "emulate_nccl", "check_calls")
 # NCCL's channel bounds, as the described topology's keys (topology.nccl_channel_bounds).
 NCCL_CHANNEL_BOUNDS = {"min_channels": "NCCL_MIN_NCHANNELS", "max_channels": "NCCL_MAX_NCHANNELS"}
 # NCCL's own choices: set on some ranks only, tuning would step aside there and not elsewhere

@@ -119,9 +119,11 @@ BackendConfig config_from_dict(const py::dict& d) {
   c.check_calls = get_or<bool>(d, "check_calls", c.check_calls);
   c.nccl_tuning = get_or<bool>(d, "nccl_tuning", c.nccl_tuning);
   c.nccl_emulated = get_or<bool>(d, "nccl_emulated", c.nccl_emulated);
-  if (d.contains("test_slow_arm") && !d["test_slow_arm"].is_none()) {
-    std::tie(c.test_slow_arm,
-             c.test_slow_arm_us) = d["test_slow_arm"].cast<std::tuple<std::string, int>>();
+  for (auto [key, effect] : {std::pair{"test_slow_arm", &c.test_slow_arm},
+                             std::pair{"test_busy_arm", &c.test_busy_arm}}) {
+    if (d.contains(key) && !d[key].is_none()) {
+      std::tie(effect->arm, effect->us) = d[key].cast<std::tuple<std::string, int>>();
+    }
   }
   if (d.contains("nccl_topology")) {
     c.nccl_topology = topology_from_py(d["nccl_topology"].cast<py::dict>());

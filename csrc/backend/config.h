@@ -34,10 +34,18 @@ struct BackendConfig {
   // The NCCL engine is the emulated NCCL (DYNAMICCL_EMULATE_NCCL): CPU tensors take the NCCL
   // branch, so that it runs end to end without a GPU.
   bool nccl_emulated = false;
-  // Tests only (DYNAMICCL_TEST_SLOW_ARM): every CPU call on this arm's schedule takes this much
-  // longer, so that tests can show the learner never adopts a bad arm. "" = none.
-  std::string test_slow_arm;
-  int test_slow_arm_us = 0;
+  // Tests only: a CPU schedule ("*": every one of ours; "" = none) and microseconds.
+  struct TestArmEffect {
+    std::string arm;
+    int us = 0;
+  };
+  // DYNAMICCL_TEST_SLOW_ARM: every call on the schedule takes this much longer, so that tests can
+  // show the learner never adopts a bad arm.
+  TestArmEffect test_slow_arm;
+  // DYNAMICCL_TEST_BUSY_ARM: every call on the schedule slows the caller's compute by this much,
+  // unseen in the call's own duration, so that tests can show an arm faster per call but slower
+  // for the step is not adopted.
+  TestArmEffect test_busy_arm;
   // A learned prior model (DYNAMICCL_PRIOR; csrc/prior/): orders and prunes the arms each new
   // state probes, in place of the engines' analytic priors. "" = the analytic priors.
   std::string prior_path;

@@ -130,24 +130,34 @@ ProcessGroupDynamicCCL::ProcessGroupDynamicCCL(int rank, int size, Engines engin
     }
   }
   resolve_forced_arms();
-  if (!config_.test_slow_arm.empty()) slow_down_arm_for_tests();
+  apply_test_arm_effects();
   init();
 }
 
-void ProcessGroupDynamicCCL::slow_down_arm_for_tests() {
+void ProcessGroupDynamicCCL::apply_test_arm_effects() {
+  using us = std::chrono::microseconds;
+  if (const int s = test_schedule(config_.test_slow_arm, "DYNAMICCL_TEST_SLOW_ARM"); s != -1) {
+    cpu_->slow_schedule_for_tests(s, us(config_.test_slow_arm.us));
+  }
+  if (const int s = test_schedule(config_.test_busy_arm, "DYNAMICCL_TEST_BUSY_ARM"); s != -1) {
+    cpu_->busy_schedule_for_tests(s, us(config_.test_busy_arm.us));
+  }
+}
+
+int ProcessGroupDynamicCCL::test_schedule(const BackendConfig::TestArmEffect& effect,
+                                          const char* var) {
+  if (effect.arm.empty()) return -1;
+  if (effect.arm == "*") return CpuEngine::kEverySchedule;
+  std::string accepted = "*";
   for (int o = 0; o < kNumOps; ++o) {
     for (const Arm& arm : catalogs_[index(kCpu)]->arms(static_cast<OpKind>(o))) {
-      if (arm.name != config_.test_slow_arm || arm.action.is_default()) continue;
-      cpu_->delay_schedule_for_tests(arm.action.algo,
-                                     std::chrono::microseconds(config_.test_slow_arm_us));
-      return;
+      if (arm.name == effect.arm && !arm.action.is_default()) return arm.action.algo;
     }
   }
-  std::string accepted;
   for (const Arm& arm : catalogs_[index(kCpu)]->arms(OpKind::kAllReduce)) {
-    if (!arm.action.is_default()) accepted += (accepted.empty() ? "" : ", ") + arm.name;
+    if (!arm.action.is_default()) accepted += ", " + arm.name;
   }
-  TORCH_CHECK_VALUE(false, "dynamiccl: DYNAMICCL_TEST_SLOW_ARM names '", config_.test_slow_arm,
+  TORCH_CHECK_VALUE(false, "dynamiccl: ", var, " names '", effect.arm,
                     "', which is not one of our CPU schedules; accepted: ", accepted);
 }
 
@@ -228,6 +238,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c, NativeF
   TORCH_CHECK(!shut_down_, "dynamiccl: ", op_name(c.op), " issued after shutdown()");
   if (!consensus_.failure().empty()) C10_THROW_ERROR(DistBackendError, consensus_.failure());
   if (config_.check_calls) check_call_agrees(c);
+  if (!config_.test_busy_arm.arm.empty()) cpu_->pay_test_debt();  // before the step can end
   const CallRecord rec = decide(c, route(c));
   Issued issued = issue(c, rec, native);
   // No Work and no future: the engine ran the call synchronously on the caller's stream

@@ -203,7 +203,8 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   void ensure_learner(EngineKind engine);
   void resolve_forced_arms();
   void use_learned_prior();
-  void slow_down_arm_for_tests();
+  void apply_test_arm_effects();  // DYNAMICCL_TEST_SLOW_ARM, DYNAMICCL_TEST_BUSY_ARM
+  int test_schedule(const BackendConfig::TestArmEffect& effect, const char* var);  // -1: none
   void agree_on_nccl_plugin();
 
   Engines engines_;

@@ -1,12 +1,15 @@
 """Do no harm: learning never adopts an arm that is slower than the default, and what it spends
 finding that out stays within the regret budget. One schedule is made slow on purpose (the
-test-only DYNAMICCL_TEST_SLOW_ARM delays every call run on it) on real ranks."""
+test-only DYNAMICCL_TEST_SLOW_ARM delays every call run on it) on real ranks. And an arm faster
+per call that lengthens the step (DYNAMICCL_TEST_BUSY_ARM: its calls slow the compute beside
+them) is not adopted for traffic that overlaps the step's compute."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.distributed as dist
+import torch.nn as nn
 
 import dynamiccl_pg
 from dist_harness import run_ranks
@@ -58,12 +61,60 @@ def _init_only(rank, size):
     return True
 
 
-@pytest.mark.parametrize("value, message", [
-    ("rd", "ARM:MICROSECONDS"),
-    ("rd:0", "1..10000000 microseconds"),
-    ("warp:100", "'warp', which is not one of our CPU schedules; accepted: ring"),
+@pytest.mark.parametrize("var, value, message", [
+    ("DYNAMICCL_TEST_SLOW_ARM", "rd", "DYNAMICCL_TEST_SLOW_ARM='rd' is not accepted; accepted: "
+     "ARM:MICROSECONDS"),
+    ("DYNAMICCL_TEST_SLOW_ARM", "rd:0", "1..10000000 microseconds"),
+    ("DYNAMICCL_TEST_SLOW_ARM", "warp:100", "DYNAMICCL_TEST_SLOW_ARM names 'warp', which is not "
+     "one of our CPU schedules; accepted: *, ring"),
+    ("DYNAMICCL_TEST_BUSY_ARM", "warp:100", "DYNAMICCL_TEST_BUSY_ARM names 'warp'"),
 ])
-def test_bad_slow_arm_is_a_named_error(value, message):
-    errors = run_ranks(_init_only, 2, env={"DYNAMICCL_TEST_SLOW_ARM": value},
-                       expect_failure=True)
+def test_bad_test_arm_is_a_named_error(var, value, message):
+    errors = run_ranks(_init_only, 2, env={var: value}, expect_failure=True)
     assert all(message in str(e) for e in errors), errors
+
+
+BUSY_US = 10000  # per call: more than any schedule saves per call at these sizes
+
+
+def _ddp_steps_next_to_busy_arms(rank, size):
+    torch.manual_seed(0)
+    # The main job's model: two ~0.5 MiB buckets overlap the backward pass, a small last one
+    # does not (test_exposure.py).
+    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 512), nn.ReLU(),
+                          nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 16), nn.ReLU(),
+                          nn.Linear(16, 1))
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.25)
+    dynamiccl_pg.register_ddp_hook(ddp)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    events = []  # a state keeps its last few: read them as they come
+    for step in range(1, 401):
+        loss = ddp(torch.randn(32, 64)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % 20 == 0:
+            [state] = [s for s in dynamiccl_pg.stats()["states"]["cpu"]
+                       if s["op"] == "allreduce" and s["exposure"] == "overlapped"]
+            events += [e for e in state["events"] if e not in events]
+    return state, events, dynamiccl_pg.decision_hash()
+
+
+def test_an_arm_faster_per_call_but_slower_for_the_step_is_not_adopted():
+    # Every schedule of ours slows the compute beside it by BUSY_US a call; the step-time guard is
+    # set out of reach so that the step trials alone decide.
+    results = run_ranks(_ddp_steps_next_to_busy_arms, 4, env={
+        "DYNAMICCL_TEST_BUSY_ARM": f"*:{BUSY_US}", "DYNAMICCL_STEP_REGRESSION": "100"},
+        timeout=500)
+    state, events, _ = results[0]
+    assert all(r[2] == results[0][2] for r in results), "decisions differ across ranks"
+    arms = {a["name"]: a for a in state["arms"]}
+    trialed = [e["to"] for e in events if e["what"] == "step trial" and e["from"] == "default"]
+    assert trialed, f"no step trial ran: the test shows nothing: {events}"
+    # Faster per call: each trialed arm was confidently cheaper than the default in its own
+    # duration (what opens such a trial, and what the per-call learner adopts on).
+    for arm in trialed:
+        assert arms[arm]["center_us"] < arms["default"]["center_us"], (arm, state)
+    assert any(e["what"] == "rejected: longer steps" for e in events), events
+    assert not any(e["what"].startswith("adopted") for e in events), events
+    assert state["incumbent"] == "default", state

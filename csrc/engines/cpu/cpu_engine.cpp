@@ -71,8 +71,7 @@ c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::run_schedule(const CpuCallArg
   auto task = [this, future, action, in, out, op = args.op, root = args.root, red = args.reduction,
                outputs = args.outputs.vec(), gather_into = args.gather_into.vec(),
                scatter_from = args.scatter_from.vec(), tag = call_tag(next_tag_++, action),
-               delay = action.algo == delayed_schedule_ ? delay_
-                                                        : std::chrono::microseconds(0)]() mutable {
+               delay = slow_.on(action.algo), debt = busy_.on(action.algo)]() mutable {
     at::NoGradGuard no_grad;  // grad mode is per thread: this one only moves data
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
     try {
@@ -96,6 +95,8 @@ c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::run_schedule(const CpuCallArg
       future->setError(std::current_exception());
       return;
     }
+    // Before completion: a caller that waits on this call pays the debt at its next collective.
+    if (debt.count() > 0) test_debt_us_.fetch_add(debt.count());
     future->markCompleted(c10::IValue(outputs));
   };
   worker_.enqueue(std::move(storages), std::move(task));

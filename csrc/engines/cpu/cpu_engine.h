@@ -5,8 +5,10 @@
 
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include "core/types.h"
@@ -52,10 +54,20 @@ class CpuEngine {
                                                     const Action& action);
 
   void set_timeout(std::chrono::milliseconds t) { channel_.set_timeout(t); }
-  // Tests only: every call on `schedule` (an Action's algo) sleeps `delay` first.
-  void delay_schedule_for_tests(int schedule, std::chrono::microseconds delay) {
-    delayed_schedule_ = schedule;
-    delay_ = delay;
+  // Tests only (DYNAMICCL_TEST_SLOW_ARM / _BUSY_ARM), for `schedule` (an Action's algo;
+  // kEverySchedule: all of ours). Slow: every call sleeps `us` first. Busy: every call slows the
+  // caller's compute by `us`, which the caller pays at its next collective (pay_test_debt), outside
+  // any call's duration: an arm that holds the cores the step's compute needs.
+  static constexpr int kEverySchedule = -2;
+  void slow_schedule_for_tests(int schedule, std::chrono::microseconds us) {
+    slow_ = {schedule, us};
+  }
+  void busy_schedule_for_tests(int schedule, std::chrono::microseconds us) {
+    busy_ = {schedule, us};
+  }
+  void pay_test_debt() {
+    const int64_t us = test_debt_us_.exchange(0);
+    if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
   }
   // Runs what is queued, then joins the threads.
   void stop() { worker_.stop(); }
@@ -64,8 +76,15 @@ class CpuEngine {
   P2PChannel channel_;
   ScheduleWorker worker_;
   uint32_t next_tag_ = 0;
-  int delayed_schedule_ = -1;
-  std::chrono::microseconds delay_{0};
+  struct TestEffect {
+    int schedule = -1;  // none
+    std::chrono::microseconds us{0};
+    std::chrono::microseconds on(int algo) const {
+      return schedule == algo || schedule == kEverySchedule ? us : std::chrono::microseconds(0);
+    }
+  };
+  TestEffect slow_, busy_;
+  std::atomic<int64_t> test_debt_us_{0};
 };
 
 }  // namespace dynamiccl
