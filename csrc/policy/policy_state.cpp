@@ -398,6 +398,10 @@ void PolicyState::switch_to_cheapest(double keep) {
 // is wider than a single test's: about 3 standard errors keeps the chance that a neutral arm is
 // judged either way over 40 looks near 5%.
 constexpr double kTrialZ = 3.0;
+// Before trial_pairs, a verdict needs stronger evidence, kTrialZ * sqrt(trial_pairs / pairs) (an
+// O'Brien-Fleming-like boundary: a clear effect ends its trial early, a faint one waits), and at
+// least this many pairs (the spread of fewer says little).
+constexpr double kFirstLookPairs = 4;
 // A trial whose state runs in most steps stops without a verdict after this many steps per pair
 // it needed (max_trial_pairs), if its pairs have not come.
 constexpr uint64_t kMaxTrialStepsPerPair = 16;
@@ -501,7 +505,8 @@ void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_ste
 }
 
 // The verdict: adopted when the challenger confidently shortens the step by kStepTrialMargin of
-// it; rejected when it confidently lengthens it (on a spent budget, from the second pair on);
+// it; rejected when it confidently lengthens it (on a spent budget, from the second pair on;
+// otherwise from kFirstLookPairs on, on evidence that must be the stronger the fewer the pairs);
 // after max_trial_pairs without either, no effect: the incumbent stays. On a spent budget a trial
 // that does not pay back ends: rejected if its own pairs cost step time, otherwise stopped
 // without a verdict (the budget went to other states' probes: it is tried again once it allows).
@@ -531,12 +536,14 @@ void PolicyState::evaluate_trial() {
       return end_trial("stopped: too few comparable steps", TrialEnd::kStopped);
     }
   }
-  if (pairs < static_cast<uint64_t>(head_.trial_pairs)) return;
+  const double wanted = head_.trial_pairs;
+  if (pairs < std::min(kFirstLookPairs, wanted)) return;
+  const double z = kTrialZ * std::sqrt(std::max(1.0, wanted / static_cast<double>(pairs)));
   const double mean = trial_.deltas.mean();
   const double se = trial_.stderr_us();
   const double margin = kStepTrialMargin * trial_.incumbent_steps.mean();
-  if (mean + kTrialZ * se < -margin) return end_trial("adopted: shorter steps", TrialEnd::kAdopted);
-  if (mean - kTrialZ * se > 0) return end_trial("rejected: longer steps", TrialEnd::kRejected);
+  if (mean + z * se < -margin) return end_trial("adopted: shorter steps", TrialEnd::kAdopted);
+  if (mean - z * se > 0) return end_trial("rejected: longer steps", TrialEnd::kRejected);
   if (pairs >= static_cast<uint64_t>(head_.max_trial_pairs)) {
     end_trial("no effect on the step: kept", TrialEnd::kRejected);
   }

@@ -178,6 +178,20 @@ TEST(StepTrials, AnArmThatShortensTheStepIsAdopted) {
   EXPECT_TRUE(std::all_of(last.begin(), last.end(), [](uint16_t a) { return a == 1; }));
 }
 
+// A verdict before trial_pairs needs evidence the stronger the fewer the pairs: a clear effect
+// ends its trial early, a faint one is judged on trial_pairs or more, as before.
+TEST(StepTrials, AClearEffectOnTheStepEndsItsTrialEarlyAFaintOneWaitsForTrialPairs) {
+  const uint64_t wanted = static_cast<uint64_t>(HeadConfig{}.trial_pairs);
+  Learner clear_learner(config(), std::make_shared<TwoArmCatalog>());
+  const StateStats clear = run_steps(clear_learner, {{100, 60}, {50, 10}}, 400, true);
+  EXPECT_EQ(clear.trial.verdict, "adopted: shorter steps");
+  EXPECT_LT(clear.trial.pairs, wanted);
+  Learner faint_learner(config(), std::make_shared<TwoArmCatalog>());
+  const StateStats faint = run_steps(faint_learner, {{100, 60}, {50, 45}}, 400, true);
+  EXPECT_EQ(faint.trial.verdict, "adopted: shorter steps");
+  EXPECT_GE(faint.trial.pairs, wanted);
+}
+
 TEST(StepTrials, NoEffectOnTheStepKeepsTheDefault) {
   Learner learner(config(), std::make_shared<TwoArmCatalog>());
   // Hidden entirely: the step does not change, whatever the call takes.
@@ -455,7 +469,7 @@ TEST(StepTrials, AFootprintTrialStoppedByAnotherStatesSpendingIsTriedAgain) {
     const std::vector<StateStats> st = l.stats();
     return !st.empty() && st[0].trial.verdict == "running" && st[0].trial.challenger == "half";
   };
-  const auto [b, l] = run_two_states(learner, {{100, 60}, {120, 20}, {140, 80}}, {100, 2e4, 100},
+  const auto [b, l] = run_two_states(learner, {{100, 60}, {120, 40}, {140, 80}}, {100, 2e4, 100},
                                      6000, footprint_trial_running);
   EXPECT_GE(l.arms.at(1).samples, 1u);
   bool stopped = false;
