@@ -1,6 +1,6 @@
-"""Turns one examples/train_ddp.py run (rank 0's output, and for dynamiccl its call trace) into
-one JSON line: median step time, the learned-choices table it printed, the gradient buckets,
-and when learning settled.
+"""Turns one examples/train_ddp.py run (rank 0's output, and for dynamiccl its call trace and
+--stats-json file) into one JSON line: median step time, the learned-choices table it printed,
+the gradient buckets, when learning settled, and the step trials' verdicts.
 
 Settling, per learned state (all-reduce size bin): the step from which the exploited arm (the
 one non-probe calls ran) never changed again, how many probes came after that step (the
@@ -82,10 +82,30 @@ def parse_trace(path: str, steps: int, world: int) -> dict:
     return {"allreduces_per_step": per_step, "bucket_bytes": bucket_bytes, "states": states}
 
 
+# What a state's events say about its step trials (the state keeps its last few events).
+TRIAL_EVENTS = ("trial", "adopted", "rejected", "no effect", "stopped")
+
+
+def parse_stats(path: str) -> list:
+    """Per all-reduce state: its step trials and verdicts, in order ("step trial: default -> rd",
+    "rejected: longer steps", "adopted: shorter steps: default -> rd")."""
+    with open(path) as f:
+        stats = json.load(f)["stats"]
+    out = []
+    for s in stats["states"]["cpu"] if stats else []:
+        trials = [e["what"] + (f": {e['from']} -> {e['to']}" if e["from"] != e["to"] else "")
+                  for e in s["events"] if any(word in e["what"] for word in TRIAL_EVENTS)]
+        if s["op"] == "allreduce" and trials:
+            out.append({"size_bin": f">={size_label(s['size_bin'])}", "exposure": s["exposure"],
+                        "trials": trials})
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--log", required=True)
     p.add_argument("--trace", default="")
+    p.add_argument("--stats", default="", help="the run's --stats-json file")
     p.add_argument("--config", required=True)
     p.add_argument("--args", default="")
     p.add_argument("--backend", required=True)
@@ -99,6 +119,8 @@ def main() -> None:
         raise SystemExit(f"{a.log}: no 'median step' line; did the run fail?")
     if a.backend.startswith("dynamiccl") and a.trace and os.path.exists(a.trace):
         rec["trace"] = parse_trace(a.trace, a.steps, rec["world"])
+    if a.backend.startswith("dynamiccl") and a.stats and os.path.exists(a.stats):
+        rec["step_trials"] = parse_stats(a.stats)
     print(json.dumps(rec))
 
 

@@ -229,6 +229,13 @@ def e2e_section(e2e, cfgs):
                              f"{t.get('final_arm_from_step', '-')} | "
                              f"{t.get('probes_after', '-')} | {t.get('last_probe_step', '-')} |")
         lines.append("")
+        trials = [(i, t) for i, r in enumerate(dcl) for t in r.get("step_trials", [])]
+        if trials:  # older records have none
+            lines += ["Step trials (the last events each state kept):", "",
+                      "| run | size bin | exposure | trials |", "|---|---|---|---|"]
+            lines += [f"| {i} | {t['size_bin']} | {t['exposure']} | {'; '.join(t['trials'])} |"
+                      for i, t in trials]
+            lines.append("")
     return lines
 
 

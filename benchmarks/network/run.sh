@@ -253,12 +253,12 @@ if has_stage e2e; then
         read -r -a variant_args <<<"${variant#*|}"
         echo "[network] e2e: $name, $backend, run $rep ($((($(date +%s) - START) / 60)) min so far)"
         log="$LOGS/e2e-$name-$backend-$rep.log"
-        rm -f "$LOGS"/trace.*
+        rm -f "$LOGS"/trace.* "$LOGS/stats.json"
         run_ranks 4 env DYNAMICCL_TRACE="$LOGS/trace" \
           "$PY" "$ROOT/examples/train_ddp.py" "${variant_args[@]}" --steps "$E2E_STEPS" \
-          "${cfg_args[@]}" | tee "$log"
+          "${cfg_args[@]}" --stats-json "$LOGS/stats.json" | tee "$log"
         PYTHONPATH="$LOGS/pkg" "$PY" "$HERE/e2e_parse.py" --log "$log" \
-          --trace "$LOGS/trace.rank0.jsonl" \
+          --trace "$LOGS/trace.rank0.jsonl" --stats "$LOGS/stats.json" \
           --config "$name" --args "${cfg#*|}" --backend "$backend" --run "$rep" \
           --steps "$E2E_STEPS" >>"$OUT/e2e.jsonl"
       done
