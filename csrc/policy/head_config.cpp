@@ -35,7 +35,7 @@ const std::vector<HeadSetting>& head_settings() {
       {"settle_calls", nullptr, &H::settle_calls, 1, kBig, false,
        "calls without an event after which a converged state settles"},
       {"trial_pairs", nullptr, &H::trial_pairs, 2, kBig, false,
-       "overlapped states: step pairs before a step trial may decide"},
+       "overlapped states: step pairs before a step trial decides (from 4, on clearer evidence)"},
       {"max_trial_pairs", nullptr, &H::max_trial_pairs, 2, kBig, false,
        "overlapped states: step pairs after which an undecided trial keeps the incumbent"},
   };

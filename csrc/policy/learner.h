@@ -79,7 +79,7 @@ struct HeadConfig {
   double regret_budget = 0.01;   // what learning may cost over the default, fraction of its time
   int settle_calls = 256;        // exploit calls without an event before a state settles
   // Overlapped states: a challenger that won on duration is adopted only after a step trial.
-  int trial_pairs = 8;       // step pairs before a trial may give its verdict
+  int trial_pairs = 8;       // step pairs before a trial gives its verdict (earlier: clearer)
   int max_trial_pairs = 48;  // pairs after which an undecided trial keeps the incumbent
 };
 
