@@ -95,7 +95,7 @@ c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::run_schedule(const CpuCallArg
       future->setError(std::current_exception());
       return;
     }
-    // Before completion: a caller that waits on this call pays the debt at its next collective.
+    // Before completion: a caller that has waited on this call finds its debt.
     if (debt.count() > 0) test_debt_us_.fetch_add(debt.count());
     future->markCompleted(c10::IValue(outputs));
   };
