@@ -113,9 +113,9 @@ ENV_VARS = {
                                 "that schedule (* for all of ours), e.g. tree:2000 (a "
                                 "deliberately bad arm)"),
     "DYNAMICCL_TEST_BUSY_ARM": ("", "tests only: ARM:MICROSECONDS: every CPU call run on that "
-                                "schedule (* for all of ours) slows the caller's compute by that "
-                                "much, unseen in the call's own duration (an arm faster per call "
-                                "but slower for the step)"),
+                                "schedule (* for all of ours) slows its step's compute by that "
+                                "much, paid where the step ends, unseen in the call's own duration "
+                                "(an arm faster per call but slower for the step)"),
     "DYNAMICCL_EMULATE_NCCL": ("", "a simulator scenario file: CPU tensors take the NCCL branch, "
                                "run by an emulated NCCL on the scenario's cluster and truth "
                                "(tests and demos without a GPU)"),
@@ -248,8 +248,10 @@ def parse_heads(value: str, name: str = "DYNAMICCL_HEADS") -> list:
     return out
 
 
-def parse_test_arm(name: str, value: str) -> Optional[tuple]:
-    """``"tree:2000"`` -> ("tree", 2000); "" -> None. The arm name is checked by the backend."""
+def parse_test_arm(name: str) -> Optional[tuple]:
+    """The variable ``name``: ``"tree:2000"`` -> ("tree", 2000); unset -> None. The arm name is
+    checked by the backend."""
+    value = _env(name)
     if not value:
         return None
     arm, colon, us = value.partition(":")
@@ -291,8 +293,8 @@ def resolve(options: Optional[Options] = None) -> dict:
         "nccl_plugin": _choice("DYNAMICCL_NCCL_PLUGIN", _env("DYNAMICCL_NCCL_PLUGIN"),
                                ("0", "1")) == "1",
         "topology_override": _topology_override(),
-        "test_slow_arm": parse_test_arm("DYNAMICCL_TEST_SLOW_ARM", _env("DYNAMICCL_TEST_SLOW_ARM")),
-        "test_busy_arm": parse_test_arm("DYNAMICCL_TEST_BUSY_ARM", _env("DYNAMICCL_TEST_BUSY_ARM")),
+        "test_slow_arm": parse_test_arm("DYNAMICCL_TEST_SLOW_ARM"),
+        "test_busy_arm": parse_test_arm("DYNAMICCL_TEST_BUSY_ARM"),
         "emulate_nccl": _emulated_scenario(_env("DYNAMICCL_EMULATE_NCCL")),
         "emulate_nccl_fault": parse_emulation_fault(_env("DYNAMICCL_EMULATE_NCCL_FAULT")),
         "emulate_nccl_version": _choice("DYNAMICCL_EMULATE_NCCL_VERSION",

@@ -238,13 +238,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c, NativeF
   TORCH_CHECK(!shut_down_, "dynamiccl: ", op_name(c.op), " issued after shutdown()");
   if (!consensus_.failure().empty()) C10_THROW_ERROR(DistBackendError, consensus_.failure());
   if (config_.check_calls) check_call_agrees(c);
-  // Tests only: what busy arms took from the compute is paid before the step ends, where the
-  // framework ends it: the same debt at the same call on every rank. (Paid at any call, a rank
-  // whose busy call completed later would pay one call later, and the skew would land in the
-  // calls' durations.)
-  if (!config_.test_busy_arm.arm.empty() && (step_end_pending_ || !framework_marks_steps_)) {
-    cpu_->pay_test_debt();
-  }
   const CallRecord rec = decide(c, route(c));
   Issued issued = issue(c, rec, native);
   // No Work and no future: the engine ran the call synchronously on the caller's stream
@@ -317,6 +310,10 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
 }
 
 void ProcessGroupDynamicCCL::end_step() {
+  // Tests only (DYNAMICCL_TEST_BUSY_ARM): what busy arms took from the step's compute, paid as the
+  // step ends: the same debt at the same call on every rank. (Paid at any call, a rank whose busy
+  // call completed later would pay one call later, and the skew would land in calls' durations.)
+  if (cpu_) cpu_->pay_test_debt();
   for (auto& learner : learners_) {
     if (learner) learner->mark_step();
   }

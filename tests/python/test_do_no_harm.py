@@ -78,13 +78,11 @@ BUSY_US = 10000  # per call: more than any schedule saves per call at these size
 
 
 def _ddp_steps_next_to_busy_arms(rank, size):
+    from examples.train_ddp import build_model
     torch.manual_seed(0)
-    # The main job's model: two ~0.5 MiB buckets overlap the backward pass, a small last one
-    # does not (test_exposure.py).
-    model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 512), nn.ReLU(),
-                          nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 16), nn.ReLU(),
-                          nn.Linear(16, 1))
-    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.25)
+    # The main job's model and buckets: two ~0.5 MiB buckets overlap the backward pass, a small
+    # last one does not (test_exposure.py).
+    ddp = nn.parallel.DistributedDataParallel(build_model(256), bucket_cap_mb=0.25)
     dynamiccl_pg.register_ddp_hook(ddp)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     events = []  # a state keeps its last few: read them as they come

@@ -56,8 +56,8 @@ class CpuEngine {
   void set_timeout(std::chrono::milliseconds t) { channel_.set_timeout(t); }
   // Tests only (DYNAMICCL_TEST_SLOW_ARM / _BUSY_ARM), for `schedule` (an Action's algo;
   // kEverySchedule: all of ours). Slow: every call sleeps `us` first. Busy: every call slows the
-  // caller's compute by `us`, which the caller pays (pay_test_debt) before the step ends, outside
-  // any call's duration: an arm that holds the cores the step's compute needs.
+  // caller's compute by `us`, which the caller pays (pay_test_debt) as its step ends, outside any
+  // call's duration: an arm that holds the cores the step's compute needs.
   static constexpr int kEverySchedule = -2;
   void slow_schedule_for_tests(int schedule, std::chrono::microseconds us) {
     slow_ = {schedule, us};
