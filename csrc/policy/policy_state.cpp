@@ -408,7 +408,8 @@ constexpr uint64_t kMaxTrialStepsPerPair = 16;
 
 // Faster per call (not a footprint or tie trial) while holding no more of the machine.
 bool PolicyState::pays_back(int challenger, TrialKind kind) const {
-  return kind == TrialKind::kFaster && slots_[challenger].footprint <= slots_[incumbent_].footprint;
+  return kind == TrialKind::kFaster && !per_call_misleads_ &&
+         slots_[challenger].footprint <= slots_[incumbent_].footprint;
 }
 
 // A trial costs step time only if its challenger lengthens the step: one that pays back may run
@@ -516,7 +517,7 @@ void PolicyState::evaluate_trial() {
   if (!group_->allows(0)) {
     const bool costs = pairs >= 2 && trial_.deltas.mean() > 0;
     if (costs && trial_.deltas.mean() - kTrialZ * trial_.stderr_us() > 0) {
-      return end_trial("rejected: longer steps", TrialEnd::kRejected);
+      return reject_for_longer_steps();
     }
     if (!pays_back(trial_.challenger, trial_.kind)) {
       return costs ? end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kRejected)
@@ -543,10 +544,19 @@ void PolicyState::evaluate_trial() {
   const double se = trial_.stderr_us();
   const double margin = kStepTrialMargin * trial_.incumbent_steps.mean();
   if (mean + z * se < -margin) return end_trial("adopted: shorter steps", TrialEnd::kAdopted);
-  if (mean - z * se > 0) return end_trial("rejected: longer steps", TrialEnd::kRejected);
+  if (mean - z * se > 0) return reject_for_longer_steps();
   if (pairs >= static_cast<uint64_t>(head_.max_trial_pairs)) {
     end_trial("no effect on the step: kept", TrialEnd::kRejected);
   }
+}
+
+// A faster arm that lengthens the step shows that this state's per-call savings are not step
+// savings: its later trials and probes wait for the do-no-harm budget like any other. (In real
+// processes, with every arm of ours taking the compute's cores, a state trialed each faster arm
+// in turn, each lengthening the step.)
+void PolicyState::reject_for_longer_steps() {
+  per_call_misleads_ = per_call_misleads_ || trial_.kind == TrialKind::kFaster;
+  end_trial("rejected: longer steps", TrialEnd::kRejected);
 }
 
 void PolicyState::end_trial(const char* verdict, TrialEnd end) {

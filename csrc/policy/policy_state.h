@@ -339,7 +339,10 @@ class PolicyState {
   // socket transport: 18-51x the default) stops every state's probes for thousands of calls, a
   // winning arm's too.
   bool repays(const ArmSlot& a) const {
-    if (a.view.n == 0 || a.step_rejected || (a.view.n == 1 && tail_ > 0)) return false;
+    if (a.view.n == 0 || a.step_rejected || (a.view.n == 1 && tail_ > 0) ||
+        (per_call_misleads_ && judged_by_step())) {
+      return false;
+    }
     const double half_width = a.view.n == 1 ? kConfidenceZ * slots_[default_slot_].view.spread
                                             : a.view.half_width;
     return a.view.center + half_width + probe_measure_us_ < ref_us_;
@@ -431,6 +434,7 @@ class PolicyState {
   // allow (retry_stopped_trial), a footprint trial's once the descent proposes it.
   enum class TrialEnd { kAdopted, kRejected, kStopped };
   void end_trial(const char* verdict, TrialEnd end);
+  void reject_for_longer_steps();
   int widest_target() const;
   void set_prior_ratios();  // each arm's prior cost relative to the default's (constructor)
   void refresh_views();     // views of arms whose costs arrived since the last refresh
@@ -524,6 +528,9 @@ class PolicyState {
   } trial_;
   bool footprint_done_ = false;  // a footprint trial did not shorten the step: no more of them
   bool tie_done_ = false;        // a tie trial did not shorten it: none until the next adoption
+  // A trial of an arm faster per call found it lengthens the step: this state's per-call savings
+  // are not step savings, so nothing it does counts as paying back any more (pays_back, repays).
+  bool per_call_misleads_ = false;
   // A step trial that stopped without a verdict: its challenger, to trial again once it may.
   int retry_challenger_ = -1;
 };
