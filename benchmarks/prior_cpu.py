@@ -1,6 +1,7 @@
 """The learned prior on CPU, real processes: train on the main job's policies at two model sizes,
 then start a third size from the trained prior and compare it with a cold start (the analytic
-prior): probes the learner spent and the median step (second half).
+prior): probes until each state first converged, probes in all (re-checks and re-opens after
+convergence included) and the median step (second half).
 
     PYTHONPATH=. python benchmarks/prior_cpu.py --out benchmarks/results/prior_cpu.md
 
@@ -35,6 +36,7 @@ def train_ddp_stats(ranks, steps, train_args, stats_json, env_extra=None):
     states = data["stats"]["states"]["cpu"] if data["stats"] else []
     return {"median_step_ms": data["median_step_ms"], "stats": data["stats"],
             "probes": sum(s["probes"] for s in states),
+            "probes_to_converge": sum(s["probes_to_converge"] for s in states),
             "states": len([s for s in states if len(s["arms"]) > 1])}
 
 
@@ -74,18 +76,26 @@ def main(argv=None) -> int:
              f"`--hidden {args.train_sizes[1]}` ({args.ranks} ranks, {args.steps} steps each); "
              f"then `--hidden {args.test_size}`, cold (analytic prior) and from the trained "
              f"prior, alternating, {args.repeats} times.", "",
-             "| run | probes (all states) | tuned states | median step (second half), ms |",
-             "|---|---|---|---|"]
+             "| run | probes to converge | probes in all | tuned states | "
+             "median step (second half), ms |",
+             "|---|---|---|---|---|"]
     for kind, rs in runs.items():
         for i, res in enumerate(rs):
-            lines.append(f"| {kind} {i + 1} | {res['probes']} | {res['states']} | "
-                         f"{res['median_step_ms']:.2f} |")
-    med = {k: (statistics.median(r["probes"] for r in rs),
-               statistics.median(r["median_step_ms"] for r in rs)) for k, rs in runs.items()}
-    lines += ["", f"Median probes: cold {med['cold'][0]:.0f}, prior {med['prior'][0]:.0f} "
-              f"({med['cold'][0] / max(med['prior'][0], 1):.2f}x fewer); median step: cold "
-              f"{med['cold'][1]:.2f} ms, prior {med['prior'][1]:.2f} ms "
-              f"(prior / cold {med['prior'][1] / med['cold'][1]:.3f}).", ""]
+            lines.append(f"| {kind} {i + 1} | {res['probes_to_converge']} | {res['probes']} | "
+                         f"{res['states']} | {res['median_step_ms']:.2f} |")
+    med = {k: {key: statistics.median(r[key] for r in rs)
+               for key in ("probes_to_converge", "probes", "median_step_ms")}
+           for k, rs in runs.items()}
+    cold, prior = med["cold"], med["prior"]
+
+    def fewer(key):
+        return (f"cold {cold[key]:.0f}, prior {prior[key]:.0f} "
+                f"({cold[key] / max(prior[key], 1):.2f}x fewer)")
+
+    lines += ["", f"Medians: probes to converge {fewer('probes_to_converge')}; probes in all "
+              f"{fewer('probes')}; step cold {cold['median_step_ms']:.2f} ms, prior "
+              f"{prior['median_step_ms']:.2f} ms (prior / cold "
+              f"{prior['median_step_ms'] / cold['median_step_ms']:.3f}).", ""]
     with open(args.out, "w") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))

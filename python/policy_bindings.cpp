@@ -54,6 +54,7 @@ py::dict state_stats_to_py(const StateStats& s) {
   d["phase"] = s.phase;
   d["calls"] = s.calls;
   d["probes"] = s.probes;
+  d["probes_to_converge"] = s.probes_to_converge;
   d["alarms"] = s.alarms;
   d["frozen"] = s.frozen;
   d["converged_at_call"] = s.converged_at_call;

@@ -179,6 +179,9 @@ struct StateStats {
   uint64_t calls = 0;
   uint64_t measured_calls = 0;  // calls whose cost the state asked for
   uint64_t probes = 0;
+  // Probes before the state first converged (all of them while it has not): what learning it
+  // took, without the runner-up re-checks and re-opens after.
+  uint64_t probes_to_converge = 0;
   uint32_t alarms = 0;             // CUSUM re-openings
   bool frozen = false;             // a guard froze exploration
   uint64_t converged_at_call = 0;  // call count at which probing ended last (0 = not yet)

@@ -701,6 +701,7 @@ void PolicyState::converge() {
   note("converged", focus_from_ >= 0 ? focus_from_ : incumbent_, incumbent_);
   phase_ = LearnPhase::kExploit;
   converged_at_call_ = calls_;
+  if (!probes_to_converge_) probes_to_converge_ = probes_;
   quiet_since_ = calls_;
   // By now the state has seen enough costs to know whether its noise has a tail: if it has,
   // an elimination on a single cost may have been an outlier, and gets one more probe.
@@ -911,6 +912,7 @@ void PolicyState::restore(const StateSnapshot& snap, const std::vector<Arm>& arm
   // incumbent cost (a changed cluster then shows up as an alarm and re-opens probing).
   phase_ = LearnPhase::kExploit;
   converged_at_call_ = calls_;
+  probes_to_converge_ = 0;
   unsettle();
   budget_ppm_ = converged_ppm_;
   rr_cursor_ = 0;
@@ -942,6 +944,7 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
   st.budget_us = head_.regret_budget * ref_us_ * static_cast<double>(calls_);  // its share
   st.events = events_;
   st.probes = probes_;
+  st.probes_to_converge = probes_to_converge_.value_or(probes_);
   st.alarms = alarms_;
   st.frozen = frozen_;
   st.converged_at_call = converged_at_call_;

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "core/types.h"
@@ -492,6 +493,7 @@ class PolicyState {
   uint64_t calls_ = 0;
   uint64_t measured_calls_ = 0;
   uint64_t probes_ = 0;
+  std::optional<uint64_t> probes_to_converge_;  // probes_ when the state first converged
   uint32_t alarms_ = 0;
   uint64_t converged_at_call_ = 0;
   Cusum cusum_;

@@ -233,12 +233,18 @@ TEST(Learner, ReadaptsAfterAPlantedShift) {
   ASSERT_EQ(st.incumbent, 2);
   ASSERT_TRUE(converged(st));
   const uint32_t alarms = st.alarms;
+  const uint64_t probes_to_converge = st.probes_to_converge;
+  EXPECT_GT(probes_to_converge, 0u);
+  EXPECT_LE(probes_to_converge, st.probes);
   d.run(ctx, 6000);
   st = state_stats(l, 0);
   EXPECT_GT(st.alarms, alarms);
   EXPECT_EQ(st.incumbent, 1);
   EXPECT_TRUE(converged(st));
   EXPECT_GT(st.converged_at_call, shift_at);
+  // The re-open's probes count in all, not in what the first convergence took.
+  EXPECT_EQ(st.probes_to_converge, probes_to_converge);
+  EXPECT_GT(st.probes, probes_to_converge);
 }
 
 TEST(Learner, RunnerUpRecheckFindsAnArmThatBecameCheaper) {
