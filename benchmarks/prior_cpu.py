@@ -37,7 +37,8 @@ def train_ddp_stats(ranks, steps, train_args, stats_json, env_extra=None):
     return {"median_step_ms": data["median_step_ms"], "stats": data["stats"],
             "probes": sum(s["probes"] for s in states),
             "probes_to_converge": sum(s["probes_to_converge"] for s in states),
-            "states": len([s for s in states if len(s["arms"]) > 1])}
+            "states": len([s for s in states if len(s["arms"]) > 1]),
+            "frozen": len([s for s in states if s["frozen"]])}
 
 
 def train_ddp(ranks, hidden, steps, stats_json, env_extra=None, save_policy=""):
@@ -76,13 +77,13 @@ def main(argv=None) -> int:
              f"`--hidden {args.train_sizes[1]}` ({args.ranks} ranks, {args.steps} steps each); "
              f"then `--hidden {args.test_size}`, cold (analytic prior) and from the trained "
              f"prior, alternating, {args.repeats} times.", "",
-             "| run | probes to converge | probes in all | tuned states | "
+             "| run | probes to converge | probes in all | tuned states | frozen by a guard | "
              "median step (second half), ms |",
-             "|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|"]
     for kind, rs in runs.items():
         for i, res in enumerate(rs):
             lines.append(f"| {kind} {i + 1} | {res['probes_to_converge']} | {res['probes']} | "
-                         f"{res['states']} | {res['median_step_ms']:.2f} |")
+                         f"{res['states']} | {res['frozen']} | {res['median_step_ms']:.2f} |")
     med = {k: {key: statistics.median(r[key] for r in rs)
                for key in ("probes_to_converge", "probes", "median_step_ms")}
            for k, rs in runs.items()}

@@ -20,7 +20,11 @@ namespace dynamiccl {
 namespace {
 
 constexpr int kNumKeys = kNumRoles * kNumOps * kNumSizeBins * kNumExposures * 2;
-// Step-time rounds that serve as the baseline until a round ran on the default arm only.
+// The step-time guard's baseline: the mean of the rounds that ran the default arm only once there
+// are this many, until then the median of the job's first this many rounds, whatever ran in them.
+// Found on the main job (4 ranks on 2 cores): the baseline used to be the one default-only round
+// before probing began (5 steps); a lucky one froze both states at step 20 in 4 of 22 runs, on
+// the default's 16 ms steps against 9-10 ms tuned.
 constexpr int kFirstRounds = 3;
 // Consecutive regressed rounds before the step-time guard acts: one slow round (a checkpoint
 // write, an evaluation pass) must not freeze a whole job's exploration for good.
@@ -98,7 +102,7 @@ struct Learner::Impl {
   uint64_t window_nondefault = 0;  // non-default decisions in the current window
   double baseline_sum = 0;         // step times of default-only rounds
   int baseline_rounds = 0;
-  double first_sum = 0;  // step times of the first rounds (fallback baseline)
+  std::array<double, kFirstRounds> first_times{};  // step times of the job's first rounds
   int first_rounds = 0;
   int regressed_rounds = 0;  // consecutive
   double best_loss = INFINITY;
@@ -167,29 +171,29 @@ struct Learner::Impl {
   }
 
   // Guards (docs/architecture.md, "Guards"), fed only by the rank-reduced signals of the round:
-  //  - step time: the baseline is the mean step time of rounds whose window ran the default arm
-  //    only (no non-default decision, no non-default cost reported); until one exists, the mean
-  //    of the first kFirstRounds rounds. kRegressionRounds consecutive rounds slower than
-  //    baseline * (1 + step_regression) while non-default arms ran freeze exploration;
+  //  - step time (step_baseline()): after the first kFirstRounds rounds, kRegressionRounds
+  //    consecutive rounds slower than baseline * (1 + step_regression) while non-default arms
+  //    ran (a non-default decision or cost in the window) freeze exploration;
   //  - loss: rounds in which the loss set no new minimum are counted while some state is probing
   //    (a new minimum resets the count); loss_stall_rounds of them freeze exploration.
   // Freezing is for the rest of the run: every state, and every state created later, runs its
   // best known arm (lowest centre with the costs a comparison needs, provided the default has as
   // many in the same regime; else the default) and never probes.
+  // The median of the first rounds, so that one slowed by set-up or a stray pause does not set it.
+  double step_baseline() const {
+    if (baseline_rounds >= kFirstRounds) return baseline_sum / baseline_rounds;
+    std::array<double, kFirstRounds> t = first_times;
+    std::nth_element(t.begin(), t.begin() + kFirstRounds / 2, t.end());
+    return t[kFirstRounds / 2];
+  }
+
   void check_guards(const RoundResult& r, bool nondefault_used) {
     const double st = r.step_time_us;
     if (std::isfinite(st) && st > 0) {
-      if (!nondefault_used) {
-        baseline_sum += st;
-        ++baseline_rounds;
-        regressed_rounds = 0;
-      } else if (baseline_rounds == 0 && first_rounds < kFirstRounds) {
-        first_sum += st;
-        ++first_rounds;
-      } else {
-        const double base = baseline_rounds > 0 ? baseline_sum / baseline_rounds
-                                                : first_sum / first_rounds;
-        if (st > base * (1.0 + config.step_regression)) {
+      if (first_rounds < kFirstRounds) {
+        first_times[first_rounds++] = st;
+      } else if (nondefault_used) {
+        if (st > step_baseline() * (1.0 + config.step_regression)) {
           if (++regressed_rounds >= kRegressionRounds) {
             freeze_all();
             return;
@@ -197,6 +201,11 @@ struct Learner::Impl {
         } else {
           regressed_rounds = 0;
         }
+      }
+      if (!nondefault_used) {
+        baseline_sum += st;
+        ++baseline_rounds;
+        regressed_rounds = 0;
       }
     }
     const double loss = r.loss;

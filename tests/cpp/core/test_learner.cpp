@@ -372,6 +372,24 @@ TEST(Learner, StepTimeWithoutRegressionDoesNotFreeze) {
   EXPECT_EQ(state_stats(l, 0).incumbent, 1);
 }
 
+// The step-time baseline is not one round: a lucky first round (the only one before probing
+// began) froze the main job's states at step 20, on the default's steps, 1.7x the tuned ones.
+TEST(Learner, ALuckyFirstRoundDoesNotFreezeExplorationThatCostsNoMoreThanItsNoise) {
+  auto cat = catalog_of(5);
+  Learner l(bulk_config(), cat);
+  Driver d{l, fixed({100, 70, 90, 95, 110})};
+  int rounds = 0;
+  // Steps of 1000 µs on the default, 5% more in rounds that probe; the first round 15% less.
+  d.signals = [&rounds](RoundResult& r, const std::vector<Decision>& w) {
+    const bool other = std::any_of(w.begin(), w.end(),
+                                   [](const Decision& x) { return x.arm != kDefaultArm; });
+    r.step_time_us = rounds++ == 0 ? 850.0 : other ? 1050.0 : 1000.0;
+  };
+  d.run(make_ctx(Role::kDataParallel, 1 << 20), 3000);
+  EXPECT_FALSE(state_stats(l, 0).frozen);
+  EXPECT_EQ(state_stats(l, 0).incumbent, 1);
+}
+
 TEST(Learner, LossStallDuringExplorationFreezes) {
   auto cat = catalog_of(8);
   LearnerConfig cfg = bulk_config();
