@@ -29,6 +29,12 @@ constexpr int kFirstRounds = 3;
 // Consecutive regressed rounds before the step-time guard acts: one slow round (a checkpoint
 // write, an evaluation pass) must not freeze a whole job's exploration for good.
 constexpr int kRegressionRounds = 2;
+// A regressed round is also beyond the step time's own noise: kGuardZ of its round-to-round
+// standard deviation (with the baseline's error), estimated from the last kNoiseRounds rounds.
+// On the main job (4 ranks on 2 cores) rounds of ~5 steps spread 8-13% around their trend while
+// probing; 10% alone froze 6 of 22 runs' states on the default.
+constexpr double kGuardZ = 2.0;
+constexpr int kNoiseRounds = 16;
 
 inline int state_key(int role, int op, int bin, Exposure exposure, bool fused) {
   return (((role * kNumOps + op) * kNumSizeBins + bin) * kNumExposures +
@@ -104,7 +110,9 @@ struct Learner::Impl {
   int baseline_rounds = 0;
   std::array<double, kFirstRounds> first_times{};  // step times of the job's first rounds
   int first_rounds = 0;
-  int regressed_rounds = 0;  // consecutive
+  double last_step_time = 0;      // the previous round's
+  SampleWindow step_differences;  // |difference| of successive rounds' step times
+  int regressed_rounds = 0;       // consecutive
   double best_loss = INFINITY;
   int stalled_rounds = 0;  // rounds without a new best loss while some state probed
 
@@ -172,8 +180,9 @@ struct Learner::Impl {
 
   // Guards (docs/architecture.md, "Guards"), fed only by the rank-reduced signals of the round:
   //  - step time (step_baseline()): after the first kFirstRounds rounds, kRegressionRounds
-  //    consecutive rounds slower than baseline * (1 + step_regression) while non-default arms
-  //    ran (a non-default decision or cost in the window) freeze exploration;
+  //    consecutive rounds slower than baseline * (1 + step_regression), and beyond the step
+  //    time's noise (regression_bar()), while non-default arms ran (a non-default decision or
+  //    cost in the window) freeze exploration;
   //  - loss: rounds in which the loss set no new minimum are counted while some state is probing
   //    (a new minimum resets the count); loss_stall_rounds of them freeze exploration.
   // Freezing is for the rest of the run: every state, and every state created later, runs its
@@ -187,13 +196,30 @@ struct Learner::Impl {
     return t[kFirstRounds / 2];
   }
 
+  // Round-to-round standard deviation of the step time, from the median absolute difference of
+  // successive rounds: robust to slow drifts (the step shortening as learning converges) and to
+  // a minority of outlier rounds.
+  double step_noise() const {
+    return kMadToSigma * step_differences.median_recent(kNoiseRounds) / std::sqrt(2.0);
+  }
+
+  // What a round's step time must exceed to count as regressed.
+  double regression_bar() const {
+    const int n = std::max(baseline_rounds, kFirstRounds);  // rounds behind the baseline
+    return step_baseline() * (1.0 + config.step_regression) +
+           kGuardZ * step_noise() * std::sqrt(1.0 + 1.0 / n);
+  }
+
   void check_guards(const RoundResult& r, bool nondefault_used) {
     const double st = r.step_time_us;
     if (std::isfinite(st) && st > 0) {
+      if (last_step_time > 0)
+        step_differences.push(static_cast<float>(std::fabs(st - last_step_time)));
+      last_step_time = st;
       if (first_rounds < kFirstRounds) {
         first_times[first_rounds++] = st;
       } else if (nondefault_used) {
-        if (st > step_baseline() * (1.0 + config.step_regression)) {
+        if (st > regression_bar()) {
           if (++regressed_rounds >= kRegressionRounds) {
             freeze_all();
             return;

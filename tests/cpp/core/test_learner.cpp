@@ -390,6 +390,26 @@ TEST(Learner, ALuckyFirstRoundDoesNotFreezeExplorationThatCostsNoMoreThanItsNois
   EXPECT_EQ(state_stats(l, 0).incumbent, 1);
 }
 
+// Rounds whose step time spreads 12% (a busy shared machine) while probes cost 5%: the guard
+// does not take the noise for a regression, and still freezes on a regression of 60%.
+TEST(Learner, TheStepTimeGuardLooksBeyondTheStepTimesNoise) {
+  for (const double regression : {1.0, 1.6}) {
+    auto cat = catalog_of(5);
+    Learner l(bulk_config(), cat);
+    Driver d{l, fixed({100, 70, 90, 95, 110})};
+    std::mt19937 rng(7);
+    std::normal_distribution<double> gauss(0.0, 1.0);
+    d.signals = [&](RoundResult& r, const std::vector<Decision>& w) {
+      const bool other = std::any_of(w.begin(), w.end(),
+                                     [](const Decision& x) { return x.arm != kDefaultArm; });
+      const double slower = other ? (d.calls > 1500 ? regression : 1.05) : 1.0;
+      r.step_time_us = 1000.0 * slower * (1.0 + 0.12 * gauss(rng));
+    };
+    d.run(make_ctx(Role::kDataParallel, 1 << 20), 3000);
+    EXPECT_EQ(state_stats(l, 0).frozen, regression > 1.0) << regression;
+  }
+}
+
 TEST(Learner, LossStallDuringExplorationFreezes) {
   auto cat = catalog_of(8);
   LearnerConfig cfg = bulk_config();
