@@ -21,10 +21,9 @@ namespace {
 
 constexpr int kNumKeys = kNumRoles * kNumOps * kNumSizeBins * kNumExposures * 2;
 // The step-time guard's baseline: the mean of the rounds that ran the default arm only once there
-// are this many, until then the median of the job's first this many rounds, whatever ran in them.
-// Found on the main job (4 ranks on 2 cores): the baseline used to be the one default-only round
-// before probing began (5 steps); a lucky one froze both states at step 20 in 4 of 22 runs, on
-// the default's 16 ms steps against 9-10 ms tuned.
+// are this many, until then the median of the job's first this many rounds, whatever ran in them
+// (a job usually has one default-only round, before probing begins: a lucky one, as the baseline
+// alone, froze the main job's states at step 20 in 4 of 22 runs).
 constexpr int kFirstRounds = 3;
 // Consecutive regressed rounds before the step-time guard acts: one slow round (a checkpoint
 // write, an evaluation pass) must not freeze a whole job's exploration for good.
@@ -32,7 +31,7 @@ constexpr int kRegressionRounds = 2;
 // A regressed round is also beyond the step time's own noise: kGuardZ of its round-to-round
 // standard deviation (with the baseline's error), estimated from the last kNoiseRounds rounds.
 // On the main job (4 ranks on 2 cores) rounds of ~5 steps spread 8-13% around their trend while
-// probing; 10% alone froze 6 of 22 runs' states on the default.
+// probing: 10% alone is inside that.
 constexpr double kGuardZ = 2.0;
 constexpr int kNoiseRounds = 16;
 
@@ -178,16 +177,6 @@ struct Learner::Impl {
     for (PolicyState& s : states) s.freeze();
   }
 
-  // Guards (docs/architecture.md, "Guards"), fed only by the rank-reduced signals of the round:
-  //  - step time (step_baseline()): after the first kFirstRounds rounds, kRegressionRounds
-  //    consecutive rounds slower than baseline * (1 + step_regression), and beyond the step
-  //    time's noise (regression_bar()), while non-default arms ran (a non-default decision or
-  //    cost in the window) freeze exploration;
-  //  - loss: rounds in which the loss set no new minimum are counted while some state is probing
-  //    (a new minimum resets the count); loss_stall_rounds of them freeze exploration.
-  // Freezing is for the rest of the run: every state, and every state created later, runs its
-  // best known arm (lowest centre with the costs a comparison needs, provided the default has as
-  // many in the same regime; else the default) and never probes.
   // The median of the first rounds, so that one slowed by set-up or a stray pause does not set it.
   double step_baseline() const {
     if (baseline_rounds >= kFirstRounds) return baseline_sum / baseline_rounds;
@@ -210,11 +199,22 @@ struct Learner::Impl {
            kGuardZ * step_noise() * std::sqrt(1.0 + 1.0 / n);
   }
 
+  // Guards (docs/architecture.md, "Guards"), fed only by the rank-reduced signals of the round:
+  //  - step time (step_baseline()): after the first kFirstRounds rounds, kRegressionRounds
+  //    consecutive rounds slower than baseline * (1 + step_regression), and beyond the step
+  //    time's noise (regression_bar()), while non-default arms ran (a non-default decision or
+  //    cost in the window) freeze exploration;
+  //  - loss: rounds in which the loss set no new minimum are counted while some state is probing
+  //    (a new minimum resets the count); loss_stall_rounds of them freeze exploration.
+  // Freezing is for the rest of the run: every state, and every state created later, runs its
+  // best known arm (lowest centre with the costs a comparison needs, provided the default has as
+  // many in the same regime; else the default) and never probes.
   void check_guards(const RoundResult& r, bool nondefault_used) {
     const double st = r.step_time_us;
     if (std::isfinite(st) && st > 0) {
-      if (last_step_time > 0)
+      if (last_step_time > 0) {
         step_differences.push(static_cast<float>(std::fabs(st - last_step_time)));
+      }
       last_step_time = st;
       if (first_rounds < kFirstRounds) {
         first_times[first_rounds++] = st;
