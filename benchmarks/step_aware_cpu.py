@@ -21,7 +21,7 @@ import tempfile
 from prior_cpu import train_ddp_stats
 
 MODES = {"gloo": ["--backend", "gloo"], "per-call": ["--no-hook"], "step-aware": []}
-ATTEMPTS = 4
+ATTEMPTS = 8
 
 
 def learned(stats) -> str:
