@@ -101,7 +101,8 @@ ENV_VARS = {
     "DYNAMICCL_HEADS": ("", "per-head learner settings, e.g. tp.regret_budget=0.005;"
                         "all.settle_calls=512 (python -m dynamiccl_pg config lists the keys)"),
     "DYNAMICCL_STEP_REGRESSION": (_core_default("step_regression"), "guard: step-time regression "
-                                  "that freezes exploration, a finite number > 0"),
+                                  "(beyond the step time's own noise too) that freezes "
+                                  "exploration, a finite number > 0"),
     "DYNAMICCL_LOSS_STALL_ROUNDS": (_core_default("loss_stall_rounds"), "guard: rounds without "
                                     "loss progress while exploring, "
                                     "%d..%d" % LOSS_STALL_ROUNDS_RANGE),

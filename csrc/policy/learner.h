@@ -48,9 +48,10 @@
 //       the prior prices far above the default waits until the state has proven long-lived.
 // So learning costs at most `regret_budget` of a state's time on the default, and pays for
 // itself out of what it wins (savings raise the budget).
-// Guards: a step-time regression beyond `step_regression` while running a non-default arm, or a
-// loss stall during exploration, freezes exploration and falls back to the best known arm when
-// it beats the default by the switch margin, else to the default.
+// Guards: a step-time regression beyond `step_regression` (and beyond the step time's own noise)
+// while running a non-default arm, or a loss stall during exploration, freezes exploration and
+// falls back to the best known arm when it beats the default by the switch margin, else to the
+// default.
 #pragma once
 
 #include <array>
