@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -289,6 +290,12 @@ TEST(Learner, DefaultStaysWhenItIsBestAndExplorationCostsLittle) {
   EXPECT_LE(tail_other, 10000 * 2 / 100);                 // converged: ~converged_budget
 }
 
+// A round's window ran some arm other than the default (the step-time guard's condition).
+bool ran_another_arm(const std::vector<Decision>& window) {
+  return std::any_of(window.begin(), window.end(),
+                     [](const Decision& x) { return x.arm != kDefaultArm; });
+}
+
 TEST(Learner, StepTimeRegressionFreezesExploration) {
   auto cat = catalog_of(5);
   LearnerConfig cfg = bulk_config();
@@ -297,8 +304,7 @@ TEST(Learner, StepTimeRegressionFreezesExploration) {
   Driver d{l, fixed({100, 70, 90, 95, 110})};
   // Non-default arms are cheaper per call but slow the step down (e.g. they steal SMs).
   d.signals = [](RoundResult& r, const std::vector<Decision>& w) {
-    const bool other = std::any_of(w.begin(), w.end(),
-                                   [](const Decision& x) { return x.arm != kDefaultArm; });
+    const bool other = ran_another_arm(w);
     r.step_time_us = other ? 1300.0 : 1000.0;
   };
   const CollectiveContext a = make_ctx(Role::kDataParallel, 1 << 20);
@@ -347,8 +353,7 @@ TEST(Learner, AGuardKeepsAnArmOnlyIfItBeatsTheDefaultByTheMargin) {
                return costs[arm];
              }};
     d.signals = [&d](RoundResult& r, const std::vector<Decision>& w) {
-      const bool other = std::any_of(w.begin(), w.end(),
-                                     [](const Decision& x) { return x.arm != kDefaultArm; });
+      const bool other = ran_another_arm(w);
       r.step_time_us = d.calls > 6000 && other ? 1300.0 : 1000.0;
     };
     d.run(make_ctx(Role::kDataParallel, 1 << 20), 3000);
@@ -381,8 +386,7 @@ TEST(Learner, ALuckyFirstRoundDoesNotFreezeExplorationThatCostsNoMoreThanItsNois
   int rounds = 0;
   // Steps of 1000 µs on the default, 5% more in rounds that probe; the first round 15% less.
   d.signals = [&rounds](RoundResult& r, const std::vector<Decision>& w) {
-    const bool other = std::any_of(w.begin(), w.end(),
-                                   [](const Decision& x) { return x.arm != kDefaultArm; });
+    const bool other = ran_another_arm(w);
     r.step_time_us = rounds++ == 0 ? 850.0 : other ? 1050.0 : 1000.0;
   };
   d.run(make_ctx(Role::kDataParallel, 1 << 20), 3000);
@@ -390,23 +394,31 @@ TEST(Learner, ALuckyFirstRoundDoesNotFreezeExplorationThatCostsNoMoreThanItsNois
   EXPECT_EQ(state_stats(l, 0).incumbent, 1);
 }
 
-// Rounds whose step time spreads 12% (a busy shared machine) while probes cost 5%: the guard
-// does not take the noise for a regression, and still freezes on a regression of 60%.
+// Rounds whose step time spreads 12% (a busy shared machine) while probes cost 5%, over 40 seeds:
+// the guard seldom takes the noise for a regression (the 10% bar alone did in 31 of 40) and
+// always freezes on a regression of 60%. Prints how many jobs froze per regression, the figures
+// docs/architecture.md ("Guards") quotes.
 TEST(Learner, TheStepTimeGuardLooksBeyondTheStepTimesNoise) {
-  for (const double regression : {1.0, 1.6}) {
-    auto cat = catalog_of(5);
-    Learner l(bulk_config(), cat);
-    Driver d{l, fixed({100, 70, 90, 95, 110})};
-    std::mt19937 rng(7);
-    std::normal_distribution<double> gauss(0.0, 1.0);
-    d.signals = [&](RoundResult& r, const std::vector<Decision>& w) {
-      const bool other = std::any_of(w.begin(), w.end(),
-                                     [](const Decision& x) { return x.arm != kDefaultArm; });
-      const double slower = other ? (d.calls > 1500 ? regression : 1.05) : 1.0;
-      r.step_time_us = 1000.0 * slower * (1.0 + 0.12 * gauss(rng));
-    };
-    d.run(make_ctx(Role::kDataParallel, 1 << 20), 3000);
-    EXPECT_EQ(state_stats(l, 0).frozen, regression > 1.0) << regression;
+  constexpr int kSeeds = 40;
+  for (const double regression : {1.0, 1.3, 1.4, 1.6}) {
+    int frozen = 0;
+    for (int seed = 1; seed <= kSeeds; ++seed) {
+      auto cat = catalog_of(5);
+      Learner l(bulk_config(), cat);
+      Driver d{l, fixed({100, 70, 90, 95, 110})};
+      std::mt19937 rng(seed);
+      std::normal_distribution<double> gauss(0.0, 1.0);
+      d.signals = [&](RoundResult& r, const std::vector<Decision>& w) {
+        const double slower = ran_another_arm(w) ? (d.calls > 1500 ? regression : 1.05) : 1.0;
+        r.step_time_us = 1000.0 * slower * (1.0 + 0.12 * gauss(rng));
+      };
+      d.run(make_ctx(Role::kDataParallel, 1 << 20), 3000);
+      frozen += state_stats(l, 0).frozen ? 1 : 0;
+    }
+    std::printf("step time x%.1f while learning: %d of %d jobs frozen\n", regression, frozen,
+                kSeeds);
+    if (regression == 1.0) EXPECT_LE(frozen, kSeeds / 10);
+    if (regression == 1.6) EXPECT_EQ(frozen, kSeeds);
   }
 }
 
