@@ -22,15 +22,16 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def train_ddp_stats(ranks, steps, train_args, stats_json, env_extra=None):
+def train_ddp_stats(ranks, steps, train_args, stats_json, env_extra=None, root=ROOT):
     """One `examples/train_ddp.py` run under torchrun with `train_args`: its median step (second
-    half), and for dynamiccl its stats() with the probes and tuned states counted."""
+    half), and for dynamiccl its stats() with the probes and tuned states counted. `root`: the
+    checkout (built) whose example and package run."""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={ranks}", os.path.join(ROOT, "examples", "train_ddp.py"),
+           f"--nproc-per-node={ranks}", os.path.join(root, "examples", "train_ddp.py"),
            "--steps", str(steps), "--stats-json", stats_json, "--log-every", str(steps),
            *train_args]
-    env = dict(os.environ, PYTHONPATH=ROOT, OMP_NUM_THREADS="1", **(env_extra or {}))
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, cwd=ROOT)
+    env = dict(os.environ, PYTHONPATH=root, OMP_NUM_THREADS="1", **(env_extra or {}))
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, cwd=root)
     with open(stats_json) as f:
         data = json.load(f)
     states = data["stats"]["states"]["cpu"] if data["stats"] else []

@@ -6,7 +6,9 @@ job (`examples/train_ddp.py`, 4 ranks), learning from scratch, median step of th
 step-aware: the job as shipped (DDP's bucket-hint hook: buckets but the last are overlapped and
 judged by step trials). per-call: `--no-hook` (no bucket hints: every call is exposed and judged
 by its own duration, as before step-aware tuning). The three run in rotating order, --repeats
-times, so that drift on the machine spreads over all of them.
+times, so that drift on the machine spreads over all of them. With --baseline CHECKOUT (another
+built checkout, e.g. a `git worktree` of an earlier commit), its step-aware job runs in the
+rotation too: a learner change judged side by side with the one it replaces.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ import subprocess
 import sys
 import tempfile
 
-from prior_cpu import train_ddp_stats
+from prior_cpu import ROOT, train_ddp_stats
 
 MODES = {"gloo": ["--backend", "gloo"], "per-call": ["--no-hook"], "step-aware": []}
+BASELINE = "baseline step-aware"
 ATTEMPTS = 8
 
 
@@ -44,9 +47,17 @@ def main(argv=None) -> int:
     p.add_argument("--ranks", type=int, default=4)
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--baseline", metavar="CHECKOUT",
+                   help="a built checkout whose step-aware job runs beside this one's")
     args = p.parse_args(argv)
+    if args.baseline and not os.path.isfile(os.path.join(args.baseline, "examples",
+                                                         "train_ddp.py")):
+        p.error(f"--baseline {args.baseline}: not a checkout (no examples/train_ddp.py)")
     work = tempfile.mkdtemp(prefix="step-aware-cpu-")
-    names = list(MODES)
+    modes = {m: (a, ROOT) for m, a in MODES.items()}
+    if args.baseline:
+        modes[BASELINE] = (MODES["step-aware"], os.path.abspath(args.baseline))
+    names = list(modes)
     runs = {m: [] for m in names}
     # A run that crashed (torch 2.15's gloo aborts at exit now and then: SIGABRT) is run again,
     # up to ATTEMPTS times, and said.
@@ -55,8 +66,10 @@ def main(argv=None) -> int:
         for m in names[r % len(names):] + names[:r % len(names)]:
             for attempt in range(ATTEMPTS):
                 try:
-                    runs[m].append(train_ddp_stats(args.ranks, args.steps, MODES[m],
-                                                   os.path.join(work, f"{m}{r}.json")))
+                    train_args, root = modes[m]
+                    runs[m].append(train_ddp_stats(args.ranks, args.steps, train_args,
+                                                   os.path.join(work, f"{m}{r}.json"),
+                                                   root=root))
                     break
                 except subprocess.CalledProcessError as e:
                     failed.append(f"{m} run {r + 1}: exit status {e.returncode}")
@@ -65,19 +78,24 @@ def main(argv=None) -> int:
     command = "PYTHONPATH=. python benchmarks/step_aware_cpu.py " + " ".join(argv or sys.argv[1:])
     lines = [f"Command: `{command}`", "",
              f"`examples/train_ddp.py`, {args.ranks} ranks, {args.steps} steps, its defaults; "
-             f"the three in rotating order, {args.repeats} times. Median step of the second half "
-             "(rank 0).", "",
-             "| run | " + " | ".join(f"{m}, ms" for m in names) + " | step-aware learned |",
-             "|---|" + "---|" * len(names) + "---|"]
+             f"the {len(names)} in rotating order, {args.repeats} times. Median step of the "
+             "second half (rank 0)." +
+             (f" Baseline: the step-aware job of {args.baseline}." if args.baseline else ""), "",
+             "| run | " + " | ".join(f"{m}, ms" for m in names) + " | step-aware learned |" +
+             (" baseline learned |" if args.baseline else ""),
+             "|---|" + "---|" * len(names) + "---|" + ("---|" if args.baseline else "")]
     for i in range(args.repeats):
         lines.append(f"| {i + 1} | " + " | ".join(f"{runs[m][i]['median_step_ms']:.2f}"
                                                   for m in names) +
-                     f" | {learned(runs['step-aware'][i]['stats'])} |")
+                     f" | {learned(runs['step-aware'][i]['stats'])} |" +
+                     (f" {learned(runs[BASELINE][i]['stats'])} |" if args.baseline else ""))
     med = {m: statistics.median(x["median_step_ms"] for x in rs) for m, rs in runs.items()}
     lines += ["", "Medians: " + ", ".join(f"{m} {v:.2f} ms" for m, v in med.items()) +
               f"; step-aware / per-call {med['step-aware'] / med['per-call']:.3f}, "
               f"step-aware / gloo {med['step-aware'] / med['gloo']:.3f}, "
-              f"per-call / gloo {med['per-call'] / med['gloo']:.3f}."]
+              f"per-call / gloo {med['per-call'] / med['gloo']:.3f}" +
+              (f", step-aware / baseline {med['step-aware'] / med[BASELINE]:.3f}"
+               if args.baseline else "") + "."]
     if failed:
         lines += ["", "Runs that failed and were run again: " + "; ".join(failed) + "."]
     with open(args.out, "w") as f:
