@@ -443,7 +443,7 @@ class PolicyState {
   void update_measure_rates(const MeasureCost& measure);
   void evaluate_probing(double keep);
   void switch_to_cheapest(double keep);
-  void propose_faster_trial(double keep, bool confident);
+  int stalled_faster(double keep) const;
   bool resolve_challengers(bool inc_ready, double keep);
   void evaluate_exploit(double keep);
   void recheck_runner_up(double keep);
