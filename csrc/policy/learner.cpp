@@ -155,10 +155,9 @@ struct Learner::Impl {
         t.pending_step = step;
         t.pending_probed = mark.probed;
       } else if (std::isfinite(t.pending_us) && t.pending_step + 1 == step) {
-        const bool probed = mark.probed || t.pending_probed;
-        if (!probed ||
-            std::fabs(us - t.pending_us) <= kProbedPairTolerance * std::min(us, t.pending_us)) {
-          states[t.owner].add_trial_pair(t.pending_us, us);
+        PolicyState& owner = states[t.owner];
+        if (!(mark.probed || t.pending_probed) || owner.keeps_probed_pair(t.pending_us, us)) {
+          owner.add_trial_pair(t.pending_us, us);
         }
         t.pending_us = NAN;
       }

@@ -522,6 +522,17 @@ void PolicyState::propose_tie_trial() {
   }
 }
 
+bool PolicyState::keeps_probed_pair(double incumbent_step_us, double challenger_step_us) const {
+  const double delta_us = challenger_step_us - incumbent_step_us;
+  if (std::fabs(delta_us) <=
+      kProbedPairTolerance * std::min(incumbent_step_us, challenger_step_us)) {
+    return true;
+  }
+  const RunningStats& d = trial_.deltas;
+  return d.count() >= kFirstLookPairs &&
+         std::fabs(delta_us - d.mean()) <= kProbedPairZ * d.stddev();
+}
+
 void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_step_us) {
   if (trial_.challenger < 0) return;
   const double delta_us = challenger_step_us - incumbent_step_us;

@@ -165,11 +165,17 @@ enum class TrialKind : uint8_t { kFaster, kFootprint, kTie };
 // steps and the challenger on odd ones, and each (even, odd) pair of step times, max over ranks,
 // gives one paired difference. One trial at a time, so a pair's difference is that state's. A
 // pair with a step in which some state probed, and steps more than kProbedPairTolerance apart, is
-// left out: a probe of a slow arm (over a second, seen on a GPU) lands in one step of a pair and
-// would be taken for the challenger's doing, while probes of near-ties, in most steps, barely
-// move them.
+// left out while the trial has fewer than kFirstLookPairs pairs, and afterwards only when its
+// difference also lies beyond kProbedPairZ standard deviations of the trial's pairs from their
+// mean: a probe of a slow arm (over a second, seen on a GPU) lands in one step of a pair and
+// would be taken for the challenger's doing, while probes of near-ties barely move a step. Probes
+// beside a trial are split between its two kinds of step (claim_probe_step), so the pairs they
+// touch are no more the challenger's doing than the incumbent's. (An arm 2x faster per call
+// shortened the main job's steps 30%, 4 ranks on 2 cores: every probed pair was more than 10%
+// apart and left out, and its trial took 50-95 steps for 7-25 pairs.)
 // `step` counts Learner::mark_step() calls: the same on every rank.
 constexpr double kProbedPairTolerance = 0.1;
+constexpr double kProbedPairZ = 3.0;
 struct StepTrialBoard {
   uint64_t step = 0;        // the current step's number
   int32_t owner = -1;       // the state on trial; -1 none
@@ -263,6 +269,8 @@ class PolicyState {
 
   // One paired step difference of this state's trial (challenger minus incumbent, µs).
   void add_trial_pair(double incumbent_step_us, double challenger_step_us);
+  // Whether a pair with a probed step counts in this state's trial (StepTrialBoard).
+  bool keeps_probed_pair(double incumbent_step_us, double challenger_step_us) const;
   // A probe whose cost will never come (the engine could not time it): its committed extra is
   // released.
   void release_probe(uint16_t arm);

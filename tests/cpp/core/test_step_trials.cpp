@@ -93,12 +93,18 @@ CollectiveContext bucket_context() {
   return c;
 }
 
+// Gaussian noise: relative on a call's cost (floored at 0.2 of it), absolute on a step's time.
+struct Noise {
+  double call = 0.02;
+  double step_us = 20.0;
+};
+
 // Runs `steps` steps of one overlapped state (kCallsPerStep calls a step, each adding its arm's
 // step cost) and, with `last`, an exposed one; returns the learner's stats (one per state).
 std::vector<StateStats> run_states(Learner& learner, const std::vector<ArmTruth>& truth, int steps,
                                    bool mark_steps, const LastBucket* last, uint32_t seed,
                                    std::vector<uint16_t>* last_arms = nullptr,
-                                   double call_noise = 0.02) {
+                                   Noise noise_level = {}) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> noise(0.0, 1.0);
   const CollectiveContext overlapped = bucket_context();
@@ -126,7 +132,7 @@ std::vector<StateStats> run_states(Learner& learner, const std::vector<ArmTruth>
       if (last_arms && !is_last && s == steps - 1) last_arms->push_back(d.arm);
       if (d.measure) {
         const float cost = static_cast<float>(call_us *
-                                              std::max(0.2, 1.0 + call_noise * noise(rng)));
+                                              std::max(0.2, 1.0 + noise_level.call * noise(rng)));
         round.calls.push_back({d.state_id, d.arm, cost, d.probe});
       }
       if (++calls % kRound == 0) {
@@ -140,7 +146,7 @@ std::vector<StateStats> run_states(Learner& learner, const std::vector<ArmTruth>
     }
     if (mark_steps) {
       learner.mark_step();
-      ended.push_back(step_us + 20.0 * noise(rng));
+      ended.push_back(step_us + noise_level.step_us * noise(rng));
     }
   }
   return learner.stats();
@@ -199,7 +205,7 @@ TEST(StepTrials, AFasterArmWhosePerCallEvidenceStallsIsJudgedByTheStep) {
     // Per call 50% noise: "fast" is 25% faster and as much shorter for the step; the others cost
     // 2-3x, and their probes spend the budget.
     const StateStats st = run_states(learner, {{100, 100}, {75, 75}, {200, 200}, {300, 300}},
-                                     kSteps, true, nullptr, seed, nullptr, 0.5)
+                                     kSteps, true, nullptr, seed, nullptr, Noise{0.5, 20.0})
                               .at(0);
     const auto adopted = std::find_if(st.events.begin(), st.events.end(), [](const StateEvent& e) {
       return e.what == "adopted: shorter steps";
@@ -473,6 +479,37 @@ TEST(StepTrials, AnotherStatesProbeNeitherStopsNorSkewsATrialThatPaysBack) {
   EXPECT_EQ(b.trial.verdict, "adopted: shorter steps");
   // The pairs measured the bucket's own effect (4 calls x 50 µs), not the probe's 0.1 s.
   EXPECT_NEAR(b.trial.mean_delta_us, -200, 60);
+}
+
+// An arm 2x faster per call shortened the main job's steps 30% (CPU, 4 ranks on 2 cores), and
+// every pair of its trial's steps in which the last bucket probed was more than 10% apart: all
+// were left out, and the trial took 50-95 steps for 7-25 pairs. Once a trial has its first pairs,
+// a probed pair within reach of them counts (claim_probe_step splits the probes between the two
+// kinds of step).
+TEST(StepTrials, PairsBesideAnotherStatesProbesCountOnceTheTrialHasItsFirstPairs) {
+  constexpr int kSeeds = 20;
+  std::vector<uint64_t> calls_to_verdict;
+  for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
+    Learner learner(config(), std::make_shared<TwoArmCatalog>());
+    // "fast" shortens the step by 2.4 ms of ~7.4 (1.5 ms noise a step); the last bucket's arms
+    // tie, so it probes "fast" again and again.
+    const LastBucket last{{200, 210}, always};
+    const std::vector<StateStats> st = run_states(learner, {{100, 600}, {50, 0}}, 400, true, &last,
+                                                  seed, nullptr, Noise{0.02, 1500});
+    const StateStats& bucket = st.at(0).exposure == Exposure::kOverlapped ? st[0] : st.at(1);
+    ASSERT_EQ(bucket.trial.verdict, "adopted: shorter steps");
+    uint64_t opened = 0, adopted = 0;
+    for (const StateEvent& e : bucket.events) {
+      if (e.what == "step trial" && opened == 0) opened = e.call;
+      if (e.what == "adopted: shorter steps") adopted = e.call;
+    }
+    calls_to_verdict.push_back(adopted - opened);
+  }
+  std::sort(calls_to_verdict.begin(), calls_to_verdict.end());
+  const uint64_t median = calls_to_verdict[kSeeds / 2];
+  std::printf("calls from a trial's start to its verdict, median of %d: %lu\n", kSeeds,
+              static_cast<unsigned long>(median));
+  EXPECT_LE(median, 100u);  // 115 while probed pairs more than 10% apart were all left out
 }
 
 // Found over an emulated WAN (CPU, 4 ranks, DDP): while one bucket's trial alternated Gloo's
