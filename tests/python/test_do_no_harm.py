@@ -109,10 +109,10 @@ def test_an_arm_faster_per_call_but_slower_for_the_step_is_not_adopted():
     arms = {a["name"]: a for a in state["arms"]}
     trialed = [e["to"] for e in events if e["what"] == "step trial" and e["from"] == "default"]
     assert trialed, f"no step trial ran: the test shows nothing: {events}"
-    # Faster per call: each trialed arm was confidently cheaper than the default in its own
-    # duration (what opens such a trial, and what the per-call learner adopts on).
-    for arm in trialed:
-        assert arms[arm]["center_us"] < arms["default"]["center_us"], (arm, state)
+    # Faster per call: a trialed arm is cheaper than the default in its own duration (what the
+    # per-call learner adopts on). Not every one need be: an arm whose centre beat the default
+    # by the margin without confidence is trialed too once its probes stall on the spent budget.
+    assert any(arms[arm]["center_us"] < arms["default"]["center_us"] for arm in trialed), state
     assert any(e["what"] == "rejected: longer steps" for e in events), events
     assert not any(e["what"].startswith("adopted") for e in events), events
     assert state["incumbent"] == "default", state
