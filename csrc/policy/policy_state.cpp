@@ -183,7 +183,7 @@ void PolicyState::set_prior_ratios() {
 // cross-multiplication (no division on the hot path). Candidates whose costs have not arrived yet
 // (fewer than two samples) are waited for, not probed again.
 int PolicyState::widest_target() const {
-  const uint32_t cap = static_cast<uint32_t>(head_.min_samples) * kProbeCapFactor;
+  const uint32_t cap = probe_cap();
   const auto variance = [this](int i) { return slots_[i].view.spread * slots_[i].view.spread; };
   int best = -1;
   for (int i = 0; i < num_slots(); ++i) {
@@ -406,7 +406,7 @@ void PolicyState::switch_to_cheapest(double keep) {
 // steps, or trialed rd only near the end of the job.) The cheapest such challenger, or -1.
 int PolicyState::stalled_faster(double keep) const {
   const ArmSlot& inc = slots_[incumbent_];
-  const uint32_t cap = static_cast<uint32_t>(head_.min_samples) * kProbeCapFactor;
+  const uint32_t cap = probe_cap();
   int best = -1;
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& c = slots_[i];
@@ -629,7 +629,7 @@ bool PolicyState::resolve_challengers(bool inc_ready, double keep) {
   const ArmSlot& inc = slots_[incumbent_];
   const double inc_center = inc.view.center;
   const double inc_ucb = inc_center + inc.view.half_width;
-  const uint32_t cap = static_cast<uint32_t>(head_.min_samples) * kProbeCapFactor;
+  const uint32_t cap = probe_cap();
   bool all_resolved = true;
   for (int i = 0; i < num_slots(); ++i) {
     ArmSlot& c = slots_[i];

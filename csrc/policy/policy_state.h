@@ -445,6 +445,8 @@ class PolicyState {
   void end_trial(const char* verdict, TrialEnd end);
   void reject_for_longer_steps();
   int widest_target() const;
+  // Probes after which an undecided near-tie is resolved without a verdict (kProbeCapFactor).
+  uint32_t probe_cap() const { return static_cast<uint32_t>(head_.min_samples) * kProbeCapFactor; }
   void set_prior_ratios();  // each arm's prior cost relative to the default's (constructor)
   void refresh_views();     // views of arms whose costs arrived since the last refresh
   // The phases of evaluate().

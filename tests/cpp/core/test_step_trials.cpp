@@ -512,6 +512,24 @@ TEST(StepTrials, PairsBesideAnotherStatesProbesCountOnceTheTrialHasItsFirstPairs
   EXPECT_LE(median, 100u);  // 115 while probed pairs more than 10% apart were all left out
 }
 
+// The other side of counting probed pairs: an arm faster per call with no effect on the step,
+// trialed beside the same probes and step noise, is adopted no more often than the trial's
+// bound allows (about 5% over its looks).
+TEST(StepTrials, PairsBesideAnotherStatesProbesDoNotAdoptAnArmWithoutEffect) {
+  constexpr int kSeeds = 60;
+  int adopted = 0;
+  for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
+    Learner learner(config(), std::make_shared<TwoArmCatalog>());
+    const LastBucket last{{200, 210}, always};
+    const std::vector<StateStats> st = run_states(learner, {{100, 300}, {50, 300}}, 800, true,
+                                                  &last, seed, nullptr, Noise{0.02, 1500});
+    const StateStats& bucket = st.at(0).exposure == Exposure::kOverlapped ? st[0] : st.at(1);
+    adopted += bucket.arms.at(bucket.incumbent).name == "fast";
+  }
+  std::printf("an arm without effect adopted in %d of %d runs\n", adopted, kSeeds);
+  EXPECT_LE(adopted, 4);  // 2 of 60, as before probed pairs counted
+}
+
 // Found over an emulated WAN (CPU, 4 ranks, DDP): while one bucket's trial alternated Gloo's
 // default (its own threads) and tree (ours), the last bucket probed every other step, always in
 // the default's steps, where our queue was empty: tree looked 3x faster than rd there, was
