@@ -471,14 +471,16 @@ void PolicyState::open_trial(int challenger, TrialKind kind) {
 // The descent: among the arms holding at most kFootprintStep of the incumbent's footprint, the
 // one holding the most (the smallest step down; ties to the better prior, the slots' order).
 // It continues from each adopted arm and ends at the first trial that does not shorten the step,
-// or when no rung qualifies by its costs (nor may yet, by costs still to come).
+// or when no rung qualifies by its costs (nor may yet, by costs still to come). A rung waiting
+// for its first cost is the state's next first probe (awaited_rung_).
 void PolicyState::propose_footprint_trial() {
-  if (footprint_done_ || trial_.challenger >= 0 || trials_->owner >= 0) return;
+  awaited_rung_ = -1;
+  if (footprint_done_ || trial_.challenger >= 0) return;
   const ArmSlot& inc = slots_[incumbent_];
   int best = -1;
   // A rung the prior rules out that has no cost yet (probed now, or woken later): its first
   // costs may qualify it, so the descent does not end on the prior's word.
-  bool awaiting_cost = false;
+  int awaited = -1;
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& c = slots_[i];
     if (i == incumbent_ || c.unavailable || c.step_rejected ||
@@ -489,13 +491,17 @@ void PolicyState::propose_footprint_trial() {
     const double per_call = c.stats.count() > 0 ? c.view.center / inc.view.center
                                                 : c.prior_us / inc.prior_us;
     if (!(per_call <= kFootprintMaxSlowdown)) {
-      awaiting_cost = awaiting_cost || c.stats.count() == 0;
+      if (c.stats.count() == 0 && (awaited < 0 || c.footprint > slots_[awaited].footprint)) {
+        awaited = i;
+      }
       continue;
     }
     if (best < 0 || c.footprint > slots_[best].footprint) best = i;
   }
+  if (best < 0) awaited_rung_ = awaited;
+  if (trials_->owner >= 0) return;
   if (best < 0) {
-    if (!awaiting_cost) footprint_done_ = true;
+    if (awaited < 0) footprint_done_ = true;
     return;
   }
   if (may_open_trial(best, TrialKind::kFootprint)) open_trial(best, TrialKind::kFootprint);

@@ -315,16 +315,16 @@ class PolicyState {
   // none. An arm far beyond the incumbent that the budget cannot pay for yet is passed over: it
   // would hold up the others (ring/LL over a GPU's socket transport, 51x the default after one
   // cost, kept a winning arm from the probes it needed).
+  // The footprint descent's next rung, when it waits for its first cost, goes first: the
+  // descent is what shortens the step of an overlapped state (DDP interference scenario: the
+  // rung's first probe came 8 steps after the state converged, behind arms that cannot win).
   int probe_target() {
+    if (awaited_rung_ >= 0 && wants_first_probes(awaited_rung_)) return awaited_rung_;
     const int n = num_slots();
     for (int k = 0; k < n; ++k) {
       int i = rr_cursor_ + k;
       if (i >= n) i -= n;
-      const ArmSlot& a = slots_[i];
-      if (i == incumbent_ || !a.probeable() || a.issued >= need_ || awaiting(a) ||
-          !worth_probing(a) || (far_beyond(a) && !affordable(a))) {
-        continue;
-      }
+      if (!wants_first_probes(i)) continue;
       rr_cursor_ = i + 1 == n ? 0 : i + 1;
       return i;
     }
@@ -332,6 +332,12 @@ class PolicyState {
     // (after a re-open it may have none): its own calls come first.
     if (burst_ || slots_[incumbent_].stats.count() < need_) return -1;
     return widest_target();
+  }
+  // A candidate short of need_ calls that may be probed now.
+  bool wants_first_probes(int i) const {
+    const ArmSlot& a = slots_[i];
+    return i != incumbent_ && a.probeable() && a.issued < need_ && !awaiting(a) &&
+           worth_probing(a) && !(far_beyond(a) && !affordable(a));
   }
   // A gated candidate whose first cost is still in flight.
   bool awaiting(const ArmSlot& a) const { return a.gated && a.stats.count() == 0 && a.issued > 0; }
@@ -540,6 +546,7 @@ class PolicyState {
     TrialKind kind = TrialKind::kFaster;
   } trial_;
   bool footprint_done_ = false;  // a footprint trial did not shorten the step: no more of them
+  int awaited_rung_ = -1;        // the descent's next rung, awaiting its first cost; -1 none
   bool tie_done_ = false;        // a tie trial did not shorten it: none until the next adoption
   // A trial of an arm faster per call found it lengthens the step: this state's per-call savings
   // are not step savings, so nothing it does counts as paying back any more (pays_back, repays).

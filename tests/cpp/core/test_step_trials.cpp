@@ -318,6 +318,43 @@ TEST(StepTrials, TheDescentStartsWhileArmsWokenLaterAreProbed) {
   EXPECT_LT(adopted->call, 600u);  // 150 steps (304 calls here)
 }
 
+// Four arms holding what the default holds and, last, "half": the prior prices all but the default
+// at 3x it, so every one waits for its first probe until the state has seen enough calls.
+class RungBehindOtherArmsCatalog : public NamedArmsCatalog {
+ public:
+  RungBehindOtherArmsCatalog()
+      : NamedArmsCatalog({"default", "alt1", "alt2", "alt3", "alt4", "half"}, [](Arm& a, int i) {
+          a.action.algo = static_cast<int8_t>(i);
+          if (i == 5) a.action.channels = 8;
+        }) {}
+  double prior_cost_us(OpKind, uint16_t arm, uint64_t, int) const override {
+    return arm == 0 ? 100 : 300;
+  }
+  double footprint(OpKind, uint16_t arm, uint64_t) const override { return arm == 5 ? 0.5 : 1; }
+};
+
+TEST(StepTrials, TheDescentsNextRungIsProbedBeforeArmsThatHoldAsMuch) {
+  // Once the state has converged, the arms woken later are probed; the descent waits for the
+  // first cost of its rung, "half", which is 20% slower per call and shortens the step. The
+  // others are 30% slower and free nothing. The rung's probe comes first, so its trial opens
+  // before they have spent the budget. (The DDP interference scenario's rung came 8 steps after
+  // convergence, behind arms that could not win.) Each job is run afresh up to a given step.
+  const std::vector<ArmTruth> truth = {{100, 60},  {130, 130}, {130, 130},
+                                       {130, 130}, {130, 130}, {120, 20}};
+  for (int steps = 1; steps <= 150; ++steps) {
+    Learner learner(config(), std::make_shared<RungBehindOtherArmsCatalog>());
+    const StateStats st = run_steps(learner, truth, steps, true);
+    const bool opened = std::any_of(st.events.begin(), st.events.end(), [](const StateEvent& e) {
+      return e.what == "footprint trial";
+    });
+    if (!opened) continue;
+    std::printf("the footprint trial opened in step %d\n", steps);
+    for (int arm = 1; arm <= 4; ++arm) EXPECT_EQ(st.arms.at(arm).samples, 0u) << arm;
+    return;
+  }
+  FAIL() << "no footprint trial in 150 steps";
+}
+
 TEST(StepTrials, StepVerdictsSurviveAWarmStart) {
   Learner first(config(), std::make_shared<FootprintCatalog>());
   run_steps(first, {{100, 60}, {120, 20}, {140, 80}}, 600, true);
