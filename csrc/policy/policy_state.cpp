@@ -431,6 +431,13 @@ constexpr double kFirstLookPairs = 4;
 // A trial whose state runs in most steps stops without a verdict after this many steps per pair
 // it needed (max_trial_pairs), if its pairs have not come.
 constexpr uint64_t kMaxTrialStepsPerPair = 16;
+// Futility: from this share of max_trial_pairs on, a trial whose pairs do not show the step
+// shortened even by the margin (their mean, not a bound) ends as one without effect. A challenger
+// that shortens the step by what max_trial_pairs can tell from noise rarely trends the wrong way
+// by then, while a null one does half the time at each look. (CPU, 4 ranks, DDP: trials of arms
+// faster per call without effect on the step ran their 48 pairs, ~220 calls of the bucket state,
+// while rd, 30% shorter steps, waited.)
+constexpr double kFutilityLook = 1.0 / 3;
 
 // Faster per call (not a footprint or tie trial) while holding no more of the machine.
 bool PolicyState::pays_back(int challenger, TrialKind kind) const {
@@ -551,7 +558,8 @@ void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_ste
 // The verdict: adopted when the challenger confidently shortens the step by kStepTrialMargin of
 // it; rejected when it confidently lengthens it (on a spent budget, from the second pair on;
 // otherwise from kFirstLookPairs on, on evidence that must be the stronger the fewer the pairs);
-// after max_trial_pairs without either, no effect: the incumbent stays. On a spent budget a trial
+// after max_trial_pairs without either, or once futile (kFutilityLook), no effect: the incumbent
+// stays. On a spent budget a trial
 // that does not pay back ends: rejected if its own pairs cost step time, otherwise stopped
 // without a verdict (the budget went to other states' probes: it is tried again once it allows).
 void PolicyState::evaluate_trial() {
@@ -588,9 +596,8 @@ void PolicyState::evaluate_trial() {
   const double margin = kStepTrialMargin * trial_.incumbent_steps.mean();
   if (mean + z * se < -margin) return end_trial("adopted: shorter steps", TrialEnd::kAdopted);
   if (mean - z * se > 0) return reject_for_longer_steps();
-  if (pairs >= static_cast<uint64_t>(head_.max_trial_pairs)) {
-    end_trial("no effect on the step: kept", TrialEnd::kRejected);
-  }
+  const bool futile = pairs >= kFutilityLook * head_.max_trial_pairs && mean > -margin;
+  if (futile || pairs >= max_pairs) end_trial("no effect on the step: kept", TrialEnd::kRejected);
 }
 
 // A faster arm that lengthens the step shows that this state's per-call savings are not step
