@@ -559,9 +559,9 @@ void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_ste
 // it; rejected when it confidently lengthens it (on a spent budget, from the second pair on;
 // otherwise from kFirstLookPairs on, on evidence that must be the stronger the fewer the pairs);
 // after max_trial_pairs without either, or once futile (kFutilityLook), no effect: the incumbent
-// stays. On a spent budget a trial
-// that does not pay back ends: rejected if its own pairs cost step time, otherwise stopped
-// without a verdict (the budget went to other states' probes: it is tried again once it allows).
+// stays. On a spent budget a trial that does not pay back ends: rejected if its own pairs cost
+// step time, otherwise stopped without a verdict (the budget went to other states' probes: it is
+// tried again once it allows).
 void PolicyState::evaluate_trial() {
   if (trial_.challenger < 0) return;
   const uint64_t pairs = trial_.deltas.count();
