@@ -526,6 +526,17 @@ TEST(StepTrials, AnotherStatesProbeNeitherStopsNorSkewsATrialThatPaysBack) {
   EXPECT_NEAR(b.trial.mean_delta_us, -200, 60);
 }
 
+// A noisy machine's job: the bucket state with TwoArmCatalog's arms (`truth`), 1.5 ms of noise a
+// step, and an exposed last bucket whose arms tie, so that it probes again and again. Returns
+// the bucket state's stats.
+StateStats noisy_bucket(const std::vector<ArmTruth>& truth, int steps, uint32_t seed) {
+  Learner learner(config(), std::make_shared<TwoArmCatalog>());
+  const LastBucket last{{200, 210}, always};
+  const std::vector<StateStats> st = run_states(learner, truth, steps, true, &last, seed, nullptr,
+                                                Noise{0.02, 1500});
+  return st.at(0).exposure == Exposure::kOverlapped ? st[0] : st.at(1);
+}
+
 // An arm 2x faster per call shortened the main job's steps 30% (CPU, 4 ranks on 2 cores), and
 // every pair of its trial's steps in which the last bucket probed was more than 10% apart: all
 // were left out, and the trial took 50-95 steps for 7-25 pairs. Once a trial has its first pairs,
@@ -535,13 +546,8 @@ TEST(StepTrials, PairsBesideAnotherStatesProbesCountOnceTheTrialHasItsFirstPairs
   constexpr int kSeeds = 20;
   std::vector<uint64_t> calls_to_verdict;
   for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
-    Learner learner(config(), std::make_shared<TwoArmCatalog>());
-    // "fast" shortens the step by 2.4 ms of ~7.4 (1.5 ms noise a step); the last bucket's arms
-    // tie, so it probes "fast" again and again.
-    const LastBucket last{{200, 210}, always};
-    const std::vector<StateStats> st = run_states(learner, {{100, 600}, {50, 0}}, 400, true, &last,
-                                                  seed, nullptr, Noise{0.02, 1500});
-    const StateStats& bucket = st.at(0).exposure == Exposure::kOverlapped ? st[0] : st.at(1);
+    // "fast" shortens the step by 2.4 ms of ~7.4.
+    const StateStats bucket = noisy_bucket({{100, 600}, {50, 0}}, 400, seed);
     ASSERT_EQ(bucket.trial.verdict, "adopted: shorter steps");
     uint64_t opened = 0, adopted = 0;
     for (const StateEvent& e : bucket.events) {
@@ -564,11 +570,7 @@ TEST(StepTrials, PairsBesideAnotherStatesProbesDoNotAdoptAnArmWithoutEffect) {
   constexpr int kSeeds = 60;
   int adopted = 0;
   for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
-    Learner learner(config(), std::make_shared<TwoArmCatalog>());
-    const LastBucket last{{200, 210}, always};
-    const std::vector<StateStats> st = run_states(learner, {{100, 300}, {50, 300}}, 800, true,
-                                                  &last, seed, nullptr, Noise{0.02, 1500});
-    const StateStats& bucket = st.at(0).exposure == Exposure::kOverlapped ? st[0] : st.at(1);
+    const StateStats bucket = noisy_bucket({{100, 300}, {50, 300}}, 800, seed);
     adopted += bucket.arms.at(bucket.incumbent).name == "fast";
   }
   std::printf("an arm without effect adopted in %d of %d runs\n", adopted, kSeeds);
@@ -585,14 +587,9 @@ TEST(StepTrials, AFutileTrialEndsEarlyAndAnEffectTheTrialCanTellIsStillAdopted) 
   int adopted = 0;
   for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
     for (const double fast_step_cost : {300.0, 0.0}) {
-      // 1.5 ms of noise a step; "fast" halves the call and, in the second job, shortens the step
-      // by 1.2 ms (4 calls x 300 µs): the 48-pair trial's bound is about 0.95 ms.
-      Learner learner(config(), std::make_shared<TwoArmCatalog>());
-      const LastBucket last{{200, 210}, always};
-      const std::vector<StateStats> st = run_states(learner, {{100, 300}, {50, fast_step_cost}},
-                                                    1200, true, &last, seed, nullptr,
-                                                    Noise{0.02, 1500});
-      const StateStats& bucket = st.at(0).exposure == Exposure::kOverlapped ? st[0] : st.at(1);
+      // "fast" halves the call and, in the second job, shortens the step by 1.2 ms (4 calls x
+      // 300 µs): the 48-pair trial's bound is about 0.95 ms.
+      const StateStats bucket = noisy_bucket({{100, 300}, {50, fast_step_cost}}, 1200, seed);
       if (fast_step_cost == 0) {
         adopted += bucket.arms.at(bucket.incumbent).name == "fast";
       } else if (bucket.trial.verdict == "no effect on the step: kept") {
