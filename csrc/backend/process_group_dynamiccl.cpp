@@ -196,11 +196,25 @@ ProcessGroupDynamicCCL::~ProcessGroupDynamicCCL() {
 }
 
 Role ProcessGroupDynamicCCL::group_role() {
-  if (!group_role_resolved_) {
-    group_role_ = group_role_from_desc(getGroupDesc(), config_.role_map);
-    group_role_resolved_ = true;
-  }
+  if (!group_identity_read_) read_group_identity();
   return group_role_;
+}
+
+void ProcessGroupDynamicCCL::read_group_identity() {
+  group_identity_read_ = true;
+  group_role_ = group_role_from_desc(getGroupDesc(), config_.role_map);
+  // Our engines record every call into torch's flight recorder themselves (Gloo and
+  // ProcessGroupNCCL do), so torch attaches no recording hook to our groups (backend.py): a dump
+  // shows the calls under the engines' names, which are the group's. The control plane
+  // (consensus rounds, our schedules' messages) is the same group with a suffix.
+  if (getGroupUid().empty()) return;  // a group made outside torch's helpers has no name
+  const auto name = [this](c10d::Backend& engine, const std::string& suffix) {
+    engine.setGroupUid(getGroupUid() + suffix);
+    engine.setGroupDesc(getGroupDesc() + suffix);
+  };
+  name(*engines_.gloo, "");
+  name(*engines_.control, ":control");
+  if (engines_.nccl) name(*engines_.nccl, "");
 }
 
 // Every engine's catalog takes the model's prior (checked here, at group creation: a model that
@@ -236,6 +250,7 @@ void ProcessGroupDynamicCCL::ensure_learner(EngineKind engine) {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c, NativeFn native) {
   TORCH_CHECK(!shut_down_, "dynamiccl: ", op_name(c.op), " issued after shutdown()");
+  if (!group_identity_read_) read_group_identity();
   if (!consensus_.failure().empty()) C10_THROW_ERROR(DistBackendError, consensus_.failure());
   if (config_.check_calls) check_call_agrees(c);
   const CallRecord rec = decide(c, route(c));

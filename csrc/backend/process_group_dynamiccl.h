@@ -124,7 +124,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   Mode mode() const { return config_.mode; }
   bool is_shut_down() const { return shut_down_; }  // destroyed: telemetry only, no engines
   const BackendConfig& config() const { return config_; }
-  Role group_role();  // resolved from the group description at first use
+  Role group_role();  // from the group description (read at first use)
   // Whether a tensor's calls run on the CPU engine: CPU tensors, unless NCCL is emulated on them.
   bool cpu_engine(const at::Tensor& t) const {
     return t.device().is_cpu() && !config_.nccl_emulated;
@@ -212,8 +212,10 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   BackendConfig config_;
   std::chrono::milliseconds timeout_;
 
+  // torch names and describes a group after its creator returns: both are read at first use.
+  void read_group_identity();
+  bool group_identity_read_ = false;
   Role group_role_ = Role::kDefault;
-  bool group_role_resolved_ = false;
   bool framework_marks_steps_ = false;  // a call carrying is_last=1 has closed a step
   bool step_end_pending_ = false;       // ... which ends at the next collective
   void end_step();                      // learners and consensus: a step boundary
