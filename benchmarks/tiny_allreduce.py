@@ -4,10 +4,11 @@ machine noise hits all four alike.
 
     torchrun --standalone --nproc-per-node=4 benchmarks/tiny_allreduce.py [--rounds 30]
 
-Prints (bench_output.py's format) the median per-call time of each and its ratios to gloo and to
-frozen (targets: learn/gloo <= 1.03, learn/frozen <= 1.01). After the timed rounds, one untimed
-call per group all-reduces rank-dependent integers whose sum is exact: #wrong counts the
-elements that differ from it, and the exit status is 1 if any did.
+Prints (bench_output.py's format) the median per-call time of each and its ratios to gloo and
+to frozen (targets: learn/gloo <= 1.03, learn/frozen <= 1.01), and rank 0's CPU time per call,
+which a machine whose ranks share cores disturbs less than the wall clock. After the timed
+rounds, one untimed call per group all-reduces rank-dependent integers whose sum is exact:
+#wrong counts the elements that differ from it, and the exit status is 1 if any did.
 """
 
 import argparse
@@ -25,13 +26,15 @@ from dynamiccl_pg.policy_schema import ENGINES
 from bench_output import WRONG, Column, Report, count_wrong, pattern, summed
 
 
-def per_call_us(group, calls: int) -> float:
+def per_call_us(group, calls: int) -> tuple:
+    """Wall time and this process's CPU time (all its threads) per call, µs."""
     t = torch.ones(1)
     dist.barrier(group=group)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(calls):
         dist.all_reduce(t, group=group)
-    return (time.perf_counter() - start) / calls * 1e6
+    return ((time.perf_counter() - start) / calls * 1e6,
+            (time.process_time() - cpu_start) / calls * 1e6)
 
 
 def wrong_elements(group) -> int:
@@ -57,6 +60,8 @@ def main() -> None:
         "rounds": f"{args.rounds} x {args.calls} calls per group, interleaved",
         "warmup": f"{args.warmup} learn-mode calls, then 500 calls per other group",
         "us/call": "median of per-round means; /gloo, /frozen: its ratio to theirs",
+        "cpu_us/call": "rank 0's process CPU time (all threads) per call, median of rounds",
+        "cpu_over_gloo": "cpu_us/call minus gloo's",
         "check": "after the rounds, one untimed call per group on rank-dependent integers"})
     groups = {
         "gloo": dist.new_group(backend="gloo"),
@@ -83,11 +88,14 @@ def main() -> None:
                for name in ("dynamiccl-learn", "dynamiccl-frozen")}
     wrong = torch.tensor([wrong_elements(g) for g in groups.values()])
     dist.all_reduce(wrong)  # on the default (plain gloo) group: every rank's count
-    med = {name: statistics.median(v) for name, v in samples.items()}
+    med = {name: statistics.median(wall for wall, _ in v) for name, v in samples.items()}
+    cpu = {name: statistics.median(c for _, c in v) for name, v in samples.items()}
     out.columns(Column("group", "s", 16), Column("us/call", ".1f", 9), Column("/gloo", ".3f"),
-                Column("/frozen", ".3f"), Column(WRONG, "d"))
+                Column("/frozen", ".3f"), Column("cpu_us/call", ".1f", 11),
+                Column("cpu_over_gloo", "+.1f", 13), Column(WRONG, "d"))
     for (name, v), w in zip(med.items(), wrong.tolist()):
-        out.row(name, v, v / med["gloo"], v / med["dynamiccl-frozen"], w, checked=world)
+        out.row(name, v, v / med["gloo"], v / med["dynamiccl-frozen"], cpu[name],
+                cpu[name] - cpu["gloo"], w, checked=world)
     for name, states in learned.items():
         for st in states:
             out.note(f"{name}: size_bin {st['size_bin']} -> {st['incumbent']} "

@@ -96,10 +96,12 @@ def test_tiny_allreduce_on_two_ranks_checks_its_results():
     assert "# ranks: 2" in lines
     columns = next(i for i, line in enumerate(lines) if line.startswith("#group"))
     assert lines[columns - 1] == "#"
-    assert lines[columns].split() == ["#group", "us/call", "/gloo", "/frozen", WRONG]
+    assert lines[columns].split() == ["#group", "us/call", "/gloo", "/frozen", "cpu_us/call",
+                                      "cpu_over_gloo", WRONG]
     rows = read_rows(proc.stdout)
     assert [r["group"] for r in rows] == ["gloo", "dynamiccl-off", "dynamiccl-learn",
                                           "dynamiccl-frozen"]
     assert all(r[WRONG] == "0" for r in rows) and float(rows[0]["/gloo"]) == 1.0
+    assert float(rows[0]["cpu_over_gloo"]) == 0.0 and all(float(r["cpu_us/call"]) > 0 for r in rows)
     assert lines[-1] == "# wrong values: 0 of 8 checked (4 rows) OK"
     assert all(line.startswith(("#", " ")) for line in lines)
