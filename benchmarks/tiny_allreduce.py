@@ -4,6 +4,9 @@ machine noise hits all four alike.
 
     torchrun --standalone --nproc-per-node=4 benchmarks/tiny_allreduce.py [--rounds 30]
 
+With DYNAMICCL_FORCE=allreduce:ARM, learn and frozen run that arm (off stays a pass-through):
+the cost of one of our schedules beside Gloo's own all-reduce, in wall and CPU time.
+
 Prints (bench_output.py's format) the median per-call time of each and its ratios to gloo and
 to frozen (targets: learn/gloo <= 1.03, learn/frozen <= 1.01), and rank 0's CPU time per call,
 which a machine whose ranks share cores disturbs less than the wall clock. After the timed
@@ -73,9 +76,11 @@ def main() -> None:
                                            pg_options=dynamiccl_pg.Options(mode="frozen")),
     }
     per_call_us(groups["dynamiccl-learn"], args.warmup)  # learn, then measure the steady state
-    # frozen runs what learn learned, without measuring: the cost of the policy alone.
-    learn, frozen = backend_of(groups["dynamiccl-learn"]), backend_of(groups["dynamiccl-frozen"])
-    frozen.restore(ENGINES["cpu"], learn.snapshot(ENGINES["cpu"]))
+    # frozen runs what learn learned, without measuring: the cost of the policy alone. Under
+    # DYNAMICCL_FORCE both run the forced arm (and learn has learned nothing).
+    learned_policy = backend_of(groups["dynamiccl-learn"]).snapshot(ENGINES["cpu"])
+    if learned_policy is not None:
+        backend_of(groups["dynamiccl-frozen"]).restore(ENGINES["cpu"], learned_policy)
     for name in ("gloo", "dynamiccl-off", "dynamiccl-frozen"):
         per_call_us(groups[name], 500)
     samples = {name: [] for name in groups}
