@@ -288,7 +288,7 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
     end_step();
   }
   const Hint& hint = current_hint();
-  const Role role = call_role(group_role(), c.op, flat_form(c.type), hint);
+  const Role role = call_role(group_role_, c.op, flat_form(c.type), hint);  // read by dispatch
   const bool synchronous = c.engine_async_op && !*c.engine_async_op;
   const Exposure exposure = call_exposure(role, synchronous, hint);
   r.role = role;
