@@ -9,12 +9,17 @@ the cost of one of our schedules beside Gloo's own all-reduce, in wall and CPU t
 
 Prints (bench_output.py's format) the median per-call time of each and its ratios to gloo and
 to frozen (targets: learn/gloo <= 1.03, learn/frozen <= 1.01), and rank 0's CPU time per call,
-which a machine whose ranks share cores disturbs less than the wall clock. After the timed
-rounds, one untimed call per group all-reduces rank-dependent integers whose sum is exact:
-#wrong counts the elements that differ from it, and the exit status is 1 if any did.
+which a machine whose ranks share cores disturbs less than the wall clock, and that CPU time
+per thread name: the caller's thread (the interpreter's name), Gloo's workers
+(pt_gloo_runloop), Gloo's TCP event loops (gloo_tcp_loop), our schedules (dccl_schedule).
+After the timed rounds, one untimed call per group all-reduces rank-dependent integers whose
+sum is exact: #wrong counts the elements that differ from it, and the exit status is 1 if any
+did.
 """
 
 import argparse
+import collections
+import os
 import statistics
 import sys
 import time
@@ -29,15 +34,41 @@ from dynamiccl_pg.policy_schema import ENGINES
 from bench_output import WRONG, Column, Report, count_wrong, pattern, summed
 
 
+def cpu_by_thread() -> collections.Counter:
+    """CPU seconds so far of this process's threads, summed per thread name (Linux /proc; in
+    clock ticks, so only sums over many calls mean anything). Empty where /proc has no tasks."""
+    total: collections.Counter = collections.Counter()
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return total
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:  # the thread ended meanwhile
+            continue
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        total[name] += (int(fields[11]) + int(fields[12])) / tick  # utime + stime
+    return total
+
+
 def per_call_us(group, calls: int) -> tuple:
-    """Wall time and this process's CPU time (all its threads) per call, µs."""
+    """Wall time and this process's CPU time (all its threads) per call, µs, and the CPU
+    seconds its threads took, per thread name."""
     t = torch.ones(1)
     dist.barrier(group=group)
+    threads_before = cpu_by_thread()
     start, cpu_start = time.perf_counter(), time.process_time()
     for _ in range(calls):
         dist.all_reduce(t, group=group)
-    return ((time.perf_counter() - start) / calls * 1e6,
-            (time.process_time() - cpu_start) / calls * 1e6)
+    wall = (time.perf_counter() - start) / calls * 1e6
+    cpu = (time.process_time() - cpu_start) / calls * 1e6
+    threads = cpu_by_thread()
+    threads.subtract(threads_before)
+    return wall, cpu, threads
 
 
 def wrong_elements(group) -> int:
@@ -65,6 +96,7 @@ def main() -> None:
         "us/call": "median of per-round means; /gloo, /frozen: its ratio to theirs",
         "cpu_us/call": "rank 0's process CPU time (all threads) per call, median of rounds",
         "cpu_over_gloo": "cpu_us/call minus gloo's",
+        "cpu by thread": "rank 0's CPU per call and thread name over all rounds (Linux)",
         "check": "after the rounds, one untimed call per group on rank-dependent integers"})
     groups = {
         "gloo": dist.new_group(backend="gloo"),
@@ -84,9 +116,12 @@ def main() -> None:
     for name in ("gloo", "dynamiccl-off", "dynamiccl-frozen"):
         per_call_us(groups[name], 500)
     samples = {name: [] for name in groups}
+    threads = {name: collections.Counter() for name in groups}
     for _ in range(args.rounds):
         for name, g in groups.items():
-            samples[name].append(per_call_us(g, args.calls))
+            wall, cpu, by_thread = per_call_us(g, args.calls)
+            samples[name].append((wall, cpu))
+            threads[name].update(by_thread)
     # What learning settled on, before the checking calls add one call to each state.
     learned = {name: [st for st in dynamiccl_pg.stats(groups[name])["states"]["cpu"]
                       if st["op"] == "allreduce"]
@@ -101,6 +136,12 @@ def main() -> None:
     for (name, v), w in zip(med.items(), wrong.tolist()):
         out.row(name, v, v / med["gloo"], v / med["dynamiccl-frozen"], cpu[name],
                 cpu[name] - cpu["gloo"], w, checked=world)
+    calls = args.rounds * args.calls
+    for name, by_thread in threads.items():
+        busy = sorted((t for t in by_thread.items() if t[1] > 0), key=lambda t: -t[1])
+        if busy:
+            out.note(f"{name}: cpu by thread, us/call: " + ", ".join(
+                f"{thread} {seconds / calls * 1e6:.0f}" for thread, seconds in busy))
     for name, states in learned.items():
         for st in states:
             out.note(f"{name}: size_bin {st['size_bin']} -> {st['incumbent']} "

@@ -10,6 +10,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 
 import torch
 
@@ -108,3 +109,15 @@ def test_tiny_allreduce_on_two_ranks_checks_its_results():
         assert abs(float(r["cpu_over_gloo"]) - (float(r["cpu_us/call"]) - gloo_cpu)) <= 0.11
     assert lines[-1] == "# wrong values: 0 of 8 checked (4 rows) OK"
     assert all(line.startswith(("#", " ")) for line in lines)
+
+
+def test_tiny_allreduce_charges_cpu_to_the_thread_that_used_it():
+    from tiny_allreduce import cpu_by_thread  # noqa: E402 (benchmarks/ is on the path)
+    with open("/proc/self/comm") as f:
+        me = f.read().strip()
+    before = cpu_by_thread()
+    start = time.process_time()
+    while time.process_time() - start < 0.3:  # this thread burns 0.3 s of CPU
+        pass
+    after = cpu_by_thread()
+    assert after[me] - before[me] >= 0.15, (before, after)
