@@ -16,14 +16,18 @@ void ScheduleWorker::enqueue(Storages storages, std::function<void()> task) {
     for (int i = 0; i < kThreads; ++i) threads_.emplace_back([this, i] { loop(i); });
   }
   queue_.push_back({std::move(storages), std::move(task)});
-  cv_.notify_one();
+  wake_one();
+}
+
+void ScheduleWorker::wake_one() {
+  if (!queue_.empty() && !idle_.empty()) wake_[static_cast<size_t>(idle_.back())].notify_one();
 }
 
 void ScheduleWorker::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    cv_.notify_all();
+    for (std::condition_variable& cv : wake_) cv.notify_all();
   }
   for (std::thread& t : threads_) {
     if (t.joinable()) t.join();
@@ -44,22 +48,25 @@ void ScheduleWorker::loop(int index) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     // Only the oldest queued task may start: issue order is kept.
-    cv_.wait(lock, [this] {
+    auto ready = [this] {
       return (stopping_ && queue_.empty()) || (!queue_.empty() && !blocked(queue_.front()));
-    });
+    };
+    if (!ready()) {
+      idle_.push_back(index);
+      wake_[static_cast<size_t>(index)].wait(lock, ready);
+      idle_.erase(std::find(idle_.begin(), idle_.end(), index));
+    }
     if (queue_.empty()) return;  // stopping and drained
     Task task = std::move(queue_.front());
     queue_.pop_front();
     running_[index] = std::move(task.storages);
-    if (!queue_.empty()) cv_.notify_one();  // the next one may be free to start on the other thread
+    wake_one();  // a next task may be free to start on another thread
     lock.unlock();
     task.run();          // tasks report their own errors through their futures
     task.run = nullptr;  // what it captured (tensors, the future) is freed outside the lock
     lock.lock();
     running_[index].clear();
-    // A queued task that waited for these storages may start. With nothing queued, waking the
-    // idle thread would only cost it a context switch (on every call of a synchronous loop).
-    if (!queue_.empty()) cv_.notify_all();
+    wake_one();  // a queued task that waited for these storages may start
   }
 }
 

@@ -47,9 +47,16 @@ class ScheduleWorker {
   };
   void loop(int index);
   bool blocked(const Task& t) const;  // shares a storage with a running task
+  void wake_one();                    // the most recently idle thread, if a task is queued
 
   std::mutex mu_;
-  std::condition_variable cv_;
+  // One wake-up per thread: the thread that went idle last takes the next task, and an idle
+  // thread is woken only for a queued task. A synchronous caller's calls then run on one warm
+  // thread; waking the longest waiter (a plain condition variable) made them alternate between
+  // the two, which on a machine whose ranks share cores doubled the time Gloo's event loop
+  // spins on a pair's lock held by a preempted poster (benchmarks/results/tiny_allreduce.md).
+  std::array<std::condition_variable, kThreads> wake_;
+  std::vector<int> idle_;  // indexes of the waiting threads, the most recent last
   std::deque<Task> queue_;
   std::array<Storages, kThreads> running_;  // storages of each thread's task
   std::vector<std::thread> threads_;
