@@ -20,7 +20,11 @@ void ScheduleWorker::enqueue(Storages storages, std::function<void()> task) {
 }
 
 void ScheduleWorker::wake_one() {
-  if (!queue_.empty() && !idle_.empty()) wake_[static_cast<size_t>(idle_.back())].notify_one();
+  if (queue_.empty() || idle_.empty()) return;
+  // Taken off the list as it is woken: a second task issued before it runs wakes the other one.
+  const int index = idle_.back();
+  idle_.pop_back();
+  wake_[static_cast<size_t>(index)].notify_one();
 }
 
 void ScheduleWorker::stop() {
@@ -51,10 +55,12 @@ void ScheduleWorker::loop(int index) {
     auto ready = [this] {
       return (stopping_ && queue_.empty()) || (!queue_.empty() && !blocked(queue_.front()));
     };
-    if (!ready()) {
+    while (!ready()) {
       idle_.push_back(index);
-      wake_[static_cast<size_t>(index)].wait(lock, ready);
-      idle_.erase(std::find(idle_.begin(), idle_.end(), index));
+      wake_[static_cast<size_t>(index)].wait(lock);
+      // Still listed after a spurious or stop() wake-up (wake_one() takes a thread off).
+      auto listed = std::find(idle_.begin(), idle_.end(), index);
+      if (listed != idle_.end()) idle_.erase(listed);
     }
     if (queue_.empty()) return;  // stopping and drained
     Task task = std::move(queue_.front());
@@ -65,8 +71,9 @@ void ScheduleWorker::loop(int index) {
     task.run();          // tasks report their own errors through their futures
     task.run = nullptr;  // what it captured (tensors, the future) is freed outside the lock
     lock.lock();
+    // No wake-up: this thread now checks the queue itself, and a task that waited for these
+    // storages is free for it (one still blocked waits for a running task, not an idle one).
     running_[index].clear();
-    wake_one();  // a queued task that waited for these storages may start
   }
 }
 
