@@ -38,11 +38,11 @@ def cpu_by_thread() -> collections.Counter:
     """CPU seconds so far of this process's threads, summed per thread name (Linux /proc; in
     clock ticks, so only sums over many calls mean anything). Empty where /proc has no tasks."""
     total: collections.Counter = collections.Counter()
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
     try:
         tids = os.listdir("/proc/self/task")
     except OSError:
         return total
+    tick = os.sysconf("SC_CLK_TCK")
     for tid in tids:
         try:
             with open(f"/proc/self/task/{tid}/stat") as f:

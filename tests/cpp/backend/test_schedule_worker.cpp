@@ -3,6 +3,7 @@
 // caller's calls stay on one thread.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
