@@ -17,6 +17,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
 from bench_output import WRONG, Column, Report, read_rows  # noqa: E402
+from tiny_allreduce import cpu_by_thread  # noqa: E402
 
 with open(os.path.join(ROOT, "dynamiccl_pg", "config.py")) as _f:
     LIBRARY_VERSION = re.search(r'^LIBRARY_VERSION = "([^"]+)"', _f.read(), re.M).group(1)
@@ -112,7 +113,6 @@ def test_tiny_allreduce_on_two_ranks_checks_its_results():
 
 
 def test_tiny_allreduce_charges_cpu_to_the_thread_that_used_it():
-    from tiny_allreduce import cpu_by_thread  # noqa: E402 (benchmarks/ is on the path)
     with open("/proc/self/comm") as f:
         me = f.read().strip()
     before = cpu_by_thread()

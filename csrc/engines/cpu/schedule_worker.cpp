@@ -49,12 +49,12 @@ bool ScheduleWorker::blocked(const Task& t) const {
 
 void ScheduleWorker::loop(int index) {
   c10::setThreadName("dccl_schedule");  // tells our threads from Gloo's in top -H and profiles
+  // Only the oldest queued task may start: issue order is kept.
+  auto ready = [this] {
+    return (stopping_ && queue_.empty()) || (!queue_.empty() && !blocked(queue_.front()));
+  };
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    // Only the oldest queued task may start: issue order is kept.
-    auto ready = [this] {
-      return (stopping_ && queue_.empty()) || (!queue_.empty() && !blocked(queue_.front()));
-    };
     while (!ready()) {
       idle_.push_back(index);
       wake_[static_cast<size_t>(index)].wait(lock);
