@@ -43,7 +43,8 @@ void bind_results(py::module_& m) {
       .def_readonly("oracle_arm", &StateResult::oracle_arm)
       .def_readonly("totals", &StateResult::totals)
       .def_readonly("after_convergence", &StateResult::after_convergence)
-      .def_readonly("alarms", &StateResult::alarms);
+      .def_readonly("alarms", &StateResult::alarms)
+      .def_readonly("events", &StateResult::events);
   py::class_<RecoveryResult>(m, "RecoveryResult")
       .def_readonly("episode", &RecoveryResult::episode)
       .def_readonly("step", &RecoveryResult::step)

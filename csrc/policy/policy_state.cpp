@@ -505,7 +505,14 @@ void PolicyState::propose_footprint_trial() {
     }
     if (best < 0 || c.footprint > slots_[best].footprint) best = i;
   }
-  if (best < 0) awaited_rung_ = awaited;
+  if (best < 0) {
+    awaited_rung_ = awaited;
+    // A focused re-open parks every arm without a cost in the new regime, the awaited rung too;
+    // parked, it would never get the first probe it waits for and the descent would stall for
+    // good (seen in the simulator on an LLM step: the quarter-channel rung of the data-parallel
+    // buckets). The re-open ranked arms per call; the rung is the step's question.
+    if (awaited >= 0) slots_[awaited].parked = false;
+  }
   if (trials_->owner >= 0) return;
   if (best < 0) {
     if (awaited < 0) footprint_done_ = true;

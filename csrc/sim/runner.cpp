@@ -485,8 +485,13 @@ struct SimRunner::Impl {
           if (st.state_id != id) continue;
           if (r.calls_to_converge < 0 && st.converged_at_call > 0)
             r.calls_to_converge = static_cast<int64_t>(st.converged_at_call);
-          r.incumbent = st.incumbent < arms.size() ? arms[st.incumbent].name : "?";
+          auto name = [&arms](uint16_t a) { return a < arms.size() ? arms[a].name : "?"; };
+          r.incumbent = name(st.incumbent);
           r.alarms = st.alarms;
+          for (const StateEvent& e : st.events) {
+            r.events.push_back("call " + std::to_string(e.call) + ": " + e.what + ": " +
+                               name(e.from_arm) + " -> " + name(e.to_arm));
+          }
         }
         if (t.last_site >= 0) {
           const Site& s = sites[t.last_site];

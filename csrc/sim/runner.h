@@ -44,6 +44,8 @@ struct StateResult {
   CostTotals totals;
   CostTotals after_convergence;  // calls after the state first converged
   uint32_t alarms = 0;           // CUSUM re-openings reported by the learner
+  // The learner's last events for the state (StateStats::events): "call N: what: from -> to".
+  std::vector<std::string> events;
 };
 
 // How fast a state got back near the oracle after a congestion episode began.

@@ -361,6 +361,39 @@ TEST(StepTrials, TheDescentsNextRungIsProbedBeforeArmsThatHoldAsMuch) {
   FAIL() << "no footprint trial in 150 steps";
 }
 
+// "half" and its per-call twin "twin" hold half of what the default holds, "quarter" a quarter;
+// the prior prices "quarter" at 5x the default, so its first probe waits until the state has seen
+// enough calls.
+class TwinRungsCatalog : public NamedArmsCatalog {
+ public:
+  TwinRungsCatalog()
+      : NamedArmsCatalog({"default", "half", "twin", "quarter"}, [](Arm& a, int i) {
+          a.action.algo = static_cast<int8_t>(i);
+          a.action.channels = static_cast<int16_t>(i == 3 ? 4 : 8);
+        }) {}
+  double prior_cost_us(OpKind, uint16_t arm, uint64_t, int) const override {
+    return arm == 3 ? 500 : 100;
+  }
+  double footprint(OpKind, uint16_t arm, uint64_t) const override {
+    return arm == 0 ? 1 : arm == 3 ? 0.25 : 0.5;
+  }
+};
+
+TEST(StepTrials, ARungParkedByAReopenStillGetsItsFirstProbe) {
+  // The descent adopts "half"; per call "twin" is cheaper, so the state re-opens on it, which
+  // parks every arm without a cost in the new regime: "quarter", the next rung, just woken for its
+  // first probe. Parked, it never got one and the descent stalled for good (an LLM step in the
+  // simulator: the quarter-channel rung). "quarter" shortens the step further.
+  Learner learner(config(), std::make_shared<TwinRungsCatalog>());
+  const StateStats st = run_steps(learner, {{100, 60}, {115, 30}, {100, 30}, {125, 5}}, 800, true);
+  const auto happened = [&st](const char* what) {
+    return std::any_of(st.events.begin(), st.events.end(),
+                       [what](const StateEvent& e) { return e.what == what; });
+  };
+  ASSERT_TRUE(happened("reopened: a challenger looks cheaper"));
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "quarter");
+}
+
 TEST(StepTrials, StepVerdictsSurviveAWarmStart) {
   Learner first(config(), std::make_shared<FootprintCatalog>());
   run_steps(first, {{100, 60}, {120, 20}, {140, 80}}, 600, true);
