@@ -386,11 +386,9 @@ TEST(StepTrials, ARungParkedByAReopenStillGetsItsFirstProbe) {
   // simulator: the quarter-channel rung). "quarter" shortens the step further.
   Learner learner(config(), std::make_shared<TwinRungsCatalog>());
   const StateStats st = run_steps(learner, {{100, 60}, {115, 30}, {100, 30}, {125, 5}}, 800, true);
-  const auto happened = [&st](const char* what) {
-    return std::any_of(st.events.begin(), st.events.end(),
-                       [what](const StateEvent& e) { return e.what == what; });
-  };
-  ASSERT_TRUE(happened("reopened: a challenger looks cheaper"));
+  ASSERT_TRUE(std::any_of(st.events.begin(), st.events.end(), [](const StateEvent& e) {
+    return e.what == "reopened: a challenger looks cheaper";
+  }));
   EXPECT_EQ(st.arms.at(st.incumbent).name, "quarter");
 }
 
