@@ -128,6 +128,9 @@ class StateResult:
     def default_arm(self) -> str:
         ...
     @property
+    def events(self) -> list[str]:
+        ...
+    @property
     def group(self) -> str:
         ...
     @property
