@@ -14,6 +14,7 @@ import json
 import math
 import os
 import re
+import statistics
 
 from dynamiccl_pg import _C
 from dynamiccl_pg.telemetry import size_label  # a size bin as the summary prints it
@@ -51,15 +52,31 @@ def parse_log(path: str) -> dict:
     return out
 
 
+def read_allreduces(path: str) -> list:
+    with open(path) as f:
+        calls = [r for r in map(json.loads, f) if r["op"] == "allreduce" and r["group"] == "0"]
+    return sorted(calls, key=lambda r: r["seq"])
+
+
+def after_probe(path: str, world: int, calls: list) -> dict:
+    """The call right after each probe against the others, as the learner costs CPU calls (max
+    over ranks, ms): ranks that finish a probe first wait for the others in the next call."""
+    ranks = [calls] + [read_allreduces(path.replace("rank0.", f"rank{r}."))
+                       for r in range(1, world)]
+    dur = [max(rk[i]["dur_us"] for rk in ranks) / 1000 for i in range(len(calls))]
+    after = [dur[i] for i in range(1, len(calls)) if calls[i - 1]["probe"]]
+    others = [dur[i] for i in range(1, len(calls))
+              if not calls[i]["probe"] and not calls[i - 1]["probe"]]
+    typical = statistics.median(others) if others else None
+    return {"calls_after_probes": len(after),
+            "over_1.5x_other_calls": sum(d > 1.5 * typical for d in after) if typical else None,
+            "max_ms": round(max(after), 1) if after else None,
+            "other_calls_median_ms": round(typical, 1) if typical else None}
+
+
 def parse_trace(path: str, steps: int, world: int) -> dict:
     names = _C.arm_names(_C.Engine.cpu, "allreduce")
-    calls = []
-    with open(path) as f:
-        for line in f:
-            r = json.loads(line)
-            if r["op"] == "allreduce" and r["group"] == "0":
-                calls.append(r)
-    calls.sort(key=lambda r: r["seq"])
+    calls = read_allreduces(path)
     per_step = max(1, round(len(calls) / steps))
     by_bin = {}
     for i, r in enumerate(calls):
@@ -79,7 +96,8 @@ def parse_trace(path: str, steps: int, world: int) -> dict:
                        "final_arm_from_step": settled,
                        "probes_after": sum(1 for s, r in rows if r["probe"] and s >= settled)})
     bucket_bytes = sorted({r["bytes"] for r in calls[-per_step:]})
-    return {"allreduces_per_step": per_step, "bucket_bytes": bucket_bytes, "states": states}
+    return {"allreduces_per_step": per_step, "bucket_bytes": bucket_bytes, "states": states,
+            "after_probe": after_probe(path, world, calls)}
 
 
 # What a state's events say about its step trials (the state keeps its last few events).
