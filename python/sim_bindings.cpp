@@ -31,6 +31,11 @@ void bind_results(py::module_& m) {
       .def_readonly("calls", &CostTotals::calls)
       .def_readonly("probes", &CostTotals::probes)
       .def_readonly("rounds", &CostTotals::rounds);
+  py::class_<StateResult::Event>(m, "StateEvent")
+      .def_readonly("call", &StateResult::Event::call)
+      .def_readonly("what", &StateResult::Event::what)
+      .def_readonly("from_arm", &StateResult::Event::from)
+      .def_readonly("to_arm", &StateResult::Event::to);
   py::class_<StateResult>(m, "StateResult")
       .def_readonly("group", &StateResult::group)
       .def_property_readonly("role", [](const StateResult& s) { return role_name(s.role); })

@@ -44,8 +44,13 @@ struct StateResult {
   CostTotals totals;
   CostTotals after_convergence;  // calls after the state first converged
   uint32_t alarms = 0;           // CUSUM re-openings reported by the learner
-  // The learner's last events for the state (StateStats::events): "call N: what: from -> to".
-  std::vector<std::string> events;
+  // The learner's last events for the state (StateStats::events), arms by name as stats() gives
+  // them in a job.
+  struct Event {
+    uint64_t call = 0;
+    std::string what, from, to;
+  };
+  std::vector<Event> events;
 };
 
 // How fast a state got back near the oracle after a congestion episode began.

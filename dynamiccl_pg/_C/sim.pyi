@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections.abc
 import dynamiccl_pg._C
 import typing
-__all__: list[str] = ['ArmCost', 'CostTotals', 'RecoveryResult', 'ScenarioSpec', 'SimResult', 'StateResult', 'arm_costs', 'calls_per_step', 'ddp_buckets', 'run', 'scenario_schema', 'spec_from_dict', 'spec_problems']
+__all__: list[str] = ['ArmCost', 'CostTotals', 'RecoveryResult', 'ScenarioSpec', 'SimResult', 'StateEvent', 'StateResult', 'arm_costs', 'calls_per_step', 'ddp_buckets', 'run', 'scenario_schema', 'spec_from_dict', 'spec_problems']
 class ArmCost:
     @property
     def name(self) -> str:
@@ -111,6 +111,19 @@ class SimResult:
     @property
     def total(self) -> CostTotals:
         ...
+class StateEvent:
+    @property
+    def call(self) -> int:
+        ...
+    @property
+    def from_arm(self) -> str:
+        ...
+    @property
+    def to_arm(self) -> str:
+        ...
+    @property
+    def what(self) -> str:
+        ...
 class StateResult:
     @property
     def after_convergence(self) -> CostTotals:
@@ -128,7 +141,7 @@ class StateResult:
     def default_arm(self) -> str:
         ...
     @property
-    def events(self) -> list[str]:
+    def events(self) -> list[StateEvent]:
         ...
     @property
     def group(self) -> str:
