@@ -72,6 +72,7 @@ uint64_t Consensus::add_call(const CallRecord& call) {
   rec.state_id = call.state_id;
   rec.arm = call.arm;
   rec.probe = call.probe;
+  rec.after_probe = call.after_probe;
   rec.cell.store(nullptr, std::memory_order_relaxed);
   rec.start_ns.store(call.start_ns, std::memory_order_relaxed);
   rec.call_index.store(index, std::memory_order_release);
@@ -209,7 +210,8 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
     // Unknown (a rank had not finished): only a probe needs reporting, to release its budget.
     if (std::isinf(cost) && !rec.probe) continue;
     r.calls.push_back(CallOutcome{rec.state_id, rec.arm,
-                                  std::isinf(cost) ? NAN : static_cast<float>(cost), rec.probe});
+                                  std::isinf(cost) ? NAN : static_cast<float>(cost), rec.probe,
+                                  rec.after_probe});
   }
   for (int e = 0; e < kNumEngines; ++e) {
     if (learners[e]) learners[e]->apply_round(rounds[e]);

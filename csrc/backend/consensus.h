@@ -41,6 +41,7 @@ struct ConsensusSlot {
   uint32_t state_id = 0;
   uint16_t arm = 0;
   bool probe = false;
+  bool after_probe = false;
   std::atomic<int64_t> start_ns{0};
   std::atomic<uint64_t> done{0};              // CPU: tag of the call index << 40 | duration (ns)
   std::atomic<SummaryCell*> cell{nullptr};    // the call's row in the local summary

@@ -311,6 +311,7 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
     r.arm = d.arm;
     r.epoch = d.epoch;
     r.probe = d.probe;
+    r.after_probe = d.after_probe;
     r.action = d.action;
     r.learned = true;
     r.measured = d.measure;

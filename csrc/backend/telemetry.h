@@ -28,9 +28,10 @@ struct CallRecord {
   Role role = Role::kDefault;
   Exposure exposure = Exposure::kExposed;
   bool probe = false;
-  bool forced = false;    // DYNAMICCL_FORCE chose the arm
-  bool learned = false;   // the learner chose it (consensus counts it)
-  bool measured = false;  // the learner wants its cost (consensus carries it)
+  bool after_probe = false;  // Decision::after_probe
+  bool forced = false;       // DYNAMICCL_FORCE chose the arm
+  bool learned = false;      // the learner chose it (consensus counts it)
+  bool measured = false;     // the learner wants its cost (consensus carries it)
 };
 
 // A running hash over what every rank must decide alike for a call (sequence, op, bytes, role,

@@ -159,10 +159,11 @@ constexpr uint16_t kDefaultArm = 0;
 struct Decision {
   uint32_t state_id = 0;  // index of the learner state (stable for the run, same on all ranks)
   uint16_t arm = kDefaultArm;
-  bool probe = false;    // chosen to explore, not because it is the incumbent
-  bool measure = false;  // the learner wants this call's cost (consensus must carry it)
-  uint32_t epoch = 0;    // policy epoch (number of consensus rounds applied)
-  Action action;         // the arm's action, copied for the engine
+  bool probe = false;        // chosen to explore, not because it is the incumbent
+  bool measure = false;      // the learner wants this call's cost (consensus must carry it)
+  bool after_probe = false;  // the group's previous call was a probe (its skew may land here)
+  uint32_t epoch = 0;        // policy epoch (number of consensus rounds applied)
+  Action action;             // the arm's action, copied for the engine
 };
 
 }  // namespace dynamiccl

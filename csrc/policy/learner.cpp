@@ -96,7 +96,9 @@ struct Learner::Impl {
   // The group's do-no-harm budget, shared by its states (stable address: states point to it).
   std::unique_ptr<RegretBudget> budget = std::make_unique<RegretBudget>();
   std::unique_ptr<StepTrialBoard> trials = std::make_unique<StepTrialBoard>();
-  MeasureCost measure;  // the last known cost of measuring
+  MeasureCost measure;      // the last known cost of measuring
+  bool last_probe = false;  // the group's previous decision was a probe
+  bool long_probe = false;  // the previous outcome applied was a long probe (kSkewRatio)
 
   // Restored snapshots of states not seen yet; applied when the state is created.
   std::array<int32_t, kNumKeys> pending_index;  // key -> index into pending, -1 = none
@@ -280,6 +282,8 @@ Decision Learner::decide(const CollectiveContext& ctx) {
   d.arm = a.arm;
   d.probe = probe;
   d.measure = measure;
+  d.after_probe = m.last_probe && !probe;
+  m.last_probe = probe;
   d.epoch = m.epoch;
   d.action = a.action;
   return d;
@@ -296,10 +300,18 @@ void Learner::apply_round(const RoundResult& round) {
   for (const CallOutcome& c : round.calls) {
     if (c.state_id >= n) continue;
     PolicyState& s = m.states[c.state_id];
-    if (!(c.cost_us > 0) || !std::isfinite(c.cost_us)) {
+    const bool timed = c.cost_us > 0 && std::isfinite(c.cost_us);
+    // The call after a long probe starts where the probe's ranks ended it, far apart: the early
+    // ranks wait in it for the late one, so its cost (max over ranks) is mostly the probe's skew,
+    // which the probe's own cost already holds. Folded in, it raised the incumbent's worst recent
+    // cost, which kept hopeless challengers from being eliminated, and so probed on (kSkewRatio).
+    const bool skewed = c.after_probe && m.long_probe;
+    m.long_probe = c.probe && timed && s.long_probe(c.cost_us);
+    if (!timed) {
       if (c.probe) s.release_probe(c.arm);  // no rank could time it: it will never arrive
       continue;
     }
+    if (skewed) continue;
     nondefault_used = nondefault_used || c.arm != kDefaultArm;
     s.fold(c.arm, c.cost_us, c.probe, learning);
   }

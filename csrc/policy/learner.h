@@ -18,7 +18,8 @@
 //               `probe_budget`; an arm whose cost
 //               is confidently worse than the incumbent's is eliminated — after one cost if it
 //               is hopeless. Arms are compared by a winsorized mean (robust to the heavy-tailed
-//               timings of shared machines);
+//               timings of shared machines); the group's call after a long probe is not folded
+//               in (its cost is the probe's rank skew: kSkewRatio);
 //   exploit   : the incumbent runs; the incumbent changes only when a challenger is better by
 //               more than `switch_margin` (hysteresis), so near-equal arms do not flap; the
 //               budget decays to `converged_budget` (occasional re-checks of the runner-up);
@@ -114,8 +115,9 @@ struct LearnerConfig {
 struct CallOutcome {
   uint32_t state_id = 0;
   uint16_t arm = kDefaultArm;
-  float cost_us = 0.f;  // > 0; NaN: no rank could time it (only probes need reporting then)
-  bool probe = false;   // the decision was a probe (its expected extra was committed)
+  float cost_us = 0.f;       // > 0; NaN: no rank could time it (only probes need reporting then)
+  bool probe = false;        // the decision was a probe (its expected extra was committed)
+  bool after_probe = false;  // Decision::after_probe
 };
 
 struct RoundResult {

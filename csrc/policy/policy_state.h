@@ -155,6 +155,11 @@ constexpr double kFootprintMaxSlowdown = 1.5;
 // yet the step is not the shortest (over an emulated WAN: DDP buckets on tree beside a last
 // bucket on rd, 11.8 ms a step where rd for all stepped 10.5-11.6 ms).
 constexpr double kTieRatio = 1.1;
+// --- Probe skew ---------------------------------------------------------------------------------
+// The group's next call after a probe that cost kSkewRatio x its state's incumbent or more is not
+// folded into anything (Learner::apply_round): over an emulated WAN, rd at 4 MiB ended 112-314 ms
+// in on the four ranks, and the default's next call then measured 254-431 ms against ~125.
+constexpr double kSkewRatio = 1.5;
 
 // Why a step trial's challenger was proposed: faster per call, holding less (footprint descent),
 // or a near-tie per call (a tie trial).
@@ -283,6 +288,12 @@ class PolicyState {
   // The arm can never run for this state again; an incumbent falls back to the best arm known in
   // the current regime (the default when none is known).
   void drop_arm(uint16_t arm);
+  // Whether a probe that cost `cost_us` took kSkewRatio x the incumbent's centre or longer.
+  bool long_probe(float cost_us) const {
+    const ArmView& inc = slots_[incumbent_].view;
+    const double center = inc.n > 0 ? inc.center : ref_us_;
+    return center > 0 && cost_us >= kSkewRatio * center;
+  }
   // Guard freeze: stop exploring, run the best known arm if it beats the default by the switch
   // margin, else the default.
   void freeze();

@@ -407,8 +407,8 @@ struct SimRunner::Impl {
     if (t.recovery >= 0) track_recovery(t, chosen / s.oracle);
 
     if (d.measure) {
-      g.current.calls.push_back(
-          CallOutcome{d.state_id, d.arm, static_cast<float>(measured_cost(g, chosen)), d.probe});
+      g.current.calls.push_back(CallOutcome{
+          d.state_id, d.arm, static_cast<float>(measured_cost(g, chosen)), d.probe, d.after_probe});
       if (s.unavailable[d.arm]) g.current.unavailable.emplace_back(d.state_id, d.arm);
     }
     g.prev_cost_us = chosen * paid;

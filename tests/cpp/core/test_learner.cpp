@@ -83,7 +83,8 @@ struct Driver {
     if (outlier_rate > 0 && uniform(rng) < outlier_rate) c *= 3.0 + 7.0 * uniform(rng);
     // Like the backend: only the calls the learner asked to measure are reported.
     if (d.measure)
-      window.push_back({d.state_id, d.arm, static_cast<float>(std::max(c, 0.01)), d.probe});
+      window.push_back(
+          {d.state_id, d.arm, static_cast<float>(std::max(c, 0.01)), d.probe, d.after_probe});
     window_decisions.push_back(d);
     ++calls;
     if (calls % kRound == 0) {
@@ -513,6 +514,33 @@ TEST(Learner, HopelessArmsAreDroppedAfterTheirFirstCost) {
   EXPECT_EQ(count_arm(e.log, 2), 1);
   EXPECT_TRUE(state_stats(g, 0).arms[2].eliminated);
   EXPECT_EQ(state_stats(g, 0).incumbent, 1);
+}
+
+TEST(Learner, ProbeSkewOnTheNextCallDoesNotKeepHopelessArmsAlive) {
+  // Over a WAN a slow probe ends far apart on the ranks, and the early ones wait for the late one
+  // in the next call: that call costs (max over ranks) what the probe took beyond the default
+  // more. arm2 and arm3 cost 10x and 3x the default; were those follow-on costs the incumbent's,
+  // its worst recent cost would stay above their first costs and neither could be dropped on it.
+  LearnerConfig cfg = bulk_config();
+  for (HeadConfig& h : cfg.heads) {
+    h.probe_budget = 0.05;
+    h.converged_budget = 0.01;
+  }
+  Learner l(cfg, catalog_of(4));
+  const std::vector<double> costs = {100, 100, 1000, 300};
+  Driver d{l, nullptr};
+  d.cost = [&](uint64_t, const CollectiveContext&, uint16_t arm) {
+    const bool after_probe = d.log.size() >= 2 && d.log[d.log.size() - 2].probe;
+    const double skew = after_probe ? costs.at(d.log[d.log.size() - 2].arm) - costs[0] : 0.0;
+    return costs.at(arm) + skew;
+  };
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  d.run(ctx, 3000);
+  EXPECT_EQ(count_arm(d.log, 2), 1);
+  EXPECT_EQ(count_arm(d.log, 3), 1);
+  const StateStats st = state_stats(l, 0);
+  EXPECT_TRUE(st.arms[2].eliminated);
+  EXPECT_TRUE(st.arms[3].eliminated);
 }
 
 // A prior that states its confidence (as a learned one does): each arm's prior cost and sigma of

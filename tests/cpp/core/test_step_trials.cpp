@@ -133,7 +133,7 @@ std::vector<StateStats> run_states(Learner& learner, const std::vector<ArmTruth>
       if (d.measure) {
         const float cost = static_cast<float>(call_us *
                                               std::max(0.2, 1.0 + noise_level.call * noise(rng)));
-        round.calls.push_back({d.state_id, d.arm, cost, d.probe});
+        round.calls.push_back({d.state_id, d.arm, cost, d.probe, d.after_probe});
       }
       if (++calls % kRound == 0) {
         round.first_step = first_step;
@@ -465,7 +465,8 @@ class StepByStep {
         step_us += truth_.at(d.arm).step_cost_us;
         const double cost = truth_.at(d.arm).call_us * (1.0 + 0.02 * noise_(rng_));
         if (d.measure)
-          round.calls.push_back({d.state_id, d.arm, static_cast<float>(cost), d.probe});
+          round.calls.push_back(
+              {d.state_id, d.arm, static_cast<float>(cost), d.probe, d.after_probe});
       }
       learner_.mark_step();
       step_us += 20.0 * noise_(rng_);
