@@ -518,9 +518,10 @@ TEST(Learner, HopelessArmsAreDroppedAfterTheirFirstCost) {
 
 TEST(Learner, ProbeSkewOnTheNextCallDoesNotKeepHopelessArmsAlive) {
   // Over a WAN a slow probe ends far apart on the ranks, and the early ones wait for the late one
-  // in the next call: that call costs (max over ranks) what the probe took beyond the default
-  // more. arm2 and arm3 cost 10x and 3x the default; were those follow-on costs the incumbent's,
-  // its worst recent cost would stay above their first costs and neither could be dropped on it.
+  // in the next call: that call costs (max over ranks) its own cost plus what the probe took
+  // beyond the default. arm2 and arm3 cost 10x and 3x the default; were those follow-on costs the
+  // incumbent's, its worst recent cost would stay above their first costs and neither could be
+  // dropped on it.
   LearnerConfig cfg = bulk_config();
   for (HeadConfig& h : cfg.heads) {
     h.probe_budget = 0.05;
