@@ -484,16 +484,21 @@ TEST(Learner, PriorCutOffLeavesOutArmsPricedFarBeyondTheBest) {
   EXPECT_EQ(state_stats(m, 0).incumbent, 0);
 }
 
-TEST(Learner, HopelessArmsAreDroppedAfterTheirFirstCost) {
-  // Probes come one at a time (budget 5%, a round every 32 calls), so each arm's first cost is
-  // back before its second probe. arm2 costs 10x the default and arm3 1.5x (far beyond the 5%
-  // noise): each is probed once, where min_samples (6) would be spent without early elimination.
+// Probes come one at a time (budget 5%, a round every 32 calls): each arm's first cost is back
+// before its second probe, so early elimination can act on it.
+LearnerConfig one_probe_at_a_time() {
   LearnerConfig cfg = bulk_config();
   for (HeadConfig& h : cfg.heads) {
     h.probe_budget = 0.05;
     h.converged_budget = 0.01;
   }
-  Learner l(cfg, catalog_of(4));
+  return cfg;
+}
+
+TEST(Learner, HopelessArmsAreDroppedAfterTheirFirstCost) {
+  // arm2 costs 10x the default and arm3 1.5x (far beyond the 5% noise): each is probed once,
+  // where min_samples (6) would be spent without early elimination.
+  Learner l(one_probe_at_a_time(), catalog_of(4));
   Driver d{l, fixed({100, 80, 1000, 150})};
   const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
   d.run(ctx, 3000);
@@ -522,12 +527,7 @@ TEST(Learner, ProbeSkewOnTheNextCallDoesNotKeepHopelessArmsAlive) {
   // beyond the default. arm2 and arm3 cost 10x and 3x the default; were those follow-on costs the
   // incumbent's, its worst recent cost would stay above their first costs and neither could be
   // dropped on it.
-  LearnerConfig cfg = bulk_config();
-  for (HeadConfig& h : cfg.heads) {
-    h.probe_budget = 0.05;
-    h.converged_budget = 0.01;
-  }
-  Learner l(cfg, catalog_of(4));
+  Learner l(one_probe_at_a_time(), catalog_of(4));
   const std::vector<double> costs = {100, 100, 1000, 300};
   Driver d{l, nullptr};
   d.cost = [&](uint64_t, const CollectiveContext&, uint16_t arm) {
