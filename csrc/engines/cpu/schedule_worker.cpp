@@ -38,6 +38,11 @@ void ScheduleWorker::stop() {
   }
 }
 
+int ScheduleWorker::idle_threads() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<int>(idle_.size());
+}
+
 bool ScheduleWorker::blocked(const Task& t) const {
   for (const Storages& busy : running_) {
     for (const void* s : t.storages) {

@@ -39,6 +39,8 @@ class ScheduleWorker {
   void enqueue(Storages storages, std::function<void()> task);
   // Runs what is queued, then joins. Idempotent; later enqueue() calls throw.
   void stop();
+  // Threads waiting for a task (tests: a call's thread is back waiting once this is kThreads).
+  int idle_threads();
 
  private:
   struct Task {

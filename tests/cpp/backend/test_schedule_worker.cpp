@@ -70,7 +70,9 @@ TEST(ScheduleWorker, ASynchronousCallersCallsStayOnOneThread) {
     std::promise<std::thread::id> ran_on;
     worker.enqueue({&storage_a}, [&] { ran_on.set_value(std::this_thread::get_id()); });
     ++runs[ran_on.get_future().get()];
-    std::this_thread::sleep_for(milliseconds(2));  // the worker is back waiting
+    // The next call is issued once the thread is back waiting, as a synchronous caller's next
+    // call usually is (a fixed sleep left a loaded machine's thread still on its way back).
+    while (worker.idle_threads() < ScheduleWorker::kThreads) std::this_thread::yield();
   }
   int most = 0;
   for (const auto& [id, n] : runs) most = std::max(most, n);
