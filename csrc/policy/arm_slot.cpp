@@ -38,7 +38,16 @@ void ArmSlot::refresh() {
       v.clip_hi = INFINITY;
       v.outlier_hi = INFINITY;
     }
-    v.highest = r.n > 0 ? r.highest : INFINITY;
+    // The worst recent cost that is not an outlier: what a challenger's cheapest cost must exceed
+    // to be hopeless. The tail itself is accounted for by the number of costs that elimination
+    // rests on (PolicyState::update_tail); against the raw worst, one slow call of the incumbent
+    // would keep every challenger alive.
+    double regular = -INFINITY;
+    for (int i = 0; i < r.n; ++i) {
+      const double x = window.recent(i);
+      if (x <= v.outlier_hi) regular = std::max(regular, x);
+    }
+    v.highest_regular = r.n > 0 ? regular : INFINITY;
     if (whole_regime && r.n > 0) {
       // Winsorize every cost of the regime with the bounds just found, so that an outlier among
       // the first costs does not stay in the centre.

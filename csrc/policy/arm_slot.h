@@ -38,8 +38,8 @@ struct ArmView {
   double spread = 0;             // its standard deviation (floored at kMinRelSpread of the centre)
   double half_width = INFINITY;  // kConfidenceZ * spread / sqrt(n); +inf below two costs
   double robust_sigma = 0;       // MAD-based spread of the recent window (CUSUM, re-check)
-  double highest = INFINITY;     // worst cost in the recent window (+inf: unknown)
-  double clip_lo = -INFINITY;    // winsorizing bounds for the next costs
+  double highest_regular = INFINITY;  // worst non-outlier cost in the recent window (+inf: unknown)
+  double clip_lo = -INFINITY;         // winsorizing bounds for the next costs
   double clip_hi = INFINITY;
   double outlier_hi = INFINITY;  // costs above it count as outliers
   uint64_t n = 0;                // costs the centre rests on

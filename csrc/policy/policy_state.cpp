@@ -279,12 +279,14 @@ void PolicyState::update_tail() {
 }
 
 // Early elimination, from a challenger's cheapest cost so far (a pessimistic view of it: its
-// centre can only be higher). It must lie above every recent cost of the incumbent, and rest on
-// enough costs that all of them being outliers is unlikely (update_tail): the tail of the noise,
-// which hits every arm, must not eliminate a good arm. Then the challenger is hopeless when that
-// cost exceeds kHopelessRatio x the incumbent's centre, or when, with the state's own noise level
-// (the incumbent's relative robust spread) as its uncertainty, it is confidently above the
-// incumbent's upper bound: successive elimination without waiting for min_samples costs.
+// centre can only be higher). It must lie above every recent regular (non-outlier) cost of the
+// incumbent, and rest on enough costs that all of them being outliers is unlikely (update_tail):
+// the tail of the noise, which hits every arm, must not eliminate a good arm, and must not keep a
+// bad one alive either (the incumbent's own outliers are left out of the bound for that). Then the
+// challenger is hopeless when that cost exceeds kHopelessRatio x the incumbent's centre, or when,
+// with the state's own noise level (the incumbent's relative robust spread) as its uncertainty, it
+// is confidently above the incumbent's upper bound: successive elimination without waiting for
+// min_samples costs.
 bool PolicyState::hopeless(const ArmSlot& c, const ArmSlot& inc) const {
   // Costs seen, not counts restored from a snapshot: `lowest` knows only the former.
   if (static_cast<uint32_t>(c.window.size()) < hopeless_need_ ||
@@ -292,7 +294,7 @@ bool PolicyState::hopeless(const ArmSlot& c, const ArmSlot& inc) const {
     return false;
   }
   const double center = inc.view.center;
-  if (!(center > 0) || c.lowest <= inc.view.highest) return false;
+  if (!(center > 0) || c.lowest <= inc.view.highest_regular) return false;
   if (c.lowest > kHopelessRatio * center) return true;
   const double rel = inc.view.robust_sigma / center;
   return c.lowest * (1.0 - kConfidenceZ * rel) > center + inc.view.half_width;

@@ -65,7 +65,7 @@ constexpr uint32_t kMaxNeedSearch = 32;  // min_samples above which no more are 
 
 // --- Early elimination ------------------------------------------------------------------------
 // Hopeless: a challenger whose cheapest cost so far exceeds the incumbent's worst recent cost
-// (so that a heavy tail, which hits every arm, is not mistaken for a slow arm) and either
+// short of an outlier (so that normal spread is not mistaken for a slow arm) and either
 // kHopelessRatio times the incumbent's centre or, by the state's noise level, confidently its
 // upper bound, is eliminated after as few costs as make "all of them outliers" less likely than
 // kHopelessFalseRate (one while the state has shown no outlier; at most kMaxHopelessNeed). When

@@ -544,6 +544,28 @@ TEST(Learner, ProbeSkewOnTheNextCallDoesNotKeepHopelessArmsAlive) {
   EXPECT_TRUE(st.arms[3].eliminated);
 }
 
+TEST(Learner, TheIncumbentsOwnTailDoesNotKeepHopelessArmsAlive) {
+  // The default costs 100 with one call in 12 at 350 (a slow call on some rank), 20% noise on
+  // every cost: each window of its recent costs holds a few of those. arm1 and arm2 cost 4x and
+  // 10x; the tail rate asks for three costs each before an early elimination (update_tail).
+  // Compared with the incumbent's worst recent cost outliers included, arm1 would be probed
+  // until confidently worse (6 probes here) instead.
+  Learner l(one_probe_at_a_time(), catalog_of(3));
+  Driver d{l, [](uint64_t call, const CollectiveContext&, uint16_t arm) {
+             if (arm == 0) return call % 12 == 7 ? 350.0 : 100.0;
+             return arm == 1 ? 400.0 : 1000.0;
+           }};
+  d.noise = 0.2;
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  d.run(ctx, 3000);
+  EXPECT_LE(count_arm(d.log, 1), 3);
+  EXPECT_LE(count_arm(d.log, 2), 3);
+  const StateStats st = state_stats(l, 0);
+  EXPECT_TRUE(st.arms[1].eliminated);
+  EXPECT_TRUE(st.arms[2].eliminated);
+  EXPECT_EQ(st.incumbent, 0);
+}
+
 // A prior that states its confidence (as a learned one does): each arm's prior cost and sigma of
 // its log ratio to the default's (NaN: unsaid).
 class ConfidentCatalog : public FakeCatalog {
