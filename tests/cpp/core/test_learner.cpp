@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <deque>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -495,6 +496,16 @@ LearnerConfig one_probe_at_a_time() {
   return cfg;
 }
 
+// Each of `arms` was probed at most `max_probes` times and is eliminated (so probed at least once).
+void expect_dropped_within(const Learner& l, const std::vector<Decision>& log,
+                           std::initializer_list<uint16_t> arms, int max_probes) {
+  const StateStats st = state_stats(l, 0);
+  for (uint16_t a : arms) {
+    EXPECT_LE(count_arm(log, a), max_probes) << "arm" << a;
+    EXPECT_TRUE(st.arms[a].eliminated) << "arm" << a;
+  }
+}
+
 TEST(Learner, HopelessArmsAreDroppedAfterTheirFirstCost) {
   // arm2 costs 10x the default and arm3 1.5x (far beyond the 5% noise): each is probed once,
   // where min_samples (6) would be spent without early elimination.
@@ -502,13 +513,9 @@ TEST(Learner, HopelessArmsAreDroppedAfterTheirFirstCost) {
   Driver d{l, fixed({100, 80, 1000, 150})};
   const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
   d.run(ctx, 3000);
-  EXPECT_EQ(count_arm(d.log, 2), 1);
-  EXPECT_EQ(count_arm(d.log, 3), 1);
-  const StateStats st = state_stats(l, 0);
-  EXPECT_TRUE(st.arms[2].eliminated);
-  EXPECT_TRUE(st.arms[3].eliminated);
-  EXPECT_EQ(st.incumbent, 1);
-  EXPECT_EQ(st.alarms, 0u);
+  expect_dropped_within(l, d.log, {2, 3}, 1);
+  EXPECT_EQ(state_stats(l, 0).incumbent, 1);
+  EXPECT_EQ(state_stats(l, 0).alarms, 0u);
 
   // An arm the prior prices above twice the best gets a single probe before its first cost is
   // back, even when the budget would allow a burst of them: here its cost confirms the prior.
@@ -537,11 +544,7 @@ TEST(Learner, ProbeSkewOnTheNextCallDoesNotKeepHopelessArmsAlive) {
   };
   const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
   d.run(ctx, 3000);
-  EXPECT_EQ(count_arm(d.log, 2), 1);
-  EXPECT_EQ(count_arm(d.log, 3), 1);
-  const StateStats st = state_stats(l, 0);
-  EXPECT_TRUE(st.arms[2].eliminated);
-  EXPECT_TRUE(st.arms[3].eliminated);
+  expect_dropped_within(l, d.log, {2, 3}, 1);
 }
 
 TEST(Learner, TheIncumbentsOwnTailDoesNotKeepHopelessArmsAlive) {
@@ -558,12 +561,8 @@ TEST(Learner, TheIncumbentsOwnTailDoesNotKeepHopelessArmsAlive) {
   d.noise = 0.2;
   const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
   d.run(ctx, 3000);
-  EXPECT_LE(count_arm(d.log, 1), 3);
-  EXPECT_LE(count_arm(d.log, 2), 3);
-  const StateStats st = state_stats(l, 0);
-  EXPECT_TRUE(st.arms[1].eliminated);
-  EXPECT_TRUE(st.arms[2].eliminated);
-  EXPECT_EQ(st.incumbent, 0);
+  expect_dropped_within(l, d.log, {1, 2}, 3);
+  EXPECT_EQ(state_stats(l, 0).incumbent, 0);
 }
 
 // A prior that states its confidence (as a learned one does): each arm's prior cost and sigma of
