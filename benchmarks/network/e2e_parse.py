@@ -1,6 +1,6 @@
 """Turns one examples/train_ddp.py run (rank 0's output, and for dynamiccl its call trace and
 --stats-json file) into one JSON line: median step time, the learned-choices table it printed,
-the gradient buckets, when learning settled, and the step trials' verdicts.
+the gradient buckets, when learning settled, the step trials' verdicts and each probed arm's costs.
 
 Settling, per learned state (all-reduce size bin): the step from which the exploited arm (the
 one non-probe calls ran) never changed again, how many probes came after that step (the
@@ -119,6 +119,21 @@ def parse_stats(path: str) -> list:
     return out
 
 
+def parse_arms(path: str) -> list:
+    """Per all-reduce state that ran more than its warm-up: each arm's costs, median and whether it
+    was eliminated (why a state probes on: which arms are still alive at the end)."""
+    with open(path) as f:
+        stats = json.load(f)["stats"]
+    out = []
+    for s in stats["states"]["cpu"] if stats else []:
+        if s["op"] == "allreduce" and s["probes"] > 0:
+            out.append({"size_bin": f">={size_label(s['size_bin'])}", "exposure": s["exposure"],
+                        "arms": [{"name": a["name"], "samples": a["samples"],
+                                  "median_us": round(a["median_us"], 1),
+                                  "eliminated": a["eliminated"]} for a in s["arms"]]})
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--log", required=True)
@@ -139,6 +154,7 @@ def main() -> None:
         rec["trace"] = parse_trace(a.trace, a.steps, rec["world"])
     if a.backend.startswith("dynamiccl") and a.stats and os.path.exists(a.stats):
         rec["step_trials"] = parse_stats(a.stats)
+        rec["arms"] = parse_arms(a.stats)
     print(json.dumps(rec))
 
 
