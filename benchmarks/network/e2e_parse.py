@@ -74,6 +74,20 @@ def after_probe(path: str, world: int, calls: list) -> dict:
             "other_calls_median_ms": round(typical, 1) if typical else None}
 
 
+def call_costs(path: str, world: int, calls: list, per_step: int) -> dict:
+    """Per bucket size, the median over the second half's non-probe calls of what the learner
+    charges a CPU call (its duration, max over ranks, ms): beside the median step, whether a
+    faster call makes a faster step."""
+    ranks = [calls] + [read_allreduces(path.replace("rank0.", f"rank{r}."))
+                       for r in range(1, world)]
+    by_bytes = {}
+    for i in range(len(calls) // per_step // 2 * per_step, len(calls)):
+        if not calls[i]["probe"]:
+            dur = max(rk[i]["dur_us"] for rk in ranks) / 1000
+            by_bytes.setdefault(calls[i]["bytes"], []).append(dur)
+    return {str(b): round(statistics.median(d), 2) for b, d in sorted(by_bytes.items())}
+
+
 def parse_trace(path: str, steps: int, world: int) -> dict:
     names = _C.arm_names(_C.Engine.cpu, "allreduce")
     calls = read_allreduces(path)
@@ -97,7 +111,8 @@ def parse_trace(path: str, steps: int, world: int) -> dict:
                        "probes_after": sum(1 for s, r in rows if r["probe"] and s >= settled)})
     bucket_bytes = sorted({r["bytes"] for r in calls[-per_step:]})
     return {"allreduces_per_step": per_step, "bucket_bytes": bucket_bytes, "states": states,
-            "after_probe": after_probe(path, world, calls)}
+            "after_probe": after_probe(path, world, calls),
+            "call_ms_second_half": call_costs(path, world, calls, per_step)}
 
 
 # What a state's events say about its step trials (the state keeps its last few events).
@@ -150,7 +165,8 @@ def main() -> None:
     rec.update(parse_log(a.log))
     if "median_step_ms" not in rec:
         raise SystemExit(f"{a.log}: no 'median step' line; did the run fail?")
-    if a.backend.startswith("dynamiccl") and a.trace and os.path.exists(a.trace):
+    traced = a.backend.startswith(("dynamiccl", "forced:"))
+    if traced and a.trace and os.path.exists(a.trace):
         rec["trace"] = parse_trace(a.trace, a.steps, rec["world"])
     if a.backend.startswith("dynamiccl") and a.stats and os.path.exists(a.stats):
         rec["step_trials"] = parse_stats(a.stats)

@@ -1,6 +1,7 @@
 """Writes results.md and one plot per op (sweep_<op>.png) from what run.sh measured:
-netcheck.jsonl (the emulated network), sweep.jsonl (every arm per op, size, profile, ranks) and
-e2e.jsonl (examples/train_ddp.py, dynamiccl against gloo).
+netcheck.jsonl (the emulated network), sweep.jsonl (every arm per op, size, profile, ranks),
+e2e.jsonl (examples/train_ddp.py, dynamiccl against gloo) and forced.jsonl (the same training with
+each all-reduce arm pinned: the step-time oracle).
 
 A size's winner is the arm with the lowest median; when the engine default is within TIE of it
 the size counts for the default (differences that small are inside this machine's noise).
@@ -17,7 +18,7 @@ from collections import defaultdict
 TIE = 1.05
 OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast")
 PROFILES = ("lan", "wan")
-STAGES = ("capacity", "netcheck", "sweep", "e2e")  # run.sh's, in its order
+STAGES = ("capacity", "netcheck", "sweep", "e2e", "forced")  # run.sh's, in its order
 
 
 def load(path):
@@ -239,6 +240,54 @@ def e2e_section(e2e, cfgs):
     return lines
 
 
+def forced_section(forced, e2e):
+    """Per configuration: each pinned arm's step (runs, median, over gloo's median), the fastest
+    (the oracle on this machine) and, from e2e.jsonl, where the learners stood."""
+    if not forced:
+        return []
+    lines = ["## Every arm pinned: the step-time oracle", "",
+             "The same training, each CPU all-reduce arm pinned on every rank in turn "
+             "(`DYNAMICCL_FORCE=allreduce:ARM`, nothing learned for the gradient buckets), and "
+             "plain gloo; which goes first rotates between repetitions. The oracle is the arm "
+             "with the shortest median step. Call per bucket: what the learner charges a call "
+             "(its duration, max over ranks; median of the second half's calls, then over the "
+             "runs), from the call trace. The learners' medians come from e2e.jsonl: other "
+             "runs, possibly another day, so compare them through their own gloo column.", ""]
+    for name in dict.fromkeys(r["config"] for r in forced):
+        runs = [r for r in forced if r["config"] == name]
+        by_arm, calls = defaultdict(list), defaultdict(lambda: defaultdict(list))
+        for r in runs:
+            by_arm[r["backend"]].append(r["median_step_ms"])
+            for b, v in r.get("trace", {}).get("call_ms_second_half", {}).items():
+                calls[r["backend"]][int(b)].append(v)
+        med = {arm: statistics.median(v) for arm, v in by_arm.items()}
+        gloo = med.get("gloo")
+        best = min((a for a in med if a != "gloo"), key=med.get)
+        lines += [f"### {name}: `train_ddp.py {runs[0]['args']} --steps {runs[0]['steps']}`", "",
+                  "| arm | step per run (ms) | median step (ms) | gloo / arm | "
+                  "call per bucket (ms) |",
+                  "|---|---|---|---|---|"]
+        for arm, steps in by_arm.items():
+            label = arm.removeprefix("forced:") + (" (oracle)" if arm == best else "")
+            ratio = f"{gloo / med[arm]:.3f}" if gloo else "-"
+            call = ", ".join(f"{size_str(b)}: {statistics.median(v):.1f}"
+                             for b, v in sorted(calls[arm].items())) or "-"
+            lines.append(f"| {label} | {', '.join(f'{v:.1f}' for v in steps)} | "
+                         f"{med[arm]:.1f} | {ratio} | {call} |")
+        learned = [r for r in e2e if r["config"] == name]
+        if learned and gloo:
+            e2e_med = {b: statistics.median(r["median_step_ms"] for r in learned
+                                            if r["backend"] == b)
+                       for b in dict.fromkeys(r["backend"] for r in learned)}
+            e2e_gloo = e2e_med.get("gloo")
+            parts = [f"{b} {v:.1f} ms ({e2e_gloo / v:.3f}x its gloo)"
+                     for b, v in e2e_med.items() if b != "gloo" and e2e_gloo]
+            lines += ["", f"Oracle: `{best.removeprefix('forced:')}`, {gloo / med[best]:.3f}x gloo "
+                      f"here. In e2e.jsonl (gloo {e2e_gloo:.1f} ms): " + "; ".join(parts) + "."]
+        lines.append("")
+    return lines
+
+
 def plot(cfgs, out_dir):
     import matplotlib
     matplotlib.use("Agg")
@@ -313,6 +362,7 @@ def main() -> None:
     net = load(os.path.join(a.dir, "netcheck.jsonl"))
     sweep = load(os.path.join(a.dir, "sweep.jsonl"))
     e2e = load(os.path.join(a.dir, "e2e.jsonl"))
+    forced = load(os.path.join(a.dir, "forced.jsonl"))
     cap = load(os.path.join(a.dir, "capacity.jsonl"))
     cfgs = by_config(sweep)
     pngs = plot(cfgs, a.dir) if cfgs else []
@@ -325,7 +375,8 @@ def main() -> None:
     if pngs:
         lines += ["Plots (top: median time; bottom: time relative to the engine default, below 1 "
                   "= faster): " + ", ".join(f"[{n}]({n})" for n in pngs) + ".", ""]
-    lines += network_section(net, cap) + [""] + e2e_section(e2e, cfgs) + sweep_section(cfgs)
+    lines += network_section(net, cap) + [""] + e2e_section(e2e, cfgs)
+    lines += forced_section(forced, e2e) + sweep_section(cfgs)
     with open(os.path.join(a.dir, "results.md"), "w") as f:
         f.write("\n".join(lines).rstrip() + "\n")
 

@@ -8,14 +8,19 @@
 #   3. e2e:      examples/train_ddp.py under the WAN profile at 4 ranks, dynamiccl learning
 #                step-aware (as shipped) and per call (--no-hook) against plain gloo, back to
 #                back in the same cluster, in three configurations,
+#   4. forced:   (only when named in --stages) the same training with every CPU all-reduce arm
+#                pinned in turn (DYNAMICCL_FORCE), and gloo: what each arm gives the step, the
+#                oracle the learners are judged against,
 # and writes results.md and sweep_<op>.png (report.py). Needs root (namespaces, tc).
 #
-#   benchmarks/network/run.sh [--quick] [--stages capacity,netcheck,sweep,e2e] [--out DIR]
-#                             [--no-build]
+#   benchmarks/network/run.sh [--quick] [--stages capacity,netcheck,sweep,e2e,forced]
+#                             [--configs NAME,...] [--out DIR] [--no-build]
 #
 # --quick: fewer sizes, repetitions and steps (a few minutes), written to
 # build/network-quick unless --out is given; the full run writes benchmarks/network/.
 # --no-build: use the existing environment and build instead of sourcing scripts/env.sh.
+# --configs: run only these e2e configurations (e2e and forced stages; a stage re-run replaces its
+# file, e2e.jsonl or forced.jsonl, which then holds these configurations only).
 #
 # Profiles (host-to-host one-way delay, per-direction rate of each rank's link):
 #   lan  50 us, 10 Gbit/s      wan  1 ms, 1 Gbit/s
@@ -26,15 +31,18 @@ ROOT="$(cd "$HERE/../.." && pwd)"
 ORIG_ARGS="$*"
 QUICK=0
 STAGES="capacity,netcheck,sweep,e2e"
+CONFIGS=""
 OUT=""
 BUILD_ENV=1
 while (($#)); do
   case "$1" in
     --quick) QUICK=1 ;;
     --stages) STAGES="$2"; shift ;;
+    --configs) CONFIGS="$2"; shift ;;
     --out) OUT="$2"; shift ;;
     --no-build) BUILD_ENV=0 ;;
-    *) echo "unknown argument $1; accepted: --quick, --stages LIST, --out DIR, --no-build" >&2
+    *) echo "unknown argument $1; accepted: --quick, --stages LIST, --configs LIST, --out DIR," \
+         "--no-build" >&2
        exit 2 ;;
   esac
   shift
@@ -197,12 +205,14 @@ if ((QUICK)); then
   WORLDS=(4 8)
   E2E_STEPS=300
   E2E_REPEATS=1
+  FORCED_STEPS=200
 else
   SIZES="4,16,64,256,1K,4K,16K,64K,256K,1M,4M,16M,64M"
   REPS_SCALE=1.0
   WORLDS=(4 8)
   E2E_STEPS=1200
   E2E_REPEATS=3
+  FORCED_STEPS=400  # nothing learns: the second half's median settles sooner
 fi
 # e2e configurations: name and train_ddp.py arguments (see README.md for why these).
 E2E_CONFIGS=(
@@ -210,6 +220,18 @@ E2E_CONFIGS=(
   "gains_expected|--hidden 64 --bucket-cap-mb 0.03"
   "native_near_best|--hidden 512 --bucket-cap-mb 25"
 )
+if [ -n "$CONFIGS" ]; then
+  selected=()
+  for cfg in "${E2E_CONFIGS[@]}"; do
+    [[ ",$CONFIGS," == *",${cfg%%|*},"* ]] && selected+=("$cfg")
+  done
+  if ((${#selected[@]} == 0)); then
+    echo "--configs $CONFIGS names no e2e configuration; accepted:" \
+      "$(printf '%s ' "${E2E_CONFIGS[@]%%|*}")" >&2
+    exit 2
+  fi
+  E2E_CONFIGS=("${selected[@]}")
+fi
 # e2e variants: the name e2e.jsonl records and train_ddp.py arguments. dynamiccl_per_call runs
 # without the DDP bucket-hint hook: every bucket exposed, judged by its own duration.
 E2E_VARIANTS=(
@@ -261,6 +283,38 @@ if has_stage e2e; then
           --trace "$LOGS/trace.rank0.jsonl" --stats "$LOGS/stats.json" \
           --config "$name" --args "${cfg#*|}" --backend "$backend" --run "$rep" \
           --steps "$E2E_STEPS" >>"$OUT/e2e.jsonl"
+      done
+    done
+  done
+  cluster_down
+fi
+
+if has_stage forced; then
+  rm -f "$OUT/forced.jsonl"
+  # The arms are the product's catalog (first: the engine default, Gloo's own algorithm).
+  read -r -a ARMS <<<"$(PYTHONPATH="$LOGS/pkg" "$PY" -c \
+    'from dynamiccl_pg import _C; print(*_C.arm_names(_C.Engine.cpu, "allreduce"))')"
+  FORCED=("gloo" "${ARMS[@]}")
+  profile_up wan 4
+  for cfg in "${E2E_CONFIGS[@]}"; do
+    name="${cfg%%|*}"
+    read -r -a cfg_args <<<"${cfg#*|}"
+    for ((rep = 0; rep < E2E_REPEATS; rep++)); do
+      shift_by=$((rep * ${#FORCED[@]} / E2E_REPEATS))  # rotate the order, as e2e does
+      for arm in "${FORCED[@]:shift_by}" "${FORCED[@]:0:shift_by}"; do
+        echo "[network] forced: $name, $arm, run $rep ($((($(date +%s) - START) / 60)) min so far)"
+        log="$LOGS/forced-$name-$arm-$rep.log"
+        force=() backend=gloo label=gloo
+        if [ "$arm" != gloo ]; then
+          force=(DYNAMICCL_FORCE="allreduce:$arm") backend=dynamiccl label="forced:$arm"
+        fi
+        rm -f "$LOGS"/trace.*
+        run_ranks 4 env "${force[@]}" DYNAMICCL_TRACE="$LOGS/trace" \
+          "$PY" "$ROOT/examples/train_ddp.py" --backend "$backend" --steps "$FORCED_STEPS" \
+          "${cfg_args[@]}" | tee "$log"
+        PYTHONPATH="$LOGS/pkg" "$PY" "$HERE/e2e_parse.py" --log "$log" --config "$name" \
+          --args "${cfg#*|}" --backend "$label" --run "$rep" --steps "$FORCED_STEPS" \
+          --trace "$LOGS/trace.rank0.jsonl" >>"$OUT/forced.jsonl"
       done
     done
   done
