@@ -75,17 +75,22 @@ def after_probe(path: str, world: int, calls: list) -> dict:
 
 
 def call_costs(path: str, world: int, calls: list, per_step: int) -> dict:
-    """Per bucket size, the median over the second half's non-probe calls of what the learner
-    charges a CPU call (its duration, max over ranks, ms): beside the median step, whether a
-    faster call makes a faster step."""
+    """Per half of the run and bucket size, the median over that half's non-probe calls of what
+    the learner charges a CPU call (its duration, max over ranks, ms): beside the median step,
+    whether a faster call makes a faster step, and how far the same arm drifts within a run."""
     ranks = [calls] + [read_allreduces(path.replace("rank0.", f"rank{r}."))
                        for r in range(1, world)]
-    by_bytes = {}
-    for i in range(len(calls) // per_step // 2 * per_step, len(calls)):
-        if not calls[i]["probe"]:
-            dur = max(rk[i]["dur_us"] for rk in ranks) / 1000
-            by_bytes.setdefault(calls[i]["bytes"], []).append(dur)
-    return {str(b): round(statistics.median(d), 2) for b, d in sorted(by_bytes.items())}
+    half = len(calls) // per_step // 2 * per_step
+    out = {}
+    for name, span in (("first_half", range(half)), ("second_half", range(half, len(calls)))):
+        by_bytes = {}
+        for i in span:
+            if not calls[i]["probe"]:
+                dur = max(rk[i]["dur_us"] for rk in ranks) / 1000
+                by_bytes.setdefault(calls[i]["bytes"], []).append(dur)
+        out[f"call_ms_{name}"] = {str(b): round(statistics.median(d), 2)
+                                  for b, d in sorted(by_bytes.items())}
+    return out
 
 
 def parse_trace(path: str, steps: int, world: int) -> dict:
@@ -112,7 +117,7 @@ def parse_trace(path: str, steps: int, world: int) -> dict:
     bucket_bytes = sorted({r["bytes"] for r in calls[-per_step:]})
     return {"allreduces_per_step": per_step, "bucket_bytes": bucket_bytes, "states": states,
             "after_probe": after_probe(path, world, calls),
-            "call_ms_second_half": call_costs(path, world, calls, per_step)}
+            **call_costs(path, world, calls, per_step)}
 
 
 # What a state's events say about its step trials (the state keeps its last few events).

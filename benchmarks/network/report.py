@@ -96,6 +96,8 @@ def capacity_lines(cap):
 
 
 def network_section(net, cap):
+    if not net and not cap:
+        return []  # a run of the e2e or forced stage alone (--out elsewhere)
     lines = ["## The emulated network, measured", ""] + capacity_lines(cap) + [
              "TCP ping-pong of 64-byte messages (1000 round trips, median and p10–p90) and one "
              "bulk TCP stream for 3 s, between ranks 0 and 1 of the cluster the sweep then ran on.",
@@ -118,6 +120,8 @@ def network_section(net, cap):
 
 
 def sweep_section(cfgs):
+    if not cfgs:
+        return []
     lines = ["## Crossovers: which arm wins, per size", "",
              f"Winner = lowest median; the default keeps a size unless an arm beats it by more "
              f"than {int((TIE - 1) * 100)}%. In parentheses: median time of the default / the "
@@ -230,6 +234,15 @@ def e2e_section(e2e, cfgs):
                              f"{t.get('final_arm_from_step', '-')} | "
                              f"{t.get('probes_after', '-')} | {t.get('last_probe_step', '-')} |")
         lines.append("")
+        arms = [(i, a) for i, r in enumerate(dcl) for a in r.get("arms", [])]
+        if arms:  # recorded since da3f2a4
+            lines += ["Each probed state's arms at the end (costs received, median ms; "
+                      "x = eliminated):", "", "| run | size bin | arms |", "|---|---|---|"]
+            lines += [f"| {i} | {a['size_bin']} | " + ", ".join(
+                f"{x['name']} {x['samples']}/{x['median_us'] / 1000:.1f}"
+                f"{' x' if x['eliminated'] else ''}" for x in a["arms"] if x["samples"]) + " |"
+                for i, a in arms]
+            lines.append("")
         trials = [(i, t) for i, r in enumerate(dcl) for t in r.get("step_trials", [])]
         if trials:  # older records have none
             lines += ["Step trials (the last events each state kept):", "",
