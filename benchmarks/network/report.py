@@ -363,8 +363,10 @@ def provenance_lines(prov):
     for (command, elapsed, quick), stages in sorted(by_run.items(), key=lambda kv: str(kv[0])):
         took = ("time not recorded" if elapsed is None
                 else f"{elapsed // 60} min {elapsed % 60} s")
+        # A stage run for some configurations only is recorded as "e2e (name,...)".
+        stages.sort(key=lambda s: STAGES.index(s.split(" ")[0]))
         lines.append(f"- `{command}`{' (quick mode)' if quick else ''}: "
-                     f"{', '.join(s for s in STAGES if s in stages)} ({took})")
+                     f"{', '.join(stages)} ({took})")
     return lines
 
 

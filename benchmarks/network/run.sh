@@ -19,8 +19,8 @@
 # --quick: fewer sizes, repetitions and steps (a few minutes), written to
 # build/network-quick unless --out is given; the full run writes benchmarks/network/.
 # --no-build: use the existing environment and build instead of sourcing scripts/env.sh.
-# --configs: run only these e2e configurations (e2e and forced stages; a stage re-run replaces its
-# file, e2e.jsonl or forced.jsonl, which then holds these configurations only).
+# --configs: run only these e2e configurations (e2e and forced stages): their records in
+# e2e.jsonl / forced.jsonl are replaced, the other configurations' kept.
 #
 # Profiles (host-to-host one-way delay, per-direction rate of each rank's link):
 #   lan  50 us, 10 Gbit/s      wan  1 ms, 1 Gbit/s
@@ -199,6 +199,21 @@ run_ranks() {
 
 has_stage() { [[ ",$STAGES," == *",$1,"* ]]; }
 
+# Before a stage writes its records: without --configs it starts its file afresh; with it, only
+# the configurations it runs are dropped (E2E_CONFIGS, as --configs narrowed it).
+clear_records() {
+  if [ -z "$CONFIGS" ]; then rm -f "$1"; return; fi
+  [ -f "$1" ] || return 0
+  "$PY" - "$1" "${E2E_CONFIGS[@]%%|*}" <<'EOF'
+import json, sys
+path, names = sys.argv[1], set(sys.argv[2:])
+with open(path) as f:
+    keep = [line for line in f if line.strip() and json.loads(line)["config"] not in names]
+with open(path, "w") as f:
+    f.writelines(keep)
+EOF
+}
+
 if ((QUICK)); then
   SIZES="4,256,16K,1M,16M"
   REPS_SCALE=0.4
@@ -220,6 +235,7 @@ E2E_CONFIGS=(
   "gains_expected|--hidden 64 --bucket-cap-mb 0.03"
   "native_near_best|--hidden 512 --bucket-cap-mb 25"
 )
+ALL_CONFIGS="$(printf '%s,' "${E2E_CONFIGS[@]%%|*}")"
 if [ -n "$CONFIGS" ]; then
   selected=()
   for cfg in "${E2E_CONFIGS[@]}"; do
@@ -262,7 +278,7 @@ if has_stage netcheck || has_stage sweep; then
 fi
 
 if has_stage e2e; then
-  rm -f "$OUT/e2e.jsonl"
+  clear_records "$OUT/e2e.jsonl"
   profile_up wan 4
   for cfg in "${E2E_CONFIGS[@]}"; do
     name="${cfg%%|*}"
@@ -290,7 +306,7 @@ if has_stage e2e; then
 fi
 
 if has_stage forced; then
-  rm -f "$OUT/forced.jsonl"
+  clear_records "$OUT/forced.jsonl"
   # The arms are the product's catalog (first: the engine default, Gloo's own algorithm).
   read -r -a ARMS <<<"$(PYTHONPATH="$LOGS/pkg" "$PY" -c \
     'from dynamiccl_pg import _C; print(*_C.arm_names(_C.Engine.cpu, "allreduce"))')"
@@ -323,14 +339,28 @@ fi
 
 ELAPSED=$(($(date +%s) - START))
 echo "[network] measurements took $((ELAPSED / 60)) min $((ELAPSED % 60)) s"
-# Which command produced each stage's data: a stage re-run alone replaces only its own entry.
+# Which command produced each stage's data: a stage re-run alone replaces only its own entry, and
+# one for some configurations (--configs) only theirs, kept as "e2e (name,...)".
 "$PY" - "$OUT/provenance.json" "$STAGES" "benchmarks/network/run.sh${ORIG_ARGS:+ $ORIG_ARGS}" \
-  "$ELAPSED" "$QUICK" <<'EOF'
+  "$ELAPSED" "$QUICK" "$CONFIGS" "$ALL_CONFIGS" "${E2E_CONFIGS[@]%%|*}" <<'EOF'
 import json, os, sys
-path, stages, command, elapsed, quick = sys.argv[1:]
+path, stages, command, elapsed, quick, narrowed, all_configs, *names = sys.argv[1:]
 prov = json.load(open(path)) if os.path.exists(path) else {}
 for stage in stages.split(","):
-    prov[stage] = {"command": command, "elapsed_s": int(elapsed), "quick": quick == "1"}
+    entry = {"command": command, "elapsed_s": int(elapsed), "quick": quick == "1"}
+    mine = [k for k in prov if k == stage or k.startswith(stage + " (")]
+    if narrowed and stage in ("e2e", "forced"):
+        for key in mine:  # what an earlier run recorded of the other configurations stays its
+            covered = prov[key].get("configs", all_configs.strip(",").split(","))
+            rest = [n for n in covered if n not in names]
+            old = prov.pop(key)
+            if rest:
+                prov[f"{stage} ({','.join(rest)})"] = {**old, "configs": rest}
+        prov[f"{stage} ({','.join(names)})"] = {**entry, "configs": names}
+    else:
+        for key in mine:
+            del prov[key]
+        prov[stage] = entry
 with open(path, "w") as f:
     json.dump(prov, f, indent=1, sort_keys=True)
 EOF
