@@ -238,14 +238,16 @@ E2E_CONFIGS=(
 ALL_CONFIGS="$(printf '%s,' "${E2E_CONFIGS[@]%%|*}")"
 if [ -n "$CONFIGS" ]; then
   selected=()
+  IFS=, read -r -a wanted <<<"$CONFIGS"
+  for name in "${wanted[@]}"; do
+    if [[ ",$ALL_CONFIGS" != *",$name,"* ]]; then
+      echo "--configs: unknown configuration '$name'; accepted: ${ALL_CONFIGS%,}" >&2
+      exit 2
+    fi
+  done
   for cfg in "${E2E_CONFIGS[@]}"; do
     [[ ",$CONFIGS," == *",${cfg%%|*},"* ]] && selected+=("$cfg")
   done
-  if ((${#selected[@]} == 0)); then
-    echo "--configs $CONFIGS names no e2e configuration; accepted:" \
-      "$(printf '%s ' "${E2E_CONFIGS[@]%%|*}")" >&2
-    exit 2
-  fi
   E2E_CONFIGS=("${selected[@]}")
 fi
 # e2e variants: the name e2e.jsonl records and train_ddp.py arguments. dynamiccl_per_call runs
