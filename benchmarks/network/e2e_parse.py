@@ -58,12 +58,16 @@ def read_allreduces(path: str) -> list:
     return sorted(calls, key=lambda r: r["seq"])
 
 
-def after_probe(path: str, world: int, calls: list) -> dict:
-    """The call right after each probe against the others, as the learner costs CPU calls (max
-    over ranks, ms): ranks that finish a probe first wait for the others in the next call."""
+def learner_costs(path: str, world: int, calls: list) -> list:
+    """What the learner charges each CPU call: its duration, max over ranks (ms)."""
     ranks = [calls] + [read_allreduces(path.replace("rank0.", f"rank{r}."))
                        for r in range(1, world)]
-    dur = [max(rk[i]["dur_us"] for rk in ranks) / 1000 for i in range(len(calls))]
+    return [max(rk[i]["dur_us"] for rk in ranks) / 1000 for i in range(len(calls))]
+
+
+def after_probe(calls: list, dur: list) -> dict:
+    """The call right after each probe against the others: ranks that finish a probe first wait
+    for the others in the next call."""
     after = [dur[i] for i in range(1, len(calls)) if calls[i - 1]["probe"]]
     others = [dur[i] for i in range(1, len(calls))
               if not calls[i]["probe"] and not calls[i - 1]["probe"]]
@@ -74,20 +78,16 @@ def after_probe(path: str, world: int, calls: list) -> dict:
             "other_calls_median_ms": round(typical, 1) if typical else None}
 
 
-def call_costs(path: str, world: int, calls: list, per_step: int) -> dict:
-    """Per half of the run and bucket size, the median over that half's non-probe calls of what
-    the learner charges a CPU call (its duration, max over ranks, ms): beside the median step,
-    whether a faster call makes a faster step, and how far the same arm drifts within a run."""
-    ranks = [calls] + [read_allreduces(path.replace("rank0.", f"rank{r}."))
-                       for r in range(1, world)]
+def call_costs(calls: list, dur: list, per_step: int) -> dict:
+    """Per half of the run and bucket size, the median of that half's non-probe call costs: beside
+    the median step, whether a faster call makes a faster step, and how far an arm drifts."""
     half = len(calls) // per_step // 2 * per_step
     out = {}
     for name, span in (("first_half", range(half)), ("second_half", range(half, len(calls)))):
         by_bytes = {}
         for i in span:
             if not calls[i]["probe"]:
-                dur = max(rk[i]["dur_us"] for rk in ranks) / 1000
-                by_bytes.setdefault(calls[i]["bytes"], []).append(dur)
+                by_bytes.setdefault(calls[i]["bytes"], []).append(dur[i])
         out[f"call_ms_{name}"] = {str(b): round(statistics.median(d), 2)
                                   for b, d in sorted(by_bytes.items())}
     return out
@@ -115,9 +115,9 @@ def parse_trace(path: str, steps: int, world: int) -> dict:
                        "final_arm_from_step": settled,
                        "probes_after": sum(1 for s, r in rows if r["probe"] and s >= settled)})
     bucket_bytes = sorted({r["bytes"] for r in calls[-per_step:]})
+    dur = learner_costs(path, world, calls)
     return {"allreduces_per_step": per_step, "bucket_bytes": bucket_bytes, "states": states,
-            "after_probe": after_probe(path, world, calls),
-            **call_costs(path, world, calls, per_step)}
+            "after_probe": after_probe(calls, dur), **call_costs(calls, dur, per_step)}
 
 
 # What a state's events say about its step trials (the state keeps its last few events).
