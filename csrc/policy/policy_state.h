@@ -155,6 +155,21 @@ constexpr double kFootprintMaxSlowdown = 1.5;
 // yet the step is not the shortest (over an emulated WAN: DDP buckets on tree beside a last
 // bucket on rd, 11.8 ms a step where rd for all stepped 10.5-11.6 ms).
 constexpr double kTieRatio = 1.1;
+// --- Cross-check of a per-call switch ----------------------------------------------------------
+// A challenger that took over on per-call costs (not by a step trial) by less than kTieRatio is
+// judged again from the other side: the previous incumbent is probed among the new incumbent's
+// calls, and both are measured in that period. A probe's cost depends on what runs around it:
+// over an emulated WAN, `hd` probed between the default's calls cost 1.01-1.03x the default,
+// while running every call (pinned) it cost 1.10x, and runs that adopted it stepped ~8% slower.
+// A bias of the probe's position multiplies one side's ratio and divides the other's, so their
+// geometric mean is free of it; the second side's costs, all of one period, are free of the
+// drift between the first side's early and late costs too. The switch stands when that mean
+// still clears the switch margin; otherwise the previous incumbent is back and the challenger is
+// not adopted again (ArmSlot::cross_rejected). The verdict waits for min_samples costs a side and
+// for confidence either way (kConfidenceZ), up to kCrossCheckCapFactor x min_samples probes,
+// after which the estimate decides: with 5-8% noise per cost, six a side judged true ties and
+// 2% losses either way.
+constexpr uint32_t kCrossCheckCapFactor = 4;
 // --- Probe skew ---------------------------------------------------------------------------------
 // The group's next call after a probe that cost kSkewRatio x its state's incumbent or more is not
 // folded into anything (Learner::apply_round): over an emulated WAN, rd at 4 MiB ended 112-314 ms
@@ -244,9 +259,13 @@ class PolicyState {
     }
     // A burst (right after a re-open) probes every call until the focused arms have their
     // calls: the incumbent just proved slower (or is measuring itself afresh).
-    credit_ppm_ += burst_ ? kPpmOne : budget_ppm_;
+    // A cross-check probes at the exploring rate, whatever the budget has decayed to.
+    const int cross = cross_target();
+    credit_ppm_ += burst_ ? kPpmOne : cross >= 0 ? std::max(budget_ppm_, probe_ppm_) : budget_ppm_;
     if (credit_ppm_ < kPpmOne) return incumbent_call(measure);
-    const int target = phase_ == LearnPhase::kProbing ? probe_target() : runner_up_;
+    const int target = cross >= 0                       ? cross
+                       : phase_ == LearnPhase::kProbing ? probe_target()
+                                                        : runner_up_;
     probes_flow_ = target >= 0 && affordable(slots_[target]);
     if (probes_flow_ && !claim_probe_step()) {
       credit_ppm_ = kPpmOne;  // the probe waits for a step of the other kind, not banked twice
@@ -388,11 +407,12 @@ class PolicyState {
       a.deferred = a.issued == 0 && a.stats.count() == 0 && calls_ < a.worth_from_call;
     }
   }
-  // The incumbent's call outside a settled state: measured while probes flow (comparisons need
-  // its costs beside theirs, in the same rounds) or its costs are too few to compare; otherwise
-  // for the fraction that keeps measuring within kLearningOverhead of the state's time.
+  // The incumbent's call outside a settled state: measured while probes flow or a cross-check
+  // runs (comparisons need its costs beside theirs, in the same rounds) or its costs are too few
+  // to compare; otherwise for the fraction that keeps measuring within kLearningOverhead of the
+  // state's time.
   int incumbent_call(bool* measure) {
-    const bool compared = phase_ == LearnPhase::kProbing && probes_flow_;
+    const bool compared = (phase_ == LearnPhase::kProbing && probes_flow_) || cross_.previous >= 0;
     if (!compared && slots_[incumbent_].view.n >= need_) {
       learning_credit_ppm_ += learning_ppm_;
       if (learning_credit_ppm_ < kPpmOne) return incumbent_;
@@ -445,6 +465,16 @@ class PolicyState {
     ++trial_time_probes_;
     return true;
   }
+  // The previous incumbent while the cross-check may still need probes of it, else -1.
+  int cross_target() const {
+    if (cross_.previous < 0) return -1;
+    const uint32_t have = static_cast<uint32_t>(cross_.previous_costs.size()) +
+                          slots_[cross_.previous].inflight_probes;
+    return have < cross_check_cap() ? cross_.previous : -1;
+  }
+  uint32_t cross_check_cap() const {
+    return std::min<uint32_t>(kCrossCheckCapFactor * need_, SampleWindow::kCapacity);
+  }
   // Overlapped states whose group marks steps judge a challenger by step time.
   bool judged_by_step() const { return exposure_ == Exposure::kOverlapped && trials_->step > 0; }
   // Faster per call while holding no more: it can only shorten the step, so its trial may run
@@ -456,6 +486,8 @@ class PolicyState {
   void propose_footprint_trial();
   void propose_tie_trial();
   void evaluate_trial();
+  void adopt_per_call(int challenger);  // switches, cross-checking a near-tie (kTieRatio)
+  void evaluate_cross_check(double keep);
   // Adopted: the challenger becomes the incumbent. Rejected: it is not tried again. Stopped: no
   // verdict on it; a step trial's challenger is trialed again once the board and the budget
   // allow (retry_stopped_trial), a footprint trial's once the descent proposes it.
@@ -565,6 +597,14 @@ class PolicyState {
   bool per_call_misleads_ = false;
   // A step trial that stopped without a verdict: its challenger, to trial again once it may.
   int retry_challenger_ = -1;
+  // The cross-check of a near-tie switch per call (kTieRatio).
+  struct CrossCheck {
+    int previous = -1;             // the incumbent before the switch; -1: no check runs
+    int incumbent = -1;            // the arm switched to
+    double forward = 0;            // previous / incumbent per call, when the switch was made
+    SampleWindow previous_costs;   // its probes' costs since the switch
+    SampleWindow incumbent_costs;  // the incumbent's costs of the same period
+  } cross_;
 };
 
 }  // namespace dynamiccl
