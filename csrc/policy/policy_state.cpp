@@ -222,12 +222,12 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
     extra_us_ += extra;
     group_->spent_us += extra;  // savings (negative) count as credit
   }
-  // The CUSUM residual is predictive: the cost against the incumbent's view as of the last round,
-  // so a shift within this round's costs cannot pull its own reference along.
   if (learning && cross_.previous >= 0) {
     if (i == cross_.previous && probe) cross_.previous_costs.push(cost_us);
     if (i == incumbent_ && !probe) cross_.incumbent_costs.push(cost_us);
   }
+  // The CUSUM residual is predictive: the cost against the incumbent's view as of the last round,
+  // so a shift within this round's costs cannot pull its own reference along.
   const bool watch = learning && !frozen_ && phase_ == LearnPhase::kExploit && i == incumbent_ &&
                      a.view.n >= kCusumMinReference;
   a.add(cost_us);
