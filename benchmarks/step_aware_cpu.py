@@ -7,8 +7,8 @@ step-aware: the job as shipped (DDP's bucket-hint hook: buckets but the last are
 judged by step trials). per-call: `--no-hook` (no bucket hints: every call is exposed and judged
 by its own duration, as before step-aware tuning). The three run in rotating order, --repeats
 times, so that drift on the machine spreads over all of them. With --baseline CHECKOUT (another
-built checkout, e.g. a `git worktree` of an earlier commit), its step-aware job runs in the
-rotation too: a learner change judged side by side with the one it replaces.
+built checkout, e.g. a `git worktree` of an earlier commit), its step-aware and per-call jobs run
+in the rotation too: a learner change judged side by side with the one it replaces.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from prior_cpu import ROOT, train_ddp_stats
 
 MODES = {"gloo": ["--backend", "gloo"], "per-call": ["--no-hook"], "step-aware": []}
 BASELINE = "baseline step-aware"
+BASELINE_PER_CALL = "baseline per-call"
 ATTEMPTS = 8
 
 
@@ -48,7 +49,8 @@ def main(argv=None) -> int:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--baseline", metavar="CHECKOUT",
-                   help="a built checkout whose step-aware job runs beside this one's")
+                   help="a built checkout whose step-aware and per-call jobs run beside "
+                        "this one's")
     args = p.parse_args(argv)
     if args.baseline and not os.path.isfile(os.path.join(args.baseline, "examples",
                                                          "train_ddp.py")):
@@ -57,6 +59,7 @@ def main(argv=None) -> int:
     modes = {m: (a, ROOT) for m, a in MODES.items()}
     if args.baseline:
         modes[BASELINE] = (MODES["step-aware"], os.path.abspath(args.baseline))
+        modes[BASELINE_PER_CALL] = (MODES["per-call"], os.path.abspath(args.baseline))
     names = list(modes)
     runs = {m: [] for m in names}
     # A run that crashed (torch 2.15's gloo aborts at exit now and then: SIGABRT) is run again,
@@ -80,7 +83,8 @@ def main(argv=None) -> int:
              f"`examples/train_ddp.py`, {args.ranks} ranks, {args.steps} steps, its defaults; "
              f"the {len(names)} in rotating order, {args.repeats} times. Median step of the "
              "second half (rank 0)." +
-             (f" Baseline: the step-aware job of {args.baseline}." if args.baseline else ""), "",
+             (f" Baseline: the step-aware and per-call jobs of {args.baseline}."
+              if args.baseline else ""), "",
              "| run | " + " | ".join(f"{m}, ms" for m in names) + " | step-aware learned |" +
              (" baseline learned |" if args.baseline else ""),
              "|---|" + "---|" * len(names) + "---|" + ("---|" if args.baseline else "")]
@@ -94,7 +98,8 @@ def main(argv=None) -> int:
               f"; step-aware / per-call {med['step-aware'] / med['per-call']:.3f}, "
               f"step-aware / gloo {med['step-aware'] / med['gloo']:.3f}, "
               f"per-call / gloo {med['per-call'] / med['gloo']:.3f}" +
-              (f", step-aware / baseline {med['step-aware'] / med[BASELINE]:.3f}"
+              (f", step-aware / baseline {med['step-aware'] / med[BASELINE]:.3f}, "
+               f"per-call / baseline per-call {med['per-call'] / med[BASELINE_PER_CALL]:.3f}"
                if args.baseline else "") + "."]
     if failed:
         lines += ["", "Runs that failed and were run again: " + "; ".join(failed) + "."]
