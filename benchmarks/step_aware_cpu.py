@@ -58,8 +58,8 @@ def main(argv=None) -> int:
     work = tempfile.mkdtemp(prefix="step-aware-cpu-")
     modes = {m: (a, ROOT) for m, a in MODES.items()}
     if args.baseline:
-        modes[BASELINE] = (MODES["step-aware"], os.path.abspath(args.baseline))
-        modes[BASELINE_PER_CALL] = (MODES["per-call"], os.path.abspath(args.baseline))
+        for name, mode in ((BASELINE, "step-aware"), (BASELINE_PER_CALL, "per-call")):
+            modes[name] = (MODES[mode], os.path.abspath(args.baseline))
     names = list(modes)
     runs = {m: [] for m in names}
     # A run that crashed (torch 2.15's gloo aborts at exit now and then: SIGABRT) is run again,

@@ -409,9 +409,8 @@ void PolicyState::switch_to_cheapest(double keep) {
 
 void PolicyState::adopt_per_call(int challenger) {
   const double forward = slots_[incumbent_].view.center / slots_[challenger].view.center;
-  cross_.previous = -1;  // a check still running was about a switch this one overtakes
+  cross_ = CrossCheck{};  // a check still running was about a switch this one overtakes
   if (forward < kTieRatio) {
-    cross_ = CrossCheck{};
     cross_.previous = incumbent_;
     cross_.incumbent = challenger;
     cross_.forward = forward;
@@ -424,12 +423,12 @@ void PolicyState::adopt_per_call(int challenger) {
 // The cross-check (policy_state.h): the switch stands or is undone once the log of the two
 // sides' geometric mean is confidently above or below the margin's, or at the cap by its value.
 // The first side was confident when the switch was made; the second side's uncertainty is that of
-// its two medians. A check whose switch was overtaken (a re-open, an arm lost, a guard) ends
-// without a verdict.
+// its two medians. A check whose switch was overtaken (a rollback, a re-open's provisional
+// switch, an arm lost, a guard) ends without a verdict.
 void PolicyState::evaluate_cross_check(double keep) {
   CrossCheck& x = cross_;
   if (x.previous < 0) return;
-  if (incumbent_ != x.incumbent || slots_[x.previous].unavailable || frozen_) {
+  if (incumbent_ != x.incumbent || slots_[x.previous].unavailable) {
     x.previous = -1;
     return;
   }

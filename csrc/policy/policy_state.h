@@ -159,8 +159,9 @@ constexpr double kTieRatio = 1.1;
 // A challenger that took over on per-call costs (not by a step trial) by less than kTieRatio is
 // judged again from the other side: the previous incumbent is probed among the new incumbent's
 // calls, and both are measured in that period. A probe's cost depends on what runs around it:
-// over an emulated WAN, `hd` probed between the default's calls cost 1.01-1.03x the default,
-// while running every call (pinned) it cost 1.10x, and runs that adopted it stepped ~8% slower.
+// over an emulated WAN, `hd` probed between the default's calls cost 1.03x the default (median of
+// its probes, benchmarks/network/reruns/native_near_best), running every call 1.10x (forced.jsonl),
+// and runs that adopted it stepped ~8% slower.
 // A bias of the probe's position multiplies one side's ratio and divides the other's, so their
 // geometric mean is free of it; the second side's costs, all of one period, are free of the
 // drift between the first side's early and late costs too. The switch stands when that mean
