@@ -80,7 +80,11 @@ def after_probe(calls: list, dur: list) -> dict:
 
 def call_costs(calls: list, dur: list, per_step: int) -> dict:
     """Per half of the run and bucket size, the median of that half's non-probe call costs: beside
-    the median step, whether a faster call makes a faster step, and how far an arm drifts."""
+    the median step, whether a faster call makes a faster step, and how far an arm drifts. And per
+    half, rank 0's time from a step's last all-reduce completing to the next step's first one
+    starting (optimizer, forward, backward up to the first bucket), over steps without probes:
+    the part of the step that is compute, so that a step-time difference between runs can be
+    put on the calls or on the compute beside them."""
     half = len(calls) // per_step // 2 * per_step
     out = {}
     for name, span in (("first_half", range(half)), ("second_half", range(half, len(calls)))):
@@ -90,6 +94,11 @@ def call_costs(calls: list, dur: list, per_step: int) -> dict:
                 by_bytes.setdefault(calls[i]["bytes"], []).append(dur[i])
         out[f"call_ms_{name}"] = {str(b): round(statistics.median(d), 2)
                                   for b, d in sorted(by_bytes.items())}
+        gaps = [(calls[i]["start_us"] - calls[i - 1]["start_us"] - calls[i - 1]["dur_us"]) / 1e3
+                for i in span if i >= per_step and i % per_step == 0
+                and not any(c["probe"] for c in calls[i - per_step:i + per_step])]
+        if gaps:
+            out[f"compute_ms_{name}"] = round(statistics.median(gaps), 2)
     return out
 
 

@@ -168,6 +168,26 @@ def expected_for(cfgs, buckets, world):
     return "; ".join(out)
 
 
+def split_lines(runs):
+    """Where each learner run's step went: its calls and the compute between them, per half."""
+    traced = [r for r in runs if "compute_ms_second_half" in r.get("trace", {})]
+    if not traced:
+        return []  # recorded since the compute split was added to e2e_parse.py
+    lines = ["Where the step went (from the call trace, steps without probes; medians of each half "
+             "of the run): the call per bucket (what the learner charges it) and rank 0's compute "
+             "between a step's last call and the next step's first.", "",
+             "| run | variant | step (ms) | call per bucket, 1st / 2nd half (ms) | "
+             "compute, 1st / 2nd half (ms) |", "|---|---|---|---|---|"]
+    for r in traced:
+        t = r["trace"]
+        calls = ", ".join(f"{size_str(int(b))}: {v:.1f} / {t['call_ms_second_half'][b]:.1f}"
+                          for b, v in t["call_ms_first_half"].items()
+                          if b in t["call_ms_second_half"])
+        lines.append(f"| {r['run']} | {r['backend']} | {r['median_step_ms']:.1f} | {calls} | "
+                     f"{t['compute_ms_first_half']:.1f} / {t['compute_ms_second_half']:.1f} |")
+    return lines + [""]
+
+
 def e2e_section(e2e, cfgs):
     if not e2e:
         return []
@@ -202,16 +222,20 @@ def e2e_section(e2e, cfgs):
         def row(label, g, p, d):
             per_call = f"{p:.1f} | " if p else "- | "
             ratio = f"{d / p:.3f}" if p else "-"
-            lines.append(f"| {label} | {g:.1f} | {per_call}{d:.1f} | {g / d:.2f}x | {ratio} |")
+            speedup = f"{g / d:.2f}x" if g else "-"
+            lines.append(f"| {label} | {f'{g:.1f}' if g else '-'} | {per_call}{d:.1f} | "
+                         f"{speedup} | {ratio} |")
 
+        # A run of some variants only (run.sh --variants) has no gloo column.
+        gloo += [None] * (len(dmed) - len(gloo))
         for i, (g, p, d) in enumerate(zip(gloo, pmed, dmed)):
             row(i, g, p, d)
-        if len(gloo) > 1:
-            known = [p for p in pmed if p]
-            row("median", statistics.median(gloo),
-                statistics.median(known) if len(known) == len(pmed) else None,
-                statistics.median(dmed))
+        if len(dmed) > 1:
+            def median_of(v):
+                return statistics.median(v) if all(v) else None
+            row("median", median_of(gloo), median_of(pmed), statistics.median(dmed))
         lines.append("")
+        lines += split_lines(runs)
         tr = dcl[-1].get("trace") if dcl else None
         if tr:
             expected = expected_for(cfgs, tr["bucket_bytes"], 4)

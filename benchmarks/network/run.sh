@@ -14,13 +14,16 @@
 # and writes results.md and sweep_<op>.png (report.py). Needs root (namespaces, tc).
 #
 #   benchmarks/network/run.sh [--quick] [--stages capacity,netcheck,sweep,e2e,forced]
-#                             [--configs NAME,...] [--out DIR] [--no-build]
+#                             [--configs NAME,...] [--variants NAME,...] [--out DIR] [--no-build]
 #
 # --quick: fewer sizes, repetitions and steps (a few minutes), written to
 # build/network-quick unless --out is given; the full run writes benchmarks/network/.
 # --no-build: use the existing environment and build instead of sourcing scripts/env.sh.
 # --configs: run only these e2e configurations (e2e and forced stages): their records in
 # e2e.jsonl / forced.jsonl are replaced, the other configurations' kept.
+# --variants: run only these e2e variants (gloo, dynamiccl, dynamiccl_per_call), e.g. more
+# repetitions of two of them back to back; needs --out, so a partial e2e record never replaces
+# the full one.
 #
 # Profiles (host-to-host one-way delay, per-direction rate of each rank's link):
 #   lan  50 us, 10 Gbit/s      wan  1 ms, 1 Gbit/s
@@ -32,6 +35,7 @@ ORIG_ARGS="$*"
 QUICK=0
 STAGES="capacity,netcheck,sweep,e2e"
 CONFIGS=""
+VARIANTS=""
 OUT=""
 BUILD_ENV=1
 while (($#)); do
@@ -39,14 +43,19 @@ while (($#)); do
     --quick) QUICK=1 ;;
     --stages) STAGES="$2"; shift ;;
     --configs) CONFIGS="$2"; shift ;;
+    --variants) VARIANTS="$2"; shift ;;
     --out) OUT="$2"; shift ;;
     --no-build) BUILD_ENV=0 ;;
-    *) echo "unknown argument $1; accepted: --quick, --stages LIST, --configs LIST, --out DIR," \
-         "--no-build" >&2
+    *) echo "unknown argument $1; accepted: --quick, --stages LIST, --configs LIST," \
+         "--variants LIST, --out DIR, --no-build" >&2
        exit 2 ;;
   esac
   shift
 done
+if [ -n "$VARIANTS" ] && [ -z "$OUT" ]; then
+  echo "--variants writes a partial e2e record: give --out DIR as well" >&2
+  exit 2
+fi
 
 if ((BUILD_ENV)); then
   # shellcheck source=/dev/null
@@ -235,21 +244,26 @@ E2E_CONFIGS=(
   "gains_expected|--hidden 64 --bucket-cap-mb 0.03"
   "native_near_best|--hidden 512 --bucket-cap-mb 25"
 )
-ALL_CONFIGS="$(printf '%s,' "${E2E_CONFIGS[@]%%|*}")"
-if [ -n "$CONFIGS" ]; then
-  selected=()
-  IFS=, read -r -a wanted <<<"$CONFIGS"
+# Keeps the entries ("name|arguments") of the array named $1 whose names the comma-separated
+# list $3 gives; a name it does not have stops the run ($2: the option, for the message).
+narrow() {
+  local -n entries="$1"
+  local all name entry wanted kept=()
+  all="$(printf '%s,' "${entries[@]%%|*}")"
+  IFS=, read -r -a wanted <<<"$3"
   for name in "${wanted[@]}"; do
-    if [[ ",$ALL_CONFIGS" != *",$name,"* ]]; then
-      echo "--configs: unknown configuration '$name'; accepted: ${ALL_CONFIGS%,}" >&2
+    if [[ ",$all" != *",$name,"* ]]; then
+      echo "$2: unknown name '$name'; accepted: ${all%,}" >&2
       exit 2
     fi
   done
-  for cfg in "${E2E_CONFIGS[@]}"; do
-    [[ ",$CONFIGS," == *",${cfg%%|*},"* ]] && selected+=("$cfg")
+  for entry in "${entries[@]}"; do
+    [[ ",$3," == *",${entry%%|*},"* ]] && kept+=("$entry")
   done
-  E2E_CONFIGS=("${selected[@]}")
-fi
+  entries=("${kept[@]}")
+}
+ALL_CONFIGS="$(printf '%s,' "${E2E_CONFIGS[@]%%|*}")"
+[ -n "$CONFIGS" ] && narrow E2E_CONFIGS --configs "$CONFIGS"
 # e2e variants: the name e2e.jsonl records and train_ddp.py arguments. dynamiccl_per_call runs
 # without the DDP bucket-hint hook: every bucket exposed, judged by its own duration.
 E2E_VARIANTS=(
@@ -257,6 +271,7 @@ E2E_VARIANTS=(
   "dynamiccl|--backend dynamiccl"
   "dynamiccl_per_call|--backend dynamiccl --no-hook"
 )
+[ -n "$VARIANTS" ] && narrow E2E_VARIANTS --variants "$VARIANTS"
 
 START=$(date +%s)
 has_stage capacity && capacity
@@ -287,7 +302,8 @@ if has_stage e2e; then
     read -r -a cfg_args <<<"${cfg#*|}"
     for ((rep = 0; rep < E2E_REPEATS; rep++)); do
       # Rotate which variant goes first, so a drift of the machine favours none.
-      order=("${E2E_VARIANTS[@]:rep % 3}" "${E2E_VARIANTS[@]:0:rep % 3}")
+      first=$((rep % ${#E2E_VARIANTS[@]}))
+      order=("${E2E_VARIANTS[@]:first}" "${E2E_VARIANTS[@]:0:first}")
       for variant in "${order[@]}"; do
         backend="${variant%%|*}"
         read -r -a variant_args <<<"${variant#*|}"
