@@ -94,8 +94,10 @@ def call_costs(calls: list, dur: list, per_step: int) -> dict:
                 by_bytes.setdefault(calls[i]["bytes"], []).append(dur[i])
         out[f"call_ms_{name}"] = {str(b): round(statistics.median(d), 2)
                                   for b, d in sorted(by_bytes.items())}
+        # A step's first call: counted from the end, since DDP's first step runs its initial
+        # buckets (fewer) before it rebuilds them.
         gaps = [(calls[i]["start_us"] - calls[i - 1]["start_us"] - calls[i - 1]["dur_us"]) / 1e3
-                for i in span if i >= per_step and i % per_step == 0
+                for i in span if i >= per_step and (len(calls) - i) % per_step == 0
                 and not any(c["probe"] for c in calls[i - per_step:i + per_step])]
         if gaps:
             out[f"compute_ms_{name}"] = round(statistics.median(gaps), 2)

@@ -235,6 +235,17 @@ def e2e_section(e2e, cfgs):
                 return statistics.median(v) if all(v) else None
             row("median", median_of(gloo), median_of(pmed), statistics.median(dmed))
         lines.append("")
+        replayed = {r["run"]: r["median_step_ms"] for r in runs
+                    if r["backend"] == "dynamiccl_replay"}
+        if replayed:  # run.sh --variants ...,dynamiccl_replay
+            learned = {r["run"]: r["median_step_ms"] for r in dcl}
+            ratios = [learned[k] / v for k, v in replayed.items() if k in learned]
+            lines += ["Replayed (each step-aware run's policy loaded and run frozen, last in its "
+                      "repetition): " + ", ".join(f"{v:.1f}" for v in replayed.values()) +
+                      " ms; step-aware / replayed per run " +
+                      ", ".join(f"{x:.3f}" for x in ratios) +
+                      f" (median {statistics.median(ratios):.3f}): what learning its choices "
+                      "cost the second half's median step, beside what the choices give.", ""]
         lines += split_lines(runs)
         tr = dcl[-1].get("trace") if dcl else None
         if tr:

@@ -21,9 +21,9 @@
 # --no-build: use the existing environment and build instead of sourcing scripts/env.sh.
 # --configs: run only these e2e configurations (e2e and forced stages): their records in
 # e2e.jsonl / forced.jsonl are replaced, the other configurations' kept.
-# --variants: run only these e2e variants (gloo, dynamiccl, dynamiccl_per_call), e.g. more
-# repetitions of two of them back to back; needs --out, so a partial e2e record never replaces
-# the full one.
+# --variants: run these e2e variants (gloo, dynamiccl, dynamiccl_per_call, which are the
+# default, and dynamiccl_replay), e.g. more repetitions of two of them back to back; needs
+# --out, so a record of other variants never replaces the full one.
 #
 # Profiles (host-to-host one-way delay, per-direction rate of each rank's link):
 #   lan  50 us, 10 Gbit/s      wan  1 ms, 1 Gbit/s
@@ -266,12 +266,25 @@ ALL_CONFIGS="$(printf '%s,' "${E2E_CONFIGS[@]%%|*}")"
 [ -n "$CONFIGS" ] && narrow E2E_CONFIGS --configs "$CONFIGS"
 # e2e variants: the name e2e.jsonl records and train_ddp.py arguments. dynamiccl_per_call runs
 # without the DDP bucket-hint hook: every bucket exposed, judged by its own duration.
+# dynamiccl_replay (only when --variants names it, beside dynamiccl) loads the policy the
+# step-aware run of its repetition learned and runs it frozen: what the learned choices give the
+# step without the cost of learning them. It runs last in its repetition, after that run.
+POLICY="$LOGS/policy.json"
 E2E_VARIANTS=(
   "gloo|--backend gloo"
-  "dynamiccl|--backend dynamiccl"
+  "dynamiccl|--backend dynamiccl --save-policy $POLICY"
   "dynamiccl_per_call|--backend dynamiccl --no-hook"
+  "dynamiccl_replay|--backend dynamiccl"
 )
-[ -n "$VARIANTS" ] && narrow E2E_VARIANTS --variants "$VARIANTS"
+narrow E2E_VARIANTS --variants "${VARIANTS:-gloo,dynamiccl,dynamiccl_per_call}"
+ROTATED=() REPLAY=()
+for variant in "${E2E_VARIANTS[@]}"; do
+  if [[ "$variant" == dynamiccl_replay\|* ]]; then REPLAY=("$variant"); else ROTATED+=("$variant"); fi
+done
+if ((${#REPLAY[@]})) && [[ ",$VARIANTS," != *",dynamiccl,"* ]]; then
+  echo "--variants: dynamiccl_replay replays the dynamiccl run's policy: name dynamiccl too" >&2
+  exit 2
+fi
 
 START=$(date +%s)
 has_stage capacity && capacity
@@ -302,15 +315,18 @@ if has_stage e2e; then
     read -r -a cfg_args <<<"${cfg#*|}"
     for ((rep = 0; rep < E2E_REPEATS; rep++)); do
       # Rotate which variant goes first, so a drift of the machine favours none.
-      first=$((rep % ${#E2E_VARIANTS[@]}))
-      order=("${E2E_VARIANTS[@]:first}" "${E2E_VARIANTS[@]:0:first}")
+      first=$((rep % ${#ROTATED[@]}))
+      order=("${ROTATED[@]:first}" "${ROTATED[@]:0:first}" "${REPLAY[@]}")
+      rm -f "$POLICY"
       for variant in "${order[@]}"; do
         backend="${variant%%|*}"
         read -r -a variant_args <<<"${variant#*|}"
+        replay=()
+        [ "$backend" = dynamiccl_replay ] && replay=(DYNAMICCL_MODE=frozen DYNAMICCL_POLICY="$POLICY")
         echo "[network] e2e: $name, $backend, run $rep ($((($(date +%s) - START) / 60)) min so far)"
         log="$LOGS/e2e-$name-$backend-$rep.log"
         rm -f "$LOGS"/trace.* "$LOGS/stats.json"
-        run_ranks 4 env DYNAMICCL_TRACE="$LOGS/trace" \
+        run_ranks 4 env "${replay[@]}" DYNAMICCL_TRACE="$LOGS/trace" \
           "$PY" "$ROOT/examples/train_ddp.py" "${variant_args[@]}" --steps "$E2E_STEPS" \
           "${cfg_args[@]}" --stats-json "$LOGS/stats.json" | tee "$log"
         PYTHONPATH="$LOGS/pkg" "$PY" "$HERE/e2e_parse.py" --log "$log" \
