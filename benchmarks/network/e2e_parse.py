@@ -81,8 +81,9 @@ def after_probe(calls: list, dur: list) -> dict:
 def call_costs(calls: list, dur: list, per_step: int) -> dict:
     """Per half of the run and bucket size, the median of that half's non-probe call costs: beside
     the median step, whether a faster call makes a faster step, and how far an arm drifts. And per
-    half, rank 0's time from a step's last all-reduce completing to the next step's first one
-    starting (optimizer, forward, backward up to the first bucket), over steps without probes:
+    half, rank 0's time from the last of a step's all-reduces to complete (calls may complete out
+    of order) to the next step's first one starting (optimizer, forward, backward up to the first
+    bucket), over steps without probes:
     the part of the step that is compute, so that a step-time difference between runs can be
     put on the calls or on the compute beside them."""
     half = len(calls) // per_step // 2 * per_step
@@ -96,7 +97,8 @@ def call_costs(calls: list, dur: list, per_step: int) -> dict:
                                   for b, d in sorted(by_bytes.items())}
         # A step's first call: counted from the end, since DDP's first step runs its initial
         # buckets (fewer) before it rebuilds them.
-        gaps = [(calls[i]["start_us"] - calls[i - 1]["start_us"] - calls[i - 1]["dur_us"]) / 1e3
+        gaps = [(calls[i]["start_us"] - max(c["start_us"] + c["dur_us"]
+                                            for c in calls[i - per_step:i])) / 1e3
                 for i in span if i >= per_step and (len(calls) - i) % per_step == 0
                 and not any(c["probe"] for c in calls[i - per_step:i + per_step])]
         if gaps:
