@@ -81,11 +81,10 @@ def after_probe(calls: list, dur: list) -> dict:
 def call_costs(calls: list, dur: list, per_step: int) -> dict:
     """Per half of the run and bucket size, the median of that half's non-probe call costs: beside
     the median step, whether a faster call makes a faster step, and how far an arm drifts. And per
-    half, rank 0's time from the last of a step's all-reduces to complete (calls may complete out
-    of order) to the next step's first one starting (optimizer, forward, backward up to the first
-    bucket), over steps without probes:
-    the part of the step that is compute, so that a step-time difference between runs can be
-    put on the calls or on the compute beside them."""
+    half, over steps without probes, rank 0's compute: from the last of a step's all-reduces to
+    complete (they may complete out of order) to the next step's first one starting (optimizer,
+    forward, backward up to the first bucket), so that a step-time difference between runs can
+    be put on the calls or on the compute beside them."""
     half = len(calls) // per_step // 2 * per_step
     out = {}
     for name, span in (("first_half", range(half)), ("second_half", range(half, len(calls)))):

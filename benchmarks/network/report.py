@@ -175,7 +175,7 @@ def split_lines(runs):
         return []  # recorded since the compute split was added to e2e_parse.py
     lines = ["Where the step went (from the call trace, steps without probes; medians of each half "
              "of the run): the call per bucket (what the learner charges it) and rank 0's compute "
-             "between a step's last call and the next step's first.", "",
+             "from the last of a step's calls to complete to the next step's first call.", "",
              "| run | variant | step (ms) | call per bucket, 1st / 2nd half (ms) | "
              "compute, 1st / 2nd half (ms) |", "|---|---|---|---|---|"]
     for r in traced:
