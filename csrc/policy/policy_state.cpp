@@ -586,21 +586,23 @@ void PolicyState::propose_footprint_trial() {
 }
 
 // The tie trial (policy_state.h, kTieRatio): the cheapest arm per call among those holding no
-// more than the incumbent whose costs put them within kTieRatio of it.
+// more than the incumbent whose costs put them within kTieRatio of it and no step trial rejected.
 void PolicyState::propose_tie_trial() {
-  if (tie_done_ || trial_.challenger >= 0 || trials_->owner >= 0) return;
+  if (tie_trials_left_ == 0 || trial_.challenger >= 0 || trials_->owner >= 0) return;
   const ArmSlot& inc = slots_[incumbent_];
+  // After one without effect, only an arm cheaper per call than the incumbent.
+  const double ratio = tie_trials_left_ == kMaxTieTrials ? kTieRatio : 1.0;
   int best = -1;
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& c = slots_[i];
     if (i == incumbent_ || c.unavailable || c.step_rejected || c.stats.count() < need_ ||
-        c.footprint > inc.footprint || !(c.view.center <= kTieRatio * inc.view.center)) {
+        c.footprint > inc.footprint || !(c.view.center <= ratio * inc.view.center)) {
       continue;
     }
     if (best < 0 || c.view.center < slots_[best].view.center) best = i;
   }
   if (best < 0) {
-    tie_done_ = true;
+    tie_trials_left_ = 0;
   } else if (may_open_trial(best, TrialKind::kTie)) {
     open_trial(best, TrialKind::kTie);
   }
@@ -697,13 +699,13 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
     incumbent_ = c;
     slots_[c].eliminated = false;
     slots_[c].step_adopted = true;
-    tie_done_ = false;  // ties are judged afresh beside the new incumbent
+    tie_trials_left_ = kMaxTieTrials;  // ties are judged afresh beside the new incumbent
     cusum_.reset();
     unsettle();
   } else {
     slots_[c].step_rejected = true;
     if (trial_.kind == TrialKind::kFootprint) footprint_done_ = true;
-    if (trial_.kind == TrialKind::kTie) tie_done_ = true;
+    if (trial_.kind == TrialKind::kTie) --tie_trials_left_;
   }
 }
 

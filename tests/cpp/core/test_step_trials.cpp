@@ -11,11 +11,13 @@
 #include <initializer_list>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "policy/learner.h"
+#include "policy/policy_state.h"  // kMaxTieTrials
 
 namespace dynamiccl {
 namespace {
@@ -53,6 +55,12 @@ class TwoArmCatalog : public NamedArmsCatalog {
 class ThreeArmCatalog : public NamedArmsCatalog {
  public:
   ThreeArmCatalog() : NamedArmsCatalog({"default", "fast", "twin"}, another_algorithm) {}
+};
+
+// "default" and three arms within the switch margin of it per call, all holding the same.
+class NearTiesCatalog : public NamedArmsCatalog {
+ public:
+  NearTiesCatalog() : NamedArmsCatalog({"default", "tie", "tie2", "tie3"}, another_algorithm) {}
 };
 
 // An engine whose arms hold less and less of the machine: "default" (all of it), "half", "quarter".
@@ -280,6 +288,46 @@ TEST(StepTrials, ANearTieThatDoesNotShortenTheStepIsTrialedOnceAndKept) {
   // Rejected (longer steps) or futile (no effect): either way kept.
   EXPECT_NE(st.trial.verdict, "adopted: shorter steps");
   EXPECT_NE(st.trial.verdict, "running");
+}
+
+// One overlapped state with little per-call noise, so that near ties rank per call as set.
+StateStats run_near_ties(const std::vector<ArmTruth>& truth, int steps) {
+  Learner learner(config(), std::make_shared<NearTiesCatalog>());
+  return run_states(learner, truth, steps, true, nullptr, 7, nullptr, Noise{0.003, 20.0}).at(0);
+}
+
+// The challengers of the state's tie trials (a trial stopped without a verdict runs again).
+std::set<std::string> tie_trialed(const StateStats& st) {
+  std::set<std::string> names;
+  for (const StateEvent& e : st.events) {
+    if (e.what == "tie trial") names.insert(st.arms.at(e.to_arm).name);
+  }
+  return names;
+}
+
+// Over an emulated WAN a tie trial of `ring` ended without effect and the state kept the default,
+// while `hd`, cheaper than the default per call too, would have shortened the step.
+TEST(StepTrials, ATieTrialWithoutEffectHandsTheTrialToTheNextNearTieCheaperPerCall) {
+  // Within the switch margin per call: "tie" is the cheapest but ties on the step; "tie2"
+  // shortens it.
+  const StateStats st = run_near_ties({{100, 100}, {98, 100}, {99, 60}, {200, 200}}, 1500);
+  EXPECT_EQ(tie_trialed(st), (std::set<std::string>{"tie", "tie2"}));
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "tie2") << st.trial.verdict;
+}
+
+TEST(StepTrials, TieTrialsWithoutEffectStopAtKMaxTieTrials) {
+  const StateStats st = run_near_ties({{100, 100}, {98, 100}, {98.5, 100}, {99, 100}}, 3000);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
+  static_assert(kMaxTieTrials == 2);
+  EXPECT_EQ(tie_trialed(st), (std::set<std::string>{"tie", "tie2"}));
+}
+
+// The next near tie of a trial without effect is not trialed when it is slower per call than the
+// incumbent: in a state where the default is right, each such trial only costs.
+TEST(StepTrials, AfterATieTrialWithoutEffectANearTieSlowerPerCallIsNotTrialed) {
+  const StateStats st = run_near_ties({{100, 100}, {98, 100}, {104, 100}, {200, 200}}, 3000);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
+  EXPECT_EQ(tie_trialed(st), (std::set<std::string>{"tie"}));
 }
 
 TEST(StepTrials, AnArmSlowerPerCallThatHoldsLessIsAdoptedWhenTheStepIsShorter) {
