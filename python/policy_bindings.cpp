@@ -68,6 +68,11 @@ py::dict state_stats_to_py(const StateStats& s) {
     ed["what"] = e.what;
     ed["from"] = name_of(e.from_arm);
     ed["to"] = name_of(e.to_arm);
+    if (e.trial_pairs > 0) {
+      ed["pairs"] = e.trial_pairs;
+      ed["mean_delta_us"] = e.trial_mean_delta_us;
+      ed["stderr_us"] = e.trial_stderr_us;
+    }
     events.append(ed);
   }
   d["events"] = events;

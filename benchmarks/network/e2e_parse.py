@@ -136,6 +136,14 @@ def parse_trace(path: str, steps: int, world: int) -> dict:
 TRIAL_EVENTS = ("trial", "adopted", "rejected", "no effect", "stopped")
 
 
+def trial_evidence(event: dict) -> str:
+    """A step trial's verdict: its pairs and the step's mean change, challenger minus incumbent."""
+    if "pairs" not in event:
+        return ""
+    return (f" ({event['pairs']} pairs, {event['mean_delta_us'] / 1000:+.2f} ± "
+            f"{event['stderr_us'] / 1000:.2f} ms a step)")
+
+
 def parse_stats(path: str) -> list:
     """Per all-reduce state: its step trials and verdicts, in order ("step trial: default -> rd",
     "rejected: longer steps", "adopted: shorter steps: default -> rd")."""
@@ -143,7 +151,8 @@ def parse_stats(path: str) -> list:
         stats = json.load(f)["stats"]
     out = []
     for s in stats["states"]["cpu"] if stats else []:
-        trials = [e["what"] + (f": {e['from']} -> {e['to']}" if e["from"] != e["to"] else "")
+        trials = [e["what"] + (f": {e['from']} -> {e['to']}" if e["from"] != e["to"] else "") +
+                  trial_evidence(e)
                   for e in s["events"] if any(word in e["what"] for word in TRIAL_EVENTS)]
         if s["op"] == "allreduce" and trials:
             out.append({"size_bin": f">={size_label(s['size_bin'])}", "exposure": s["exposure"],
@@ -164,8 +173,8 @@ def parse_arms(path: str) -> list:
                         "arms": [{"name": a["name"], "samples": a["samples"],
                                   "median_us": round(a["median_us"], 1),
                                   "eliminated": a["eliminated"]} for a in s["arms"]],
-                        "events": [f"{e['call']} {e['what']} {e['from']}->{e['to']}"
-                                   for e in s.get("events", [])]})
+                        "events": [f"{e['call']} {e['what']} {e['from']}->{e['to']}" +
+                                   trial_evidence(e) for e in s.get("events", [])]})
     return out
 
 

@@ -161,6 +161,10 @@ struct StateEvent {
   std::string what;   // "converged", "switched", "reopened...", "settled", "rollback...", ...
   uint16_t from_arm = kDefaultArm;  // the incumbent before and after
   uint16_t to_arm = kDefaultArm;
+  // A step trial's verdict: the evidence it rests on (StepTrialStats keeps only the last trial's).
+  uint64_t trial_pairs = 0;  // 0: not a verdict, or one before any pair
+  double trial_mean_delta_us = 0;
+  double trial_stderr_us = 0;
 };
 
 // An overlapped state's step trial: incumbent and challenger alternated across steps, judged by

@@ -689,6 +689,10 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
   trial_.verdict = verdict;
   trials_->close();
   note(verdict, incumbent_, adopt ? c : incumbent_);
+  StateEvent& e = events_.back();
+  e.trial_pairs = trial_.deltas.count();
+  e.trial_mean_delta_us = trial_.deltas.mean();
+  e.trial_stderr_us = trial_.stderr_us();
   if (end == TrialEnd::kStopped) {
     // The descent and the tie proposal run again by themselves.
     if (trial_.kind == TrialKind::kFaster) retry_challenger_ = c;

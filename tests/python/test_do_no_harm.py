@@ -119,6 +119,9 @@ def test_an_arm_faster_per_call_but_slower_for_the_step_is_not_adopted():
     # per-call learner adopts on). Not every one need be: an arm whose centre beat the default
     # by the margin without confidence is trialed too once its probes stall on the spent budget.
     assert any(arms[arm]["center_us"] < arms["default"]["center_us"] for arm in trialed), state
-    assert any(e["what"] == "rejected: longer steps" for e in events), events
+    rejected = [e for e in events if e["what"] == "rejected: longer steps"]
+    assert rejected, events
+    # Each verdict says what it rests on: the trial's pairs and the step's mean change.
+    assert all(e["pairs"] >= 2 and e["mean_delta_us"] > e["stderr_us"] for e in rejected), rejected
     assert not any(e["what"].startswith("adopted") for e in events), events
     assert state["incumbent"] == "default", state

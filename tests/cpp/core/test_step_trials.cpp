@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <initializer_list>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <set>
@@ -313,6 +315,17 @@ TEST(StepTrials, ATieTrialWithoutEffectHandsTheTrialToTheNextNearTieCheaperPerCa
   const StateStats st = run_near_ties({{100, 100}, {98, 100}, {99, 60}, {200, 200}}, 1500);
   EXPECT_EQ(tie_trialed(st), (std::set<std::string>{"tie", "tie2"}));
   EXPECT_EQ(st.arms.at(st.incumbent).name, "tie2") << st.trial.verdict;
+  // Each verdict keeps its evidence (the state's trial stats keep only the last trial's): "tie"
+  // changed the step by nothing it could tell, "tie2" shortened it by about 4 x 40 µs.
+  std::vector<StateEvent> verdicts;
+  std::copy_if(st.events.begin(), st.events.end(), std::back_inserter(verdicts),
+               [](const StateEvent& e) { return e.trial_pairs > 0; });
+  ASSERT_EQ(verdicts.size(), 2u);
+  EXPECT_EQ(verdicts[0].what, "no effect on the step: kept");
+  EXPECT_LT(std::fabs(verdicts[0].trial_mean_delta_us), 3 * verdicts[0].trial_stderr_us + 1.0);
+  EXPECT_EQ(verdicts[1].what, "adopted: shorter steps");
+  EXPECT_NEAR(verdicts[1].trial_mean_delta_us, -160, 40);
+  EXPECT_EQ(verdicts[1].trial_pairs, st.trial.pairs);
 }
 
 TEST(StepTrials, TieTrialsWithoutEffectStopAtKMaxTieTrials) {
