@@ -36,6 +36,13 @@ py::dict arm_stats_to_py(const ArmStats& a) {
   return ad;
 }
 
+// The same keys for a verdict event and for the state's last trial.
+void add_evidence(py::dict& d, const TrialEvidence& e) {
+  d["pairs"] = e.pairs;
+  d["mean_delta_us"] = e.mean_delta_us;
+  d["stderr_us"] = e.stderr_us;
+}
+
 py::dict state_stats_to_py(const StateStats& s) {
   py::dict d;
   d["state_id"] = s.state_id;
@@ -68,11 +75,7 @@ py::dict state_stats_to_py(const StateStats& s) {
     ed["what"] = e.what;
     ed["from"] = name_of(e.from_arm);
     ed["to"] = name_of(e.to_arm);
-    if (e.trial_pairs > 0) {
-      ed["pairs"] = e.trial_pairs;
-      ed["mean_delta_us"] = e.trial_mean_delta_us;
-      ed["stderr_us"] = e.trial_stderr_us;
-    }
+    if (e.trial.pairs > 0) add_evidence(ed, e.trial);
     events.append(ed);
   }
   d["events"] = events;
@@ -82,9 +85,7 @@ py::dict state_stats_to_py(const StateStats& s) {
   if (!s.trial.verdict.empty()) {
     py::dict t;
     t["challenger"] = s.trial.challenger;
-    t["pairs"] = s.trial.pairs;
-    t["mean_delta_us"] = s.trial.mean_delta_us;
-    t["stderr_us"] = s.trial.stderr_us;
+    add_evidence(t, s.trial);
     t["verdict"] = s.trial.verdict;
     d["step_trial"] = t;
   }

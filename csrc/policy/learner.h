@@ -155,26 +155,29 @@ struct ArmStats {
   bool eliminated = false;
 };
 
+// What a step trial rests on: the paired differences of step times, challenger minus incumbent.
+struct TrialEvidence {
+  uint64_t pairs = 0;
+  double mean_delta_us = 0;  // > 0: the challenger made steps slower
+  double stderr_us = 0;
+};
+
 // Something that changed a state's course, for people reading what the learner did.
 struct StateEvent {
   uint64_t call = 0;  // the state's call count when it happened
   std::string what;   // "converged", "switched", "reopened...", "settled", "rollback...", ...
   uint16_t from_arm = kDefaultArm;  // the incumbent before and after
   uint16_t to_arm = kDefaultArm;
-  // A step trial's verdict: the evidence it rests on (StepTrialStats keeps only the last trial's).
-  uint64_t trial_pairs = 0;  // 0: not a verdict, or one before any pair
-  double trial_mean_delta_us = 0;
-  double trial_stderr_us = 0;
+  // A step trial's verdict: what it rests on (StepTrialStats keeps only the last trial's).
+  // pairs == 0: not a verdict, or one before any pair.
+  TrialEvidence trial;
 };
 
 // An overlapped state's step trial: incumbent and challenger alternated across steps, judged by
 // the paired difference of step times (challenger minus incumbent).
-struct StepTrialStats {
+struct StepTrialStats : TrialEvidence {
   std::string challenger;  // empty: no trial has run
-  uint64_t pairs = 0;
-  double mean_delta_us = 0;  // > 0: the challenger made steps slower
-  double stderr_us = 0;
-  std::string verdict;  // "running" | "adopted" | "rejected" | "no effect"
+  std::string verdict;     // "running" | "adopted" | "rejected" | "no effect"
 };
 
 struct StateStats {

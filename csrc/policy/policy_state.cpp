@@ -689,10 +689,7 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
   trial_.verdict = verdict;
   trials_->close();
   note(verdict, incumbent_, adopt ? c : incumbent_);
-  StateEvent& e = events_.back();
-  e.trial_pairs = trial_.deltas.count();
-  e.trial_mean_delta_us = trial_.deltas.mean();
-  e.trial_stderr_us = trial_.stderr_us();
+  events_.back().trial = trial_.evidence();
   if (end == TrialEnd::kStopped) {
     // The descent and the tie proposal run again by themselves.
     if (trial_.kind == TrialKind::kFaster) retry_challenger_ = c;
@@ -1097,10 +1094,8 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
     st.arms.push_back(std::move(as));
   }
   if (*trial_.verdict) {
+    static_cast<TrialEvidence&>(st.trial) = trial_.evidence();
     st.trial.challenger = arms[trial_.arm].name;
-    st.trial.pairs = trial_.deltas.count();
-    st.trial.mean_delta_us = trial_.deltas.mean();
-    st.trial.stderr_us = trial_.stderr_us();
     st.trial.verdict = trial_.verdict;
   }
   return st;

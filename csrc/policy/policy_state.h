@@ -594,6 +594,7 @@ class PolicyState {
     double stderr_us() const {
       return deltas.count() > 1 ? deltas.stddev() / std::sqrt(deltas.count()) : 0.0;
     }
+    TrialEvidence evidence() const { return {deltas.count(), deltas.mean(), stderr_us()}; }
     const char* verdict = "";
     TrialKind kind = TrialKind::kFaster;
   } trial_;

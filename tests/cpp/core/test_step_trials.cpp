@@ -319,13 +319,13 @@ TEST(StepTrials, ATieTrialWithoutEffectHandsTheTrialToTheNextNearTieCheaperPerCa
   // changed the step by nothing it could tell, "tie2" shortened it by about 4 x 40 µs.
   std::vector<StateEvent> verdicts;
   std::copy_if(st.events.begin(), st.events.end(), std::back_inserter(verdicts),
-               [](const StateEvent& e) { return e.trial_pairs > 0; });
+               [](const StateEvent& e) { return e.trial.pairs > 0; });
   ASSERT_EQ(verdicts.size(), 2u);
   EXPECT_EQ(verdicts[0].what, "no effect on the step: kept");
-  EXPECT_LT(std::fabs(verdicts[0].trial_mean_delta_us), 3 * verdicts[0].trial_stderr_us + 1.0);
+  EXPECT_LT(std::fabs(verdicts[0].trial.mean_delta_us), 3 * verdicts[0].trial.stderr_us + 1.0);
   EXPECT_EQ(verdicts[1].what, "adopted: shorter steps");
-  EXPECT_NEAR(verdicts[1].trial_mean_delta_us, -160, 40);
-  EXPECT_EQ(verdicts[1].trial_pairs, st.trial.pairs);
+  EXPECT_NEAR(verdicts[1].trial.mean_delta_us, -160, 40);
+  EXPECT_EQ(verdicts[1].trial.pairs, st.trial.pairs);
 }
 
 TEST(StepTrials, TieTrialsWithoutEffectStopAtKMaxTieTrials) {
