@@ -321,7 +321,7 @@ TEST(StepTrials, ATieTrialWithoutEffectHandsTheTrialToTheNextNearTieCheaperPerCa
   std::copy_if(st.events.begin(), st.events.end(), std::back_inserter(verdicts),
                [](const StateEvent& e) { return e.trial.pairs > 0; });
   ASSERT_EQ(verdicts.size(), 2u);
-  EXPECT_EQ(verdicts[0].what, "no effect on the step: kept");
+  EXPECT_NE(verdicts[0].what.rfind("adopted", 0), 0u) << verdicts[0].what;  // no effect, or spent
   EXPECT_LT(std::fabs(verdicts[0].trial.mean_delta_us), 3 * verdicts[0].trial.stderr_us + 1.0);
   EXPECT_EQ(verdicts[1].what, "adopted: shorter steps");
   EXPECT_NEAR(verdicts[1].trial.mean_delta_us, -160, 40);
@@ -338,7 +338,7 @@ TEST(StepTrials, TieTrialsWithoutEffectStopAtKMaxTieTrials) {
 // The next near tie of a trial without effect is not trialed when it is slower per call than the
 // incumbent: in a state where the default is right, each such trial only costs.
 TEST(StepTrials, AfterATieTrialWithoutEffectANearTieSlowerPerCallIsNotTrialed) {
-  const StateStats st = run_near_ties({{100, 100}, {98, 100}, {104, 100}, {200, 200}}, 3000);
+  const StateStats st = run_near_ties({{100, 100}, {98, 100}, {102, 100}, {200, 200}}, 3000);
   EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
   EXPECT_EQ(tie_trialed(st), (std::set<std::string>{"tie"}));
 }
