@@ -161,9 +161,10 @@ def parse_stats(path: str) -> list:
 
 
 def parse_arms(path: str) -> list:
-    """Per all-reduce state that ran more than its warm-up: each arm's costs, median and whether it
-    was eliminated (why a state probes on: which arms are still alive at the end), and the state's
-    recent events (switches, cross-checks, trials: "call what from->to")."""
+    """Per all-reduce state that ran more than its warm-up: each arm's costs, median, the centre
+    the learner compares arms by (current regime) and whether it was eliminated (why a state
+    probes on: which arms are still alive at the end), and the state's recent events (switches,
+    cross-checks, trials: "call what from->to")."""
     with open(path) as f:
         stats = json.load(f)["stats"]
     out = []
@@ -172,6 +173,7 @@ def parse_arms(path: str) -> list:
             out.append({"size_bin": f">={size_label(s['size_bin'])}", "exposure": s["exposure"],
                         "arms": [{"name": a["name"], "samples": a["samples"],
                                   "median_us": round(a["median_us"], 1),
+                                  "center_us": round(a["center_us"], 1),
                                   "eliminated": a["eliminated"]} for a in s["arms"]],
                         "events": [f"{e['call']} {e['what']} {e['from']}->{e['to']}" +
                                    trial_evidence(e) for e in s.get("events", [])]})

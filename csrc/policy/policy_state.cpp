@@ -492,6 +492,12 @@ constexpr double kTrialZ = 3.0;
 // O'Brien-Fleming-like boundary: a clear effect ends its trial early, a faint one waits), and at
 // least this many pairs (the spread of fewer says little).
 constexpr double kFirstLookPairs = 4;
+// The last look, at max_trial_pairs, is a single look with nothing after it: it needs 2.24 standard
+// errors (a neutral arm crosses them there 2.5% of the time, either way), not kTrialZ, which is
+// wide because it holds over many looks. Over an emulated WAN, tie trials of `hd` and `ring` ended
+// without effect after 49 pairs at -2.43 +- 0.82 and -1.55 +- 0.51 ms a step, 2.7 standard errors
+// beyond the margin, while `hd` shortened the step 3-5 ms in the runs that adopted it.
+constexpr double kLastLookZ = 2.24;
 // A trial whose state runs in most steps stops without a verdict after this many steps per pair
 // it needed (max_trial_pairs), if its pairs have not come.
 constexpr uint64_t kMaxTrialStepsPerPair = 16;
@@ -587,6 +593,8 @@ void PolicyState::propose_footprint_trial() {
 
 // The tie trial (policy_state.h, kTieRatio): the cheapest arm per call among those holding no
 // more than the incumbent whose costs put them within kTieRatio of it and no step trial rejected.
+// None qualifying now ends nothing: an arm woken after the state converged, or measured again
+// since, may qualify by its later costs.
 void PolicyState::propose_tie_trial() {
   if (tie_trials_left_ == 0 || trial_.challenger >= 0 || trials_->owner >= 0) return;
   const ArmSlot& inc = slots_[incumbent_];
@@ -601,11 +609,7 @@ void PolicyState::propose_tie_trial() {
     }
     if (best < 0 || c.view.center < slots_[best].view.center) best = i;
   }
-  if (best < 0) {
-    tie_trials_left_ = 0;
-  } else if (may_open_trial(best, TrialKind::kTie)) {
-    open_trial(best, TrialKind::kTie);
-  }
+  if (best >= 0 && may_open_trial(best, TrialKind::kTie)) open_trial(best, TrialKind::kTie);
 }
 
 bool PolicyState::keeps_probed_pair(double incumbent_step_us, double challenger_step_us) const {
@@ -630,11 +634,11 @@ void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_ste
 
 // The verdict: adopted when the challenger confidently shortens the step by kStepTrialMargin of
 // it; rejected when it confidently lengthens it (on a spent budget, from the second pair on;
-// otherwise from kFirstLookPairs on, on evidence that must be the stronger the fewer the pairs);
-// after max_trial_pairs without either, or once futile (kFutilityLook), no effect: the incumbent
-// stays. On a spent budget a trial that does not pay back ends: rejected if its own pairs cost
-// step time, otherwise stopped without a verdict (the budget went to other states' probes: it is
-// tried again once it allows).
+// otherwise from kFirstLookPairs on, on evidence that must be the stronger the fewer the pairs,
+// and at max_trial_pairs by kLastLookZ); after max_trial_pairs without either, or once futile
+// (kFutilityLook), no effect: the incumbent stays. On a spent budget a trial that does not pay back
+// ends: rejected if its own pairs cost step time, otherwise stopped without a verdict (the budget
+// went to other states' probes: it is tried again once it allows).
 void PolicyState::evaluate_trial() {
   if (trial_.challenger < 0) return;
   const uint64_t pairs = trial_.deltas.count();
@@ -663,7 +667,9 @@ void PolicyState::evaluate_trial() {
   }
   const double wanted = head_.trial_pairs;
   if (pairs < std::min(kFirstLookPairs, wanted)) return;
-  const double z = kTrialZ * std::sqrt(std::max(1.0, wanted / static_cast<double>(pairs)));
+  const double z = pairs >= max_pairs
+                       ? kLastLookZ
+                       : kTrialZ * std::sqrt(std::max(1.0, wanted / static_cast<double>(pairs)));
   const double mean = trial_.deltas.mean();
   const double se = trial_.stderr_us();
   const double margin = kStepTrialMargin * trial_.incumbent_steps.mean();
