@@ -121,6 +121,16 @@ std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, const CollectiveC
 
 }  // namespace
 
+uint32_t dithered_threshold(uint64_t stream, uint64_t n) {
+  // splitmix64's finalizer over (stream, n): well mixed, and the same on every rank.
+  uint64_t z = (stream << 40) ^ n;
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return kPpmOne / 2 + static_cast<uint32_t>(z % kPpmOne);
+}
+
 PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin,
                          const HeadConfig& head, const ArmCatalog& catalog,
                          RegretBudget* group_budget, StepTrialBoard* trials)
@@ -396,6 +406,7 @@ void PolicyState::switch_to_cheapest(double keep) {
   if (stalled) best = stalled_faster(keep);
   if (best < 0) return;
   if (judged_by_step()) {
+    if (!stalled && cheaper_on_the_way(best)) return;
     // Faster on its own is not enough when compute runs beside the call: the step decides.
     if (trial_.challenger < 0 && trials_->owner < 0 && may_open_trial(best, TrialKind::kFaster)) {
       open_trial(best, TrialKind::kFaster);
@@ -460,6 +471,24 @@ void PolicyState::evaluate_cross_check(double keep) {
   cusum_.reset();
   for (ArmSlot& a : slots_) a.fresh = 0;
   unsettle();
+}
+
+// Where the step judges, a trial takes the group's one trial slot for many steps: the arm that
+// is cheapest per call so far goes first, not the one whose costs arrived a round earlier. True
+// while an arm cheaper than `best` by its costs so far still has costs to come (in flight, or its
+// first probes not all taken). (With the probes' positions dithered, a near-tie 6% slower per
+// call reached its costs first and was trialed and adopted before the cheaper arm.)
+bool PolicyState::cheaper_on_the_way(int best) const {
+  for (int i = 0; i < num_slots(); ++i) {
+    const ArmSlot& c = slots_[i];
+    if (i == incumbent_ || i == best || c.unavailable || c.eliminated || c.step_rejected ||
+        c.cross_rejected || c.stats.count() == 0 || c.stats.count() >= need_) {
+      continue;
+    }
+    const bool coming = c.issued > c.stats.count() || wants_first_probes(i);
+    if (coming && c.view.center < slots_[best].view.center) return true;
+  }
+  return false;
 }
 
 // Where the step judges, per-call confidence is not the verdict, only the reason to ask the step.
@@ -532,9 +561,21 @@ void PolicyState::retry_stopped_trial() {
   }
 }
 
+// A trial stopped without a verdict (a spent budget, too few comparable steps) and opened again
+// for the same two arms resumes its pairs: started afresh, a trial the budget stops after each
+// first pair never reaches the second that could reject it (a footprint trial opened and stopped
+// after one pair seven times in 600 steps, each time paying a longer challenger step).
 void PolicyState::open_trial(int challenger, TrialKind kind) {
   trials_->open(static_cast<int32_t>(id_));
+  const bool resume = challenger == stopped_.challenger && incumbent_ == stopped_.incumbent &&
+                      kind == trial_.kind;
+  stopped_ = {};
+  RunningStats deltas = trial_.deltas, incumbent_steps = trial_.incumbent_steps;
   trial_ = Trial{};
+  if (resume) {
+    trial_.deltas = deltas;
+    trial_.incumbent_steps = incumbent_steps;
+  }
   trial_.challenger = challenger;
   trial_.arm = slots_[challenger].arm;
   trial_.verdict = "running";
@@ -697,6 +738,7 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
   note(verdict, incumbent_, adopt ? c : incumbent_);
   events_.back().trial = trial_.evidence();
   if (end == TrialEnd::kStopped) {
+    stopped_ = {c, incumbent_};
     // The descent and the tie proposal run again by themselves.
     if (trial_.kind == TrialKind::kFaster) retry_challenger_ = c;
     return;
@@ -900,7 +942,7 @@ void PolicyState::wake_deferred() {
 
 void PolicyState::settle() {
   settled_ = true;
-  watch_credit_ppm_ = 0;
+  watch_pace_.clear();
   check_ppm_ = converged_ppm_;
   note("settled", incumbent_, incumbent_);
 }

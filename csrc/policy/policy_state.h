@@ -184,6 +184,45 @@ constexpr uint32_t kCrossCheckCapFactor = 4;
 // in on the four ranks, and the default's next call then measured 254-431 ms against ~125.
 constexpr double kSkewRatio = 1.5;
 
+// --- Pacing: which calls probe or are measured -------------------------------------------------
+// A rate (a fraction of the state's calls: probes, measured calls, the default's checks) becomes
+// calls through credit that accrues by the rate each call; a call fires when the credit reaches a
+// threshold drawn uniformly in [1/2, 3/2) of a call (one on average: the rate is kept), a pure
+// function of the pacer and how often it fired, so the same on every rank. With a fixed
+// threshold the calls that fire are periodic, and a period that divides the state's calls per
+// step puts them all at one place in the step, while what they are compared with comes from all
+// of them. At the bulk head's probing rate (one call in two), with a DDP step's two ~0.5 MiB
+// buckets in one state, 80-90% of the probes ran on the second bucket, which starts behind the
+// first: over an emulated WAN its ranks entered it ~10 ms apart instead of ~5 (its cost is the
+// slowest rank's), and challengers' probes looked 3-10 ms dearer than the same arms running; on
+// loopback the second bucket cost 15% more.
+uint32_t dithered_threshold(uint64_t stream, uint64_t n);
+class Pacer {
+ public:
+  explicit Pacer(uint64_t stream) : stream_(stream), threshold_(dithered_threshold(stream, 0)) {}
+  // Accrues a call's `rate_ppm`; true when this call fires (its credit is then taken).
+  bool tick(uint32_t rate_ppm) {
+    accrue(rate_ppm);
+    if (!ready()) return false;
+    fire();
+    return true;
+  }
+  void accrue(uint32_t rate_ppm) { credit_ += rate_ppm; }
+  bool ready() const { return credit_ >= threshold_; }
+  void fire() {
+    credit_ -= threshold_;
+    threshold_ = dithered_threshold(stream_, ++fired_);
+  }
+  void hold() { credit_ = threshold_; }  // fires at the next call, nothing banked beyond it
+  void clear() { credit_ = 0; }
+
+ private:
+  uint64_t stream_;
+  uint64_t fired_ = 0;
+  uint32_t credit_ = 0;
+  uint32_t threshold_;
+};
+
 // Why a step trial's challenger was proposed: faster per call, holding less (footprint descent),
 // or a near-tie per call (a tie trial).
 enum class TrialKind : uint8_t { kFaster, kFootprint, kTie };
@@ -269,25 +308,29 @@ class PolicyState {
     // calls: the incumbent just proved slower (or is measuring itself afresh).
     // A cross-check probes at the exploring rate, whatever the budget has decayed to.
     const int cross = cross_target();
-    credit_ppm_ += burst_ ? kPpmOne : cross >= 0 ? std::max(budget_ppm_, probe_ppm_) : budget_ppm_;
-    if (credit_ppm_ < kPpmOne) return incumbent_call(measure);
+    // A burst probes every call: its credit is a call's worst threshold.
+    probe_pace_.accrue(burst_       ? kPpmOne * 3 / 2
+                       : cross >= 0 ? std::max(budget_ppm_, probe_ppm_)
+                                    : budget_ppm_);
+    if (!probe_pace_.ready()) return incumbent_call(measure);
     const int target = cross >= 0                       ? cross
                        : phase_ == LearnPhase::kProbing ? probe_target()
                                                         : runner_up_;
     probes_flow_ = target >= 0 && affordable(slots_[target]);
     if (probes_flow_ && !claim_probe_step()) {
-      credit_ppm_ = kPpmOne;  // the probe waits for a step of the other kind, not banked twice
+      probe_pace_.hold();  // the probe waits for a step of the other kind, not banked twice
       return incumbent_call(measure);
     }
     if (!probes_flow_) {
       // Nothing to probe now (costs in flight, no challenger, or not affordable yet): the credit
-      // is not banked, so outside a re-open's burst the search runs at most once per 1/budget
-      // calls and probes never come back to back. This also ends a burst.
-      credit_ppm_ = 0;
+      // is not banked, so outside a re-open's burst the search runs about once per 1/budget
+      // calls. This also ends a burst.
+      probe_pace_.clear();
       burst_ = false;
       return incumbent_call(measure);
     }
-    credit_ppm_ -= kPpmOne;
+    probe_pace_.fire();
+    if (burst_) probe_pace_.clear();  // a burst banks nothing for after it
     ++probes_;
     *probe = true;
     *measure = true;
@@ -422,9 +465,7 @@ class PolicyState {
   int incumbent_call(bool* measure) {
     const bool compared = (phase_ == LearnPhase::kProbing && probes_flow_) || cross_.previous >= 0;
     if (!compared && slots_[incumbent_].view.n >= need_) {
-      learning_credit_ppm_ += learning_ppm_;
-      if (learning_credit_ppm_ < kPpmOne) return incumbent_;
-      learning_credit_ppm_ -= kPpmOne;
+      if (!learning_pace_.tick(learning_ppm_)) return incumbent_;
     }
     *measure = true;
     ++measured_calls_;
@@ -433,20 +474,18 @@ class PolicyState {
   // A settled state's call: the incumbent, measured only for a fraction of calls (kWatchOverhead),
   // some of which check the default again when the incumbent is not the default.
   int watch(bool* probe, bool* measure) {
-    watch_credit_ppm_ += watch_ppm_;
-    if (watch_credit_ppm_ < kPpmOne) return incumbent_;
-    watch_credit_ppm_ -= kPpmOne;
+    if (!watch_pace_.tick(watch_ppm_)) return incumbent_;
     *measure = true;
     ++measured_calls_;
     // An arm a step trial adopted was weighed against the default by the step, not per call.
     if (incumbent_ == default_slot_ || slots_[incumbent_].step_adopted) return incumbent_;
-    check_credit_ppm_ += check_ppm_;
-    if (check_credit_ppm_ < kPpmOne) return incumbent_;
+    check_pace_.accrue(check_ppm_);
+    if (!check_pace_.ready()) return incumbent_;
     if (!claim_probe_step()) {
-      check_credit_ppm_ = kPpmOne;
+      check_pace_.hold();
       return incumbent_;
     }
-    check_credit_ppm_ -= kPpmOne;
+    check_pace_.fire();
     *probe = true;  // the default's cost is the baseline itself: no extra to commit
     ++probes_;
     return default_slot_;
@@ -489,6 +528,7 @@ class PolicyState {
   // (and pay back) while the do-no-harm budget is spent, as long as its pairs show no harm.
   bool pays_back(int challenger, TrialKind kind) const;
   bool may_open_trial(int challenger, TrialKind kind) const;
+  bool cheaper_on_the_way(int best) const;
   void retry_stopped_trial();
   void open_trial(int challenger, TrialKind kind);
   void propose_footprint_trial();
@@ -558,7 +598,12 @@ class PolicyState {
   uint32_t hopeless_need_ = 1;  // costs an early elimination rests on (update_tail)
   double tail_ = 0;             // the state's outlier rate (update_tail)
   uint32_t budget_ppm_ = 0;     // current probing fraction
-  uint32_t credit_ppm_ = 0;     // accumulated probe credit
+  // Pacing (above): probes, the incumbent's measured calls before and after settling, the
+  // default's checks; each its own dither sequence.
+  Pacer probe_pace_{4ull * id_};
+  Pacer learning_pace_{4ull * id_ + 1};
+  Pacer watch_pace_{4ull * id_ + 2};
+  Pacer check_pace_{4ull * id_ + 3};
   uint64_t calls_ = 0;
   uint64_t measured_calls_ = 0;
   uint64_t probes_ = 0;
@@ -576,13 +621,11 @@ class PolicyState {
   uint64_t quiet_since_ = 0;         // call count of the last event (convergence, switch, ...)
   uint32_t watch_ppm_ = kPpmOne;     // fraction of a settled state's calls that are measured
   uint32_t learning_ppm_ = kPpmOne;  // the same before settling
-  uint32_t learning_credit_ppm_ = 0;
-  double probe_measure_us_ = 0;     // what measuring a probe costs the job
-  uint32_t trial_time_probes_ = 0;  // probes taken during other states' trials (claim_probe_step)
-  bool probes_flow_ = true;         // the last probe search found an affordable target
-  uint32_t watch_credit_ppm_ = 0;
-  uint32_t check_ppm_ = 0;         // rate of the default's rollback checks (halves when they
-  uint32_t check_credit_ppm_ = 0;  // confirm the incumbent, down to kMinCheckPpm)
+  double probe_measure_us_ = 0;      // what measuring a probe costs the job
+  uint32_t trial_time_probes_ = 0;   // probes taken during other states' trials (claim_probe_step)
+  bool probes_flow_ = true;          // the last probe search found an affordable target
+  uint32_t check_ppm_ = 0;  // rate of the default's rollback checks (halves when they confirm
+                            // the incumbent, down to kMinCheckPpm)
   std::vector<StateEvent> events_;
   // The step trial (overlapped states): the challenger's slot while one runs, -1 otherwise.
   StepTrialBoard* trials_;
@@ -606,6 +649,11 @@ class PolicyState {
   bool per_call_misleads_ = false;
   // A step trial that stopped without a verdict: its challenger, to trial again once it may.
   int retry_challenger_ = -1;
+  // The last trial, when it stopped without a verdict: its two arms (open_trial resumes it).
+  struct StoppedTrial {
+    int challenger = -1;
+    int incumbent = -1;
+  } stopped_;
   // The cross-check of a near-tie switch per call (kTieRatio).
   struct CrossCheck {
     int previous = -1;             // the incumbent before the switch; -1: no check runs

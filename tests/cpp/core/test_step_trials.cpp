@@ -316,10 +316,13 @@ TEST(StepTrials, ATieTrialWithoutEffectHandsTheTrialToTheNextNearTieCheaperPerCa
   EXPECT_EQ(tie_trialed(st), (std::set<std::string>{"tie", "tie2"}));
   EXPECT_EQ(st.arms.at(st.incumbent).name, "tie2") << st.trial.verdict;
   // Each verdict keeps its evidence (the state's trial stats keep only the last trial's): "tie"
-  // changed the step by nothing it could tell, "tie2" shortened it by about 4 x 40 µs.
+  // changed the step by nothing it could tell, "tie2" shortened it by about 4 x 40 µs. (A trial
+  // the budget stopped resumes with its pairs: only its final verdict counts here.)
   std::vector<StateEvent> verdicts;
   std::copy_if(st.events.begin(), st.events.end(), std::back_inserter(verdicts),
-               [](const StateEvent& e) { return e.trial.pairs > 0; });
+               [](const StateEvent& e) {
+                 return e.trial.pairs > 0 && e.what.rfind("stopped", 0) != 0;
+               });
   ASSERT_EQ(verdicts.size(), 2u);
   EXPECT_NE(verdicts[0].what.rfind("adopted", 0), 0u) << verdicts[0].what;  // no effect, or spent
   EXPECT_LT(std::fabs(verdicts[0].trial.mean_delta_us), 3 * verdicts[0].trial.stderr_us + 1.0);
@@ -502,6 +505,13 @@ TEST(StepTrials, AFootprintThatDoesNotShortenTheStepKeepsTheDefault) {
   EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
   EXPECT_EQ(st.trial.challenger, "half");
   EXPECT_EQ(st.trial.verdict.rfind("rejected", 0), 0u) << st.trial.verdict;
+  // The do-no-harm budget stops the trial after its first pair; opened again, it resumes that
+  // pair, so the second can reject it. (Started afresh each time, it was opened six times, each
+  // paying a longer challenger step, and rejected only when three pairs came before the budget
+  // ran out again.)
+  EXPECT_LE(std::count_if(st.events.begin(), st.events.end(),
+                          [](const StateEvent& e) { return e.what == "footprint trial"; }),
+            2);
 }
 
 TEST(StepTrials, AnArmMuchSlowerPerCallIsNotTrialedForItsFootprint) {
@@ -728,7 +738,7 @@ TEST(StepTrials, AFutileTrialEndsEarlyAndAnEffectTheTrialCanTellIsStillAdopted) 
 // before it: an effect of about 2.7 standard errors there is adopted (over an emulated WAN, `hd`
 // was kept out at -2.43 +- 0.82 ms a step after 49 pairs).
 TEST(StepTrials, AnEffectTheLastLookCanTellIsAdoptedThere) {
-  constexpr int kSeeds = 40;
+  constexpr int kSeeds = 80;
   const uint64_t max_pairs = static_cast<uint64_t>(HeadConfig{}.max_trial_pairs);
   int adopted = 0, at_last_look = 0;
   for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
@@ -740,9 +750,9 @@ TEST(StepTrials, AnEffectTheLastLookCanTellIsAdoptedThere) {
   }
   std::printf("an arm 0.8 ms a step shorter adopted in %d of %d runs, %d at the last look\n",
               adopted, kSeeds, at_last_look);
-  // With kTrialZ at the last look too: 23 of 40, none there.
-  EXPECT_GE(at_last_look, 2);
-  EXPECT_GE(adopted, kSeeds * 5 / 8);
+  // 48 of 80, 11 there; with kTrialZ at the last look too: 37 of 80, none there.
+  EXPECT_GE(at_last_look, 5);
+  EXPECT_GE(adopted, kSeeds * 11 / 20);
 }
 
 // Found over an emulated WAN (CPU, 4 ranks, DDP): while one bucket's trial alternated Gloo's
