@@ -121,16 +121,6 @@ std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, const CollectiveC
 
 }  // namespace
 
-uint32_t dithered_threshold(uint64_t stream, uint64_t n) {
-  // splitmix64's finalizer over (stream, n): well mixed, and the same on every rank.
-  uint64_t z = (stream << 40) ^ n;
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return kPpmOne / 2 + static_cast<uint32_t>(z % kPpmOne);
-}
-
 PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin,
                          const HeadConfig& head, const ArmCatalog& catalog,
                          RegretBudget* group_budget, StepTrialBoard* trials)

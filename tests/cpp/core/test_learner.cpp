@@ -751,9 +751,10 @@ TEST(Learner, InconclusiveReprobeUnparksTheOtherArms) {
 
 // Over an emulated WAN (CPU, 4 ranks, DDP) a state called twice a step (two ~0.5 MiB buckets)
 // probed at one call in two, and 80-90% of its probes ran on the step's second bucket, which
-// costs more than the first; the incumbent's costs came from both. The probes' positions are
-// dithered: at any rate they fall on every call of a period. Near ties throughout (no arm
-// settles the state early), probing at one call in two and one in four.
+// costs more than the first; the incumbent's costs came from both. In a group that marks steps
+// the probes' positions are dithered: at any rate they fall on every call of a step. Near ties
+// throughout (no arm settles the state early), probing at one call in two and one in four, with
+// as many calls a step.
 TEST(Learner, ProbesAreSpreadOverTheCallsOfAStep) {
   for (const double budget : {0.5, 0.25}) {
     const int period = budget == 0.5 ? 2 : 4;
@@ -763,7 +764,10 @@ TEST(Learner, ProbesAreSpreadOverTheCallsOfAStep) {
     Learner l(cfg, cat);
     Driver d{l, fixed({100, 101, 99, 100.5, 99.5})};
     d.noise = 0.2;
-    d.run(make_ctx(Role::kDataParallel, 1 << 20), 4000);
+    for (int call = 0; call < 4000; ++call) {
+      d.step(make_ctx(Role::kDataParallel, 1 << 20));
+      if ((call + 1) % period == 0) l.mark_step();  // the state's calls: `period` a step
+    }
     std::vector<int> at(period, 0);
     for (size_t i = 0; i < d.log.size(); ++i) at[i % period] += d.log[i].probe;
     const int probes = std::accumulate(at.begin(), at.end(), 0);

@@ -783,15 +783,16 @@ TEST(StepTrials, ProbesBesideAnotherStatesTrialAreSplitBetweenItsTwoKindsOfStep)
 }
 
 TEST(StepTrials, AFootprintTrialStoppedByAnotherStatesSpendingIsTriedAgain) {
-  // The bucket's descent trials "half" (slower per call, frees the compute: the step is shorter).
-  // While it runs, the exposed state starts and probes "half", 200x slower there: the budget is
-  // spent. The trial stops without a verdict and, once the budget allows, runs again and adopts.
+  // The bucket's descent trials "half" (slower per call, frees the compute: the step is 40 µs
+  // shorter, an effect its trial needs more than its first pairs to tell). While it runs, the
+  // exposed state starts and probes "half", 200x slower there: the budget is spent. The trial
+  // stops without a verdict and, once the budget allows, runs again and adopts.
   Learner learner(config(), std::make_shared<FootprintCatalog>());
   const auto footprint_trial_running = [](const Learner& l) {
     const std::vector<StateStats> st = l.stats();
     return !st.empty() && st[0].trial.verdict == "running" && st[0].trial.challenger == "half";
   };
-  const auto [b, l] = run_two_states(learner, {{100, 60}, {120, 40}, {140, 80}}, {100, 2e4, 100},
+  const auto [b, l] = run_two_states(learner, {{100, 60}, {120, 50}, {140, 80}}, {100, 2e4, 100},
                                      6000, footprint_trial_running);
   EXPECT_GE(l.arms.at(1).samples, 1u);
   bool stopped = false;
