@@ -396,7 +396,6 @@ void PolicyState::switch_to_cheapest(double keep) {
   if (stalled) best = stalled_faster(keep);
   if (best < 0) return;
   if (judged_by_step()) {
-    if (!stalled && cheaper_on_the_way(best)) return;
     // Faster on its own is not enough when compute runs beside the call: the step decides.
     if (trial_.challenger < 0 && trials_->owner < 0 && may_open_trial(best, TrialKind::kFaster)) {
       open_trial(best, TrialKind::kFaster);
@@ -461,24 +460,6 @@ void PolicyState::evaluate_cross_check(double keep) {
   cusum_.reset();
   for (ArmSlot& a : slots_) a.fresh = 0;
   unsettle();
-}
-
-// Where the step judges, a trial takes the group's one trial slot for many steps: the arm that
-// is cheapest per call so far goes first, not the one whose costs arrived a round earlier. True
-// while an arm cheaper than `best` by its costs so far still has costs to come (in flight, or its
-// first probes not all taken). (With the probes' positions dithered, a near-tie 6% slower per
-// call reached its costs first and was trialed and adopted before the cheaper arm.)
-bool PolicyState::cheaper_on_the_way(int best) const {
-  for (int i = 0; i < num_slots(); ++i) {
-    const ArmSlot& c = slots_[i];
-    if (i == incumbent_ || i == best || c.unavailable || c.eliminated || c.step_rejected ||
-        c.cross_rejected || c.stats.count() == 0 || c.stats.count() >= need_) {
-      continue;
-    }
-    const bool coming = c.issued > c.stats.count() || wants_first_probes(i);
-    if (coming && c.view.center < slots_[best].view.center) return true;
-  }
-  return false;
 }
 
 // Where the step judges, per-call confidence is not the verdict, only the reason to ask the step.
@@ -553,8 +534,8 @@ void PolicyState::retry_stopped_trial() {
 
 // A trial stopped without a verdict (a spent budget, too few comparable steps) and opened again
 // for the same two arms resumes its pairs: started afresh, a trial the budget stops after each
-// first pair never reaches the second that could reject it (a footprint trial opened and stopped
-// after one pair seven times in 600 steps, each time paying a longer challenger step).
+// first pair never reaches the second that could reject it (a footprint trial was opened and
+// stopped after one pair six times in 600 steps, each time paying a longer challenger step).
 void PolicyState::open_trial(int challenger, TrialKind kind) {
   trials_->open(static_cast<int32_t>(id_));
   const bool resume = challenger == stopped_.challenger && incumbent_ == stopped_.incumbent &&
@@ -932,7 +913,7 @@ void PolicyState::wake_deferred() {
 
 void PolicyState::settle() {
   settled_ = true;
-  watch_pace_.clear();
+  watch_credit_ppm_ = 0;
   check_ppm_ = converged_ppm_;
   note("settled", incumbent_, incumbent_);
 }

@@ -184,59 +184,6 @@ constexpr uint32_t kCrossCheckCapFactor = 4;
 // in on the four ranks, and the default's next call then measured 254-431 ms against ~125.
 constexpr double kSkewRatio = 1.5;
 
-// --- Pacing: which calls probe or are measured -------------------------------------------------
-// A rate (a fraction of the state's calls: probes, measured calls, the default's checks) becomes
-// calls through credit that accrues by the rate each call; a call fires when the credit reaches a
-// threshold. In a group that marks steps, whose calls repeat step after step, the threshold is
-// drawn uniformly in [1/2, 3/2) of a call (one on average: the rate is kept), a pure function of
-// the pacer and how often it fired, so the same on every rank. With a threshold of one call the
-// calls that fire are periodic, and a period that divides the state's calls per step puts them
-// all at one place in the step, while what they are compared with comes from all of them. At the
-// bulk head's probing rate (one call in two), with a DDP step's two ~0.5 MiB buckets in one
-// state, 80-90% of the probes ran on the second bucket, which starts behind the first: over an
-// emulated WAN its ranks entered it ~10 ms apart instead of ~5 (its cost is the slowest rank's),
-// and challengers' probes looked 3-10 ms dearer than the same arms running; on loopback the
-// second bucket cost 15% more. Groups that mark no steps keep the period: in the simulator, where
-// a call costs the same wherever it sits, drawn thresholds only reshuffled which calls probe, and
-// one scenario converged later (scale_1k_ranks: 94.4-96.3% of the headroom over four draws,
-// against 96.7%).
-inline uint32_t dithered_threshold(uint64_t stream, uint64_t n) {
-  // splitmix64's finalizer over (stream, n): well mixed, and the same on every rank.
-  uint64_t z = (stream << 40) ^ n;
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return kPpmOne / 2 + static_cast<uint32_t>(z % kPpmOne);
-}
-class Pacer {
- public:
-  // Accrues a call's `rate_ppm`; true when this call fires (its credit is then taken). A rate of
-  // every call fires every call: nothing to pace.
-  bool tick(uint32_t rate_ppm, uint64_t stream, bool dither) {
-    if (rate_ppm >= kPpmOne) return true;
-    accrue(rate_ppm);
-    if (!ready()) return false;
-    fire(stream, dither);
-    return true;
-  }
-  void accrue(uint32_t rate_ppm) { credit_ += rate_ppm; }
-  bool ready() const { return credit_ >= threshold_; }
-  // Takes the threshold's credit; the next threshold is drawn with `dither`, else one call.
-  void fire(uint64_t stream, bool dither) {
-    credit_ -= threshold_;
-    ++fired_;
-    threshold_ = dither ? dithered_threshold(stream, fired_) : kPpmOne;
-  }
-  void hold() { credit_ = threshold_; }  // fires at the next call, nothing banked beyond it
-  void clear() { credit_ = 0; }
-
- private:
-  uint32_t credit_ = 0;
-  uint32_t threshold_ = kPpmOne;
-  uint32_t fired_ = 0;
-};
-
 // Why a step trial's challenger was proposed: faster per call, holding less (footprint descent),
 // or a near-tie per call (a tie trial).
 enum class TrialKind : uint8_t { kFaster, kFootprint, kTie };
@@ -322,30 +269,25 @@ class PolicyState {
     // calls: the incumbent just proved slower (or is measuring itself afresh).
     // A cross-check probes at the exploring rate, whatever the budget has decayed to.
     const int cross = cross_target();
-    // A burst probes every call: its credit is a call's worst threshold.
-    const uint32_t rate = burst_       ? kPpmOne * 3 / 2
-                          : cross >= 0 ? std::max(budget_ppm_, probe_ppm_)
-                                       : budget_ppm_;
-    probe_pace_.accrue(rate);
-    if (!probe_pace_.ready()) return incumbent_call(measure);
+    credit_ppm_ += burst_ ? kPpmOne : cross >= 0 ? std::max(budget_ppm_, probe_ppm_) : budget_ppm_;
+    if (credit_ppm_ < kPpmOne) return incumbent_call(measure);
     const int target = cross >= 0                       ? cross
                        : phase_ == LearnPhase::kProbing ? probe_target()
                                                         : runner_up_;
     probes_flow_ = target >= 0 && affordable(slots_[target]);
     if (probes_flow_ && !claim_probe_step()) {
-      probe_pace_.hold();  // the probe waits for a step of the other kind, not banked twice
+      credit_ppm_ = kPpmOne;  // the probe waits for a step of the other kind, not banked twice
       return incumbent_call(measure);
     }
     if (!probes_flow_) {
       // Nothing to probe now (costs in flight, no challenger, or not affordable yet): the credit
-      // is not banked, so outside a re-open's burst the search runs about once per 1/budget
-      // calls. This also ends a burst.
-      probe_pace_.clear();
+      // is not banked, so outside a re-open's burst the search runs at most once per 1/budget
+      // calls and probes never come back to back. This also ends a burst.
+      credit_ppm_ = 0;
       burst_ = false;
       return incumbent_call(measure);
     }
-    probe_pace_.fire(pace_stream(0), marks_steps());
-    if (burst_) probe_pace_.clear();  // a burst banks nothing for after it
+    credit_ppm_ -= kPpmOne;
     ++probes_;
     *probe = true;
     *measure = true;
@@ -480,7 +422,9 @@ class PolicyState {
   int incumbent_call(bool* measure) {
     const bool compared = (phase_ == LearnPhase::kProbing && probes_flow_) || cross_.previous >= 0;
     if (!compared && slots_[incumbent_].view.n >= need_) {
-      if (!learning_pace_.tick(learning_ppm_, pace_stream(1), marks_steps())) return incumbent_;
+      learning_credit_ppm_ += learning_ppm_;
+      if (learning_credit_ppm_ < kPpmOne) return incumbent_;
+      learning_credit_ppm_ -= kPpmOne;
     }
     *measure = true;
     ++measured_calls_;
@@ -489,18 +433,20 @@ class PolicyState {
   // A settled state's call: the incumbent, measured only for a fraction of calls (kWatchOverhead),
   // some of which check the default again when the incumbent is not the default.
   int watch(bool* probe, bool* measure) {
-    if (!watch_pace_.tick(watch_ppm_, pace_stream(2), marks_steps())) return incumbent_;
+    watch_credit_ppm_ += watch_ppm_;
+    if (watch_credit_ppm_ < kPpmOne) return incumbent_;
+    watch_credit_ppm_ -= kPpmOne;
     *measure = true;
     ++measured_calls_;
     // An arm a step trial adopted was weighed against the default by the step, not per call.
     if (incumbent_ == default_slot_ || slots_[incumbent_].step_adopted) return incumbent_;
-    check_pace_.accrue(check_ppm_);
-    if (!check_pace_.ready()) return incumbent_;
+    check_credit_ppm_ += check_ppm_;
+    if (check_credit_ppm_ < kPpmOne) return incumbent_;
     if (!claim_probe_step()) {
-      check_pace_.hold();
+      check_credit_ppm_ = kPpmOne;
       return incumbent_;
     }
-    check_pace_.fire(pace_stream(3), marks_steps());
+    check_credit_ppm_ -= kPpmOne;
     *probe = true;  // the default's cost is the baseline itself: no extra to commit
     ++probes_;
     return default_slot_;
@@ -537,15 +483,12 @@ class PolicyState {
   uint32_t cross_check_cap() const {
     return std::min<uint32_t>(kCrossCheckCapFactor * need_, SampleWindow::kCapacity);
   }
-  // The group marks steps: its calls repeat step after step (pacing, above).
-  bool marks_steps() const { return trials_->step > 0; }
   // Overlapped states whose group marks steps judge a challenger by step time.
-  bool judged_by_step() const { return exposure_ == Exposure::kOverlapped && marks_steps(); }
+  bool judged_by_step() const { return exposure_ == Exposure::kOverlapped && trials_->step > 0; }
   // Faster per call while holding no more: it can only shorten the step, so its trial may run
   // (and pay back) while the do-no-harm budget is spent, as long as its pairs show no harm.
   bool pays_back(int challenger, TrialKind kind) const;
   bool may_open_trial(int challenger, TrialKind kind) const;
-  bool cheaper_on_the_way(int best) const;
   void retry_stopped_trial();
   void open_trial(int challenger, TrialKind kind);
   void propose_footprint_trial();
@@ -615,10 +558,7 @@ class PolicyState {
   uint32_t hopeless_need_ = 1;  // costs an early elimination rests on (update_tail)
   double tail_ = 0;             // the state's outlier rate (update_tail)
   uint32_t budget_ppm_ = 0;     // current probing fraction
-  // Pacing (above): probes, the incumbent's measured calls before and after settling, the
-  // default's checks; each its own dither sequence.
-  uint64_t pace_stream(int pacer) const { return 4ull * id_ + pacer; }
-  Pacer probe_pace_, learning_pace_, watch_pace_, check_pace_;
+  uint32_t credit_ppm_ = 0;     // accumulated probe credit
   uint64_t calls_ = 0;
   uint64_t measured_calls_ = 0;
   uint64_t probes_ = 0;
@@ -636,11 +576,13 @@ class PolicyState {
   uint64_t quiet_since_ = 0;         // call count of the last event (convergence, switch, ...)
   uint32_t watch_ppm_ = kPpmOne;     // fraction of a settled state's calls that are measured
   uint32_t learning_ppm_ = kPpmOne;  // the same before settling
-  double probe_measure_us_ = 0;      // what measuring a probe costs the job
-  uint32_t trial_time_probes_ = 0;   // probes taken during other states' trials (claim_probe_step)
-  bool probes_flow_ = true;          // the last probe search found an affordable target
-  uint32_t check_ppm_ = 0;  // rate of the default's rollback checks (halves when they confirm
-                            // the incumbent, down to kMinCheckPpm)
+  uint32_t learning_credit_ppm_ = 0;
+  double probe_measure_us_ = 0;     // what measuring a probe costs the job
+  uint32_t trial_time_probes_ = 0;  // probes taken during other states' trials (claim_probe_step)
+  bool probes_flow_ = true;         // the last probe search found an affordable target
+  uint32_t watch_credit_ppm_ = 0;
+  uint32_t check_ppm_ = 0;         // rate of the default's rollback checks (halves when they
+  uint32_t check_credit_ppm_ = 0;  // confirm the incumbent, down to kMinCheckPpm)
   std::vector<StateEvent> events_;
   // The step trial (overlapped states): the challenger's slot while one runs, -1 otherwise.
   StepTrialBoard* trials_;

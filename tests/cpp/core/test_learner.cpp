@@ -10,7 +10,6 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
-#include <numeric>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -749,36 +748,6 @@ TEST(Learner, InconclusiveReprobeUnparksTheOtherArms) {
   EXPECT_EQ(count_arm(d.log, 6, shift_at), 0);
 }
 
-// Over an emulated WAN (CPU, 4 ranks, DDP) a state called twice a step (two ~0.5 MiB buckets)
-// probed at one call in two, and 80-90% of its probes ran on the step's second bucket, which
-// costs more than the first; the incumbent's costs came from both. In a group that marks steps
-// the probes' positions are dithered: at any rate they fall on every call of a step. Near ties
-// throughout (no arm settles the state early), probing at one call in two and one in four, with
-// as many calls a step.
-TEST(Learner, ProbesAreSpreadOverTheCallsOfAStep) {
-  for (const double budget : {0.5, 0.25}) {
-    const int period = budget == 0.5 ? 2 : 4;
-    auto cat = std::make_shared<FakeCatalog>(std::vector<double>{10, 10, 10, 10, 10});
-    LearnerConfig cfg = bulk_config();
-    for (HeadConfig& h : cfg.heads) h.probe_budget = budget;
-    Learner l(cfg, cat);
-    Driver d{l, fixed({100, 101, 99, 100.5, 99.5})};
-    d.noise = 0.2;
-    for (int call = 0; call < 4000; ++call) {
-      d.step(make_ctx(Role::kDataParallel, 1 << 20));
-      if ((call + 1) % period == 0) l.mark_step();  // the state's calls: `period` a step
-    }
-    std::vector<int> at(period, 0);
-    for (size_t i = 0; i < d.log.size(); ++i) at[i % period] += d.log[i].probe;
-    const int probes = std::accumulate(at.begin(), at.end(), 0);
-    ASSERT_GE(probes, 40) << budget;
-    for (int k = 0; k < period; ++k) {
-      // Uniform would be probes / period each; fixed, every probe was at one of them.
-      EXPECT_GE(at[k], probes / (2 * period)) << "budget " << budget << ", call " << k;
-    }
-  }
-}
-
 TEST(Learner, AnArmMeasuredCheaperThanTheDefaultIsProbedOnAfterADisasterSpentTheBudget) {
   // Seen on a GPU over NCCL's socket transport: tree, cheaper than the default in its first
   // cost or two, was not probed again once one probe of ring/LL (18-51x the default) had spent
@@ -802,28 +771,20 @@ TEST(Learner, AnArmFarBeyondThatTheBudgetCannotPayForDoesNotHoldUpTheOthers) {
   // and its next probe waits for the budget; one of arm1's costs is lost (an engine that could
   // not time it), so arm1 has its calls but not its costs, and waits for the probe that would
   // make them up. Passed over, arm2 no longer holds that probe up: arm1 (0.8x) wins. (Before,
-  // the state kept the default: arm1 had 6 calls.) Over 40 draws of the outliers: one that hits
-  // arm1's first costs makes it look dearer than the default, and the spent budget then keeps it
-  // out (6 or 7 of 40, with the probes' positions dithered or not).
+  // the state kept the default: arm1 had 6 calls.)
   auto cat = std::make_shared<FakeCatalog>(std::vector<double>{10, 9, 13.3});
   LearnerConfig cfg = bulk_config();
   for (HeadConfig& h : cfg.heads) h.probe_budget = 0.1;
-  constexpr int kSeeds = 40;
-  int won = 0;
-  for (int seed = 1; seed <= kSeeds; ++seed) {
-    Learner l(cfg, cat);
-    int arm1_calls = 0;
-    Driver d{l, [&](uint64_t, const CollectiveContext&, uint16_t arm) {
-               if (arm == 1 && ++arm1_calls == 2) return std::nan("");
-               return std::vector<double>{100, 80, 5000}.at(arm);
-             }};
-    d.rng.seed(seed);
-    d.outlier_rate = 0.03;
-    d.run(make_ctx(Role::kDataParallel, 1 << 20), 3000);
-    // arm2 once more at most, when arm1's savings pay for it.
-    won += state_stats(l, 0).incumbent == 1 && count_arm(d.log, 2) <= 2;
-  }
-  EXPECT_GE(won, kSeeds * 3 / 4);
+  Learner l(cfg, cat);
+  int arm1_calls = 0;
+  Driver d{l, [&](uint64_t, const CollectiveContext&, uint16_t arm) {
+             if (arm == 1 && ++arm1_calls == 2) return std::nan("");
+             return std::vector<double>{100, 80, 5000}.at(arm);
+           }};
+  d.outlier_rate = 0.03;
+  d.run(make_ctx(Role::kDataParallel, 1 << 20), 3000);
+  EXPECT_EQ(state_stats(l, 0).incumbent, 1);
+  EXPECT_LE(count_arm(d.log, 2), 2);  // once more, when arm1's savings pay for it
 }
 
 TEST(Learner, NoFalseAlarmsUnderHeavyTailedNoiseYetAShiftIsCaught) {
