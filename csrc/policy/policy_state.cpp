@@ -534,8 +534,9 @@ void PolicyState::retry_stopped_trial() {
 
 // A trial stopped without a verdict (a spent budget, too few comparable steps) and opened again
 // for the same two arms resumes its pairs: started afresh, a trial the budget stops after each
-// first pair never reaches the second that could reject it (a footprint trial was opened and
-// stopped after one pair six times in 600 steps, each time paying a longer challenger step).
+// first pair never reaches the second that could reject it (a footprint trial was opened six
+// times in 600 steps, stopped after one pair but the last time, each paying a longer challenger
+// step).
 void PolicyState::open_trial(int challenger, TrialKind kind) {
   trials_->open(static_cast<int32_t>(id_));
   const bool resume = challenger == stopped_.challenger && incumbent_ == stopped_.incumbent &&
