@@ -96,6 +96,7 @@ struct Learner::Impl {
   // The group's do-no-harm budget, shared by its states (stable address: states point to it).
   std::unique_ptr<RegretBudget> budget = std::make_unique<RegretBudget>();
   std::unique_ptr<StepTrialBoard> trials = std::make_unique<StepTrialBoard>();
+  std::unique_ptr<CapEvidenceBoard> caps = std::make_unique<CapEvidenceBoard>();
   MeasureCost measure;      // the last known cost of measuring
   bool last_probe = false;  // the group's previous decision was a probe
   bool long_probe = false;  // the previous outcome applied was a long probe (kSkewRatio)
@@ -128,7 +129,8 @@ struct Learner::Impl {
   __attribute__((noinline)) int32_t create_state(const CollectiveContext& ctx, int key, int bin) {
     const uint32_t id = static_cast<uint32_t>(states.size());
     const int role = static_cast<int>(ctx.role);
-    states.emplace_back(id, ctx, bin, config.heads[role], *catalog, budget.get(), trials.get());
+    states.emplace_back(id, ctx, bin, config.heads[role], *catalog, budget.get(), trials.get(),
+                        caps.get());
     index[key] = static_cast<int32_t>(id);
     PolicyState& s = states.back();
     if (pending_index[key] >= 0) {

@@ -123,7 +123,7 @@ std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, const CollectiveC
 
 PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin,
                          const HeadConfig& head, const ArmCatalog& catalog,
-                         RegretBudget* group_budget, StepTrialBoard* trials)
+                         RegretBudget* group_budget, StepTrialBoard* trials, CapEvidenceBoard* caps)
     : id_(id),
       role_(ctx.role),
       op_(ctx.op),
@@ -137,7 +137,8 @@ PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin
       need_(static_cast<uint32_t>(std::max(head.min_samples, 1))),
       budget_ppm_(probe_ppm_),
       group_(group_budget),
-      trials_(trials) {
+      trials_(trials),
+      caps_(caps) {
   const std::vector<Arm>& arms = catalog.arms(op_);
   if (arms.empty() || arms.size() > static_cast<size_t>(std::numeric_limits<int16_t>::max())) {
     throw std::logic_error(std::string("arm catalog returned ") + std::to_string(arms.size()) +
@@ -170,11 +171,55 @@ PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin
 void PolicyState::set_prior_ratios() {
   const double def_prior = slots_[default_slot_].prior_us;
   for (ArmSlot& a : slots_) {
-    const bool known = def_prior > 0 && std::isfinite(def_prior) && a.prior_us > 0 &&
-                       std::isfinite(a.prior_us);
-    const double ratio = known ? a.prior_us / def_prior : 1.0;
+    const double price = priced_us(a);
+    const bool known = def_prior > 0 && std::isfinite(def_prior) && price > 0 &&
+                       std::isfinite(price);
+    const double ratio = known ? price / def_prior : 1.0;
     a.prior_extra_ratio = a.arm == kDefaultArm ? 0.0 : std::max(0.0, ratio - 1.0);
     a.worth_from_call = a.arm == kDefaultArm ? 0 : worth_from_call(ratio);
+  }
+}
+
+int PolicyState::uncapped_twin(const ArmSlot& cap) const {
+  for (int i = 0; i < num_slots(); ++i) {
+    const Action& t = slots_[i].action;
+    if (t.channels < 0 && t.algo == cap.action.algo && t.proto == cap.action.proto &&
+        t.chunk_bytes == cap.action.chunk_bytes) {
+      return i;
+    }
+  }
+  return -1;
+}
+
+void PolicyState::exchange_cap_evidence() {
+  bool repriced = false;
+  for (int i = 0; i < num_slots(); ++i) {
+    ArmSlot& a = slots_[i];
+    if (!(a.footprint < 1.0)) continue;
+    if (a.stats.count() > 0) {  // measured in this regime: its word on the others
+      // Against the arm it caps, so that what the prior misjudges of the algorithm or protocol
+      // does not count as the channel count's error.
+      const int t = uncapped_twin(a);
+      const double factor = t >= 0 && slots_[t].view.n > 0
+                                ? (a.view.center / slots_[t].view.center) /
+                                      (a.prior_us / slots_[t].prior_us)
+                                : 1.0;
+      caps_->post(id_, a.arm, op_, size_bin_, a.footprint, std::isfinite(factor) ? factor : 1.0);
+      continue;
+    }
+    caps_->post(id_, a.arm, op_, size_bin_, a.footprint, 1.0);  // no costs (a new regime): none
+    if (a.issued > 0) continue;                                 // its first cost is coming
+    const double f = caps_->factor(op_, size_bin_, a.footprint);
+    if (f == a.evidence_factor) continue;
+    if (a.evidence_factor == 1.0) note("priced by a measured cap", incumbent_, i);
+    a.evidence_factor = f;
+    repriced = true;
+  }
+  if (!repriced) return;
+  set_prior_ratios();
+  // Gate (b) again for the arms still without a probe: a dearer price may defer them.
+  for (ArmSlot& a : slots_) {
+    if (a.issued == 0 && a.stats.count() == 0 && calls_ < a.worth_from_call) a.deferred = true;
   }
 }
 
@@ -326,6 +371,7 @@ void PolicyState::refresh_views() {
 
 void PolicyState::evaluate(const MeasureCost& measure) {
   refresh_views();  // also in warm-up and frozen: the views are what stats() reports
+  exchange_cap_evidence();
   update_measure_rates(measure);
   update_budget_view();
   if (frozen_ || phase_ == LearnPhase::kWarmup) return;
@@ -579,9 +625,11 @@ void PolicyState::propose_footprint_trial() {
     }
     // Per call: its costs, or before its first the prior's ratio to the incumbent's.
     const double per_call = c.stats.count() > 0 ? c.view.center / inc.view.center
-                                                : c.prior_us / inc.prior_us;
+                                                : priced_us(c) / inc.prior_us;
     if (!(per_call <= kFootprintMaxSlowdown)) {
-      if (c.stats.count() == 0 && (awaited < 0 || c.footprint > slots_[awaited].footprint)) {
+      // Not one whose price comes from another cap's costs: that is evidence, not the prior's word.
+      if (c.stats.count() == 0 && c.evidence_factor == 1.0 &&
+          (awaited < 0 || c.footprint > slots_[awaited].footprint)) {
         awaited = i;
       }
       continue;
@@ -772,7 +820,9 @@ bool PolicyState::resolve_challengers(bool inc_ready, double keep) {
 bool PolicyState::cannot_win_by_prior(const ArmSlot& c) const {
   const ArmSlot& inc = slots_[incumbent_];
   const double prior_var = c.prior_sigma * c.prior_sigma + inc.prior_sigma * inc.prior_sigma;
-  const double prior_ratio = c.prior_us / inc.prior_us;
+  const double prior_ratio = priced_us(c) / inc.prior_us;
+  // Priced by another cap's costs (cap_evidence.h): as hopeless as that many costs would be.
+  if (c.evidence_factor > 1.0 && prior_ratio >= kHopelessRatio) return true;
   if (!(prior_var > 0) || !std::isfinite(prior_var) || !(prior_ratio > 0) ||
       !std::isfinite(prior_ratio)) {
     return false;

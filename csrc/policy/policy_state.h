@@ -18,6 +18,7 @@
 #include "core/types.h"
 #include "policy/arm_catalog.h"
 #include "policy/arm_slot.h"
+#include "policy/cap_evidence.h"
 #include "policy/cusum.h"
 #include "policy/learner.h"
 
@@ -239,7 +240,8 @@ class PolicyState {
   // kPriorCutoff x the best prior (the kMinChallengers best always stay, pruned ones last), all
   // kept in probe order (pruned last, then prior, then arm index).
   PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin, const HeadConfig& head,
-              const ArmCatalog& catalog, RegretBudget* group_budget, StepTrialBoard* trials);
+              const ArmCatalog& catalog, RegretBudget* group_budget, StepTrialBoard* trials,
+              CapEvidenceBoard* caps);
 
   // Hot path: picks the slot for the next call and counts it; `measure` tells whether its cost
   // is wanted. No allocation.
@@ -507,6 +509,13 @@ class PolicyState {
   uint32_t probe_cap() const { return static_cast<uint32_t>(head_.min_samples) * kProbeCapFactor; }
   void set_prior_ratios();  // each arm's prior cost relative to the default's (constructor)
   void refresh_views();     // views of arms whose costs arrived since the last refresh
+  // Posts this state's measured caps to the group's board and prices its unmeasured ones by what
+  // the board says (cap_evidence.h); at every round.
+  void exchange_cap_evidence();
+  // The slot of the arm `cap` caps (same algorithm, protocol, chunk); -1 if none.
+  int uncapped_twin(const ArmSlot& cap) const;
+  // The prior's price of an arm, as the group's measured caps correct it.
+  static double priced_us(const ArmSlot& a) { return a.prior_us * a.evidence_factor; }
   // The phases of evaluate().
   void update_measure_rates(const MeasureCost& measure);
   void evaluate_probing(double keep);
@@ -586,6 +595,7 @@ class PolicyState {
   std::vector<StateEvent> events_;
   // The step trial (overlapped states): the challenger's slot while one runs, -1 otherwise.
   StepTrialBoard* trials_;
+  CapEvidenceBoard* caps_;  // the group's measured caps (cap_evidence.h)
   struct Trial {
     int challenger = -1;
     uint16_t arm = kDefaultArm;    // the last trial's challenger, for stats()

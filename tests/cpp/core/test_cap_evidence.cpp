@@ -1,0 +1,118 @@
+// A channel cap measured far beyond its prior prices the group's other caps
+// (policy/cap_evidence.h): the states of the same calls do not pay the same first probe again, and
+// the footprint descent does not walk on to caps the evidence rules out.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "policy/cap_evidence.h"
+#include "policy/learner.h"
+
+namespace dynamiccl {
+namespace {
+
+TEST(CapEvidence, AFactorPricesArmsHoldingNoMoreInTheSameOpAndSizeBin) {
+  CapEvidenceBoard board;
+  EXPECT_EQ(board.factor(OpKind::kAllReduce, 27, 0.5), 1.0);
+  board.post(/*state=*/0, /*arm=*/3, OpKind::kAllReduce, 27, /*footprint=*/0.5, /*factor=*/8.0);
+  EXPECT_EQ(board.factor(OpKind::kAllReduce, 27, 0.5), 8.0);
+  EXPECT_EQ(board.factor(OpKind::kAllReduce, 27, 0.25), 8.0);  // holds less: at least as far off
+  EXPECT_EQ(board.factor(OpKind::kAllReduce, 27, 0.75), 1.0);  // holds more: not said
+  EXPECT_EQ(board.factor(OpKind::kAllReduce, 26, 0.5), 1.0);   // another size bin
+  EXPECT_EQ(board.factor(OpKind::kAllGather, 27, 0.5), 1.0);   // another op
+  // Another state's word on the same arm stands beside it; the largest prices.
+  board.post(1, 3, OpKind::kAllReduce, 27, 0.5, 4.0);
+  EXPECT_EQ(board.factor(OpKind::kAllReduce, 27, 0.5), 8.0);
+  // Later costs within kCapEvidenceFactor of the prior withdraw the first state's word.
+  board.post(0, 3, OpKind::kAllReduce, 27, 0.5, 1.2);
+  EXPECT_EQ(board.factor(OpKind::kAllReduce, 27, 0.5), 4.0);
+  board.post(1, 3, OpKind::kAllReduce, 27, 0.5, kCapEvidenceFactor);
+  EXPECT_EQ(board.factor(OpKind::kAllReduce, 27, 0.5), 1.0);
+}
+
+// A communicator whose channel count the prior under-estimates eightfold: "ring/c2" holds half the
+// channels the prior assumes and is priced at 2x "ring" (NCCL's own choice here), "ring/c1" a
+// quarter at 4x; they run at 16x and 32x.
+class UnderCountedChannelsCatalog : public ArmCatalog {
+ public:
+  UnderCountedChannelsCatalog() {
+    for (const char* name : {"default", "ring", "ring/c2", "ring/c1"}) {
+      arms_.push_back(Arm{name, Action{}});
+    }
+    for (int arm = 1; arm <= 3; ++arm) {
+      arms_[arm].action.algo = 1;
+      arms_[arm].action.proto = 2;
+    }
+    arms_[2].action.channels = 2;
+    arms_[3].action.channels = 1;
+  }
+  const std::vector<Arm>& arms(OpKind) const override { return arms_; }
+  double prior_cost_us(OpKind, uint16_t arm, uint64_t, int) const override {
+    return arm < 2 ? 100.0 : 100.0 * (1 << (arm - 1));
+  }
+  double footprint(OpKind, uint16_t arm, uint64_t) const override {
+    return arm < 2 ? 1.0 : 1.0 / (1 << (arm - 1));
+  }
+
+ private:
+  std::vector<Arm> arms_;
+};
+constexpr double kCallUs[] = {100, 100, 1600, 3200};
+
+TEST(CapEvidence, ACapMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
+  // Per step, four overlapped buckets and, from step 100, an exposed last bucket of the same size:
+  // two states of one op and size bin. The overlapped state's descent awaits "ring/c2" (the prior
+  // rules it out, its first cost might not) and measures it at 16x "ring". Without the evidence,
+  // the descent then awaited "ring/c1" and the exposed state, once it had seen enough calls to make
+  // a first probe worth it at the prior's price, probed "ring/c2" and "ring/c1": 3 more probes,
+  // each costing 15-31 default calls.
+  LearnerConfig cfg;
+  Learner learner(cfg, std::make_shared<UnderCountedChannelsCatalog>());
+  CollectiveContext bucket;
+  bucket.effective_bytes = 64 << 20;
+  bucket.group_size = 4;
+  bucket.role = Role::kDataParallel;
+  bucket.exposure = Exposure::kOverlapped;
+  CollectiveContext last = bucket;
+  last.exposure = Exposure::kExposed;
+  RoundResult round;
+  uint64_t calls = 0, first_step = 0;
+  for (int step = 0; step < 1500; ++step) {
+    double step_us = 5000;
+    for (int c = 0; c < (step < 100 ? 4 : 5); ++c) {
+      const Decision d = learner.decide(c < 4 ? bucket : last);
+      step_us += kCallUs[d.arm];
+      if (d.measure) {
+        round.calls.push_back(
+            {d.state_id, d.arm, static_cast<float>(kCallUs[d.arm]), d.probe, d.after_probe});
+      }
+      if (++calls % 16 == 0) {
+        round.first_step = first_step;
+        first_step += round.step_times_us.size();
+        learner.apply_round(round);
+        round = RoundResult{};
+      }
+    }
+    learner.mark_step();
+    round.step_times_us.push_back(step_us);
+  }
+  const std::vector<StateStats> states = learner.stats();
+  ASSERT_EQ(states.size(), 2u);
+  const auto samples = [&](size_t s, const std::string& arm) {
+    for (const ArmStats& a : states[s].arms) {
+      if (a.name == arm) return a.samples;
+    }
+    return uint64_t{0};
+  };
+  EXPECT_EQ(samples(0, "ring/c2"), 1u);  // the overlapped state's one probe
+  EXPECT_EQ(samples(0, "ring/c1"), 0u);  // priced at 32x by c2's costs: no rung of the descent
+  EXPECT_EQ(samples(1, "ring/c2"), 0u);  // the exposed state: priced at 16x, not worth a probe
+  EXPECT_EQ(samples(1, "ring/c1"), 0u);
+  for (const StateStats& st : states) EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
+}
+
+}  // namespace
+}  // namespace dynamiccl
