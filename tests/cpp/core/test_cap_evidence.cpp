@@ -3,8 +3,8 @@
 // the footprint descent does not walk on to caps the evidence rules out.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -109,8 +109,11 @@ TEST(CapEvidence, ACapMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
   };
   EXPECT_EQ(samples(0, "ring/c2"), 1u);  // the overlapped state's one probe
   EXPECT_EQ(samples(0, "ring/c1"), 0u);  // priced at 32x by c2's costs: no rung of the descent
-  EXPECT_EQ(samples(1, "ring/c2"), 0u);  // the exposed state: priced at 16x, not worth a probe
+  EXPECT_EQ(samples(1, "ring/c2"), 0u);  // the exposed state: priced at 16x, resolved unprobed
   EXPECT_EQ(samples(1, "ring/c1"), 0u);
+  EXPECT_TRUE(
+      std::any_of(states[1].events.begin(), states[1].events.end(),
+                  [](const StateEvent& e) { return e.what == "priced by a measured cap"; }));
   for (const StateStats& st : states) EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
 }
 
