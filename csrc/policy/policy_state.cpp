@@ -156,6 +156,7 @@ PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin
     s.analytic_us = r.analytic;
     s.prior_sigma = r.sigma;
     s.footprint = r.footprint;
+    has_caps_ = has_caps_ || r.footprint < 1.0;
     s.gated = r.arm != kDefaultArm;
     slot_of_arm_[r.arm] = static_cast<int16_t>(slots_.size());
     if (r.arm == kDefaultArm) default_slot_ = static_cast<int>(slots_.size());
@@ -192,6 +193,7 @@ int PolicyState::uncapped_twin(const ArmSlot& cap) const {
 }
 
 void PolicyState::exchange_cap_evidence() {
+  if (!has_caps_) return;  // CPU states: every arm holds what the default holds
   bool repriced = false;
   for (int i = 0; i < num_slots(); ++i) {
     ArmSlot& a = slots_[i];

@@ -596,6 +596,7 @@ class PolicyState {
   // The step trial (overlapped states): the challenger's slot while one runs, -1 otherwise.
   StepTrialBoard* trials_;
   CapEvidenceBoard* caps_;  // the group's measured caps (cap_evidence.h)
+  bool has_caps_ = false;   // some candidate holds less than the default
   struct Trial {
     int challenger = -1;
     uint16_t arm = kDefaultArm;    // the last trial's challenger, for stats()
