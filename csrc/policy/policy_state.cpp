@@ -823,7 +823,8 @@ bool PolicyState::cannot_win_by_prior(const ArmSlot& c) const {
   const ArmSlot& inc = slots_[incumbent_];
   const double prior_var = c.prior_sigma * c.prior_sigma + inc.prior_sigma * inc.prior_sigma;
   const double prior_ratio = priced_us(c) / inc.prior_us;
-  // Priced by another cap's costs (cap_evidence.h): as hopeless as that many costs would be.
+  // Priced by another cap's costs (cap_evidence.h) at kHopelessRatio x the incumbent or more:
+  // resolved, as one cost that far above would eliminate it.
   if (c.evidence_factor > 1.0 && prior_ratio >= kHopelessRatio) return true;
   if (!(prior_var > 0) || !std::isfinite(prior_var) || !(prior_ratio > 0) ||
       !std::isfinite(prior_ratio)) {
