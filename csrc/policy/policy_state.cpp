@@ -967,7 +967,7 @@ void PolicyState::wake_deferred() {
 
 void PolicyState::settle() {
   settled_ = true;
-  watch_credit_ppm_ = 0;
+  watch_credit_.clear();
   check_ppm_ = converged_ppm_;
   note("settled", incumbent_, incumbent_);
 }

@@ -38,8 +38,29 @@ constexpr int kProbeCapFactor = 4;
 constexpr int kConvergedDecayShift = 4;
 // CUSUM watches the incumbent once its centre rests on this many costs.
 constexpr uint64_t kCusumMinReference = 32;
-// Budgets are kept in parts per million so the probe credit counter is exact integer arithmetic.
+// Budgets are kept in parts per million so the credit counters are exact integer arithmetic.
 constexpr uint32_t kPpmOne = 1000000;
+
+// Paces a fraction of calls: each call earns `rate_ppm`, and a whole call's worth (kPpmOne) buys
+// one. Integer, and counted in calls only, so every rank takes the same calls.
+struct CallCredit {
+  uint32_t ppm = 0;
+  // Earns one call's share; true when a whole call's worth is held (not yet spent).
+  bool earn(uint32_t rate_ppm) {
+    ppm += rate_ppm;
+    return ppm >= kPpmOne;
+  }
+  void spend() { ppm -= kPpmOne; }
+  // Earns and, when a whole call's worth is held, spends it.
+  bool take(uint32_t rate_ppm) {
+    if (!earn(rate_ppm)) return false;
+    spend();
+    return true;
+  }
+  // The earned call waits for a later one without being banked twice.
+  void hold() { ppm = kPpmOne; }
+  void clear() { ppm = 0; }
+};
 
 // --- Candidates -------------------------------------------------------------------------------
 // An arm whose prior cost is more than kPriorCutoff times the best prior of the state is not a
@@ -271,25 +292,27 @@ class PolicyState {
     // calls: the incumbent just proved slower (or is measuring itself afresh).
     // A cross-check probes at the exploring rate, whatever the budget has decayed to.
     const int cross = cross_target();
-    credit_ppm_ += burst_ ? kPpmOne : cross >= 0 ? std::max(budget_ppm_, probe_ppm_) : budget_ppm_;
-    if (credit_ppm_ < kPpmOne) return incumbent_call(measure);
+    const uint32_t rate = burst_       ? kPpmOne
+                          : cross >= 0 ? std::max(budget_ppm_, probe_ppm_)
+                                       : budget_ppm_;
+    if (!probe_credit_.earn(rate)) return incumbent_call(measure);
     const int target = cross >= 0                       ? cross
                        : phase_ == LearnPhase::kProbing ? probe_target()
                                                         : runner_up_;
     probes_flow_ = target >= 0 && affordable(slots_[target]);
     if (probes_flow_ && !claim_probe_step()) {
-      credit_ppm_ = kPpmOne;  // the probe waits for a step of the other kind, not banked twice
+      probe_credit_.hold();  // the probe waits for a step of the other kind
       return incumbent_call(measure);
     }
     if (!probes_flow_) {
       // Nothing to probe now (costs in flight, no challenger, or not affordable yet): the credit
       // is not banked, so outside a re-open's burst the search runs at most once per 1/budget
       // calls and probes never come back to back. This also ends a burst.
-      credit_ppm_ = 0;
+      probe_credit_.clear();
       burst_ = false;
       return incumbent_call(measure);
     }
-    credit_ppm_ -= kPpmOne;
+    probe_credit_.spend();
     ++probes_;
     *probe = true;
     *measure = true;
@@ -424,9 +447,7 @@ class PolicyState {
   int incumbent_call(bool* measure) {
     const bool compared = (phase_ == LearnPhase::kProbing && probes_flow_) || cross_.previous >= 0;
     if (!compared && slots_[incumbent_].view.n >= need_) {
-      learning_credit_ppm_ += learning_ppm_;
-      if (learning_credit_ppm_ < kPpmOne) return incumbent_;
-      learning_credit_ppm_ -= kPpmOne;
+      if (!learning_credit_.take(learning_ppm_)) return incumbent_;
     }
     *measure = true;
     ++measured_calls_;
@@ -435,20 +456,17 @@ class PolicyState {
   // A settled state's call: the incumbent, measured only for a fraction of calls (kWatchOverhead),
   // some of which check the default again when the incumbent is not the default.
   int watch(bool* probe, bool* measure) {
-    watch_credit_ppm_ += watch_ppm_;
-    if (watch_credit_ppm_ < kPpmOne) return incumbent_;
-    watch_credit_ppm_ -= kPpmOne;
+    if (!watch_credit_.take(watch_ppm_)) return incumbent_;
     *measure = true;
     ++measured_calls_;
     // An arm a step trial adopted was weighed against the default by the step, not per call.
     if (incumbent_ == default_slot_ || slots_[incumbent_].step_adopted) return incumbent_;
-    check_credit_ppm_ += check_ppm_;
-    if (check_credit_ppm_ < kPpmOne) return incumbent_;
+    if (!check_credit_.earn(check_ppm_)) return incumbent_;
     if (!claim_probe_step()) {
-      check_credit_ppm_ = kPpmOne;
+      check_credit_.hold();
       return incumbent_;
     }
-    check_credit_ppm_ -= kPpmOne;
+    check_credit_.spend();
     *probe = true;  // the default's cost is the baseline itself: no extra to commit
     ++probes_;
     return default_slot_;
@@ -567,7 +585,7 @@ class PolicyState {
   uint32_t hopeless_need_ = 1;  // costs an early elimination rests on (update_tail)
   double tail_ = 0;             // the state's outlier rate (update_tail)
   uint32_t budget_ppm_ = 0;     // current probing fraction
-  uint32_t credit_ppm_ = 0;     // accumulated probe credit
+  CallCredit probe_credit_;
   uint64_t calls_ = 0;
   uint64_t measured_calls_ = 0;
   uint64_t probes_ = 0;
@@ -585,13 +603,13 @@ class PolicyState {
   uint64_t quiet_since_ = 0;         // call count of the last event (convergence, switch, ...)
   uint32_t watch_ppm_ = kPpmOne;     // fraction of a settled state's calls that are measured
   uint32_t learning_ppm_ = kPpmOne;  // the same before settling
-  uint32_t learning_credit_ppm_ = 0;
+  CallCredit learning_credit_;
   double probe_measure_us_ = 0;     // what measuring a probe costs the job
   uint32_t trial_time_probes_ = 0;  // probes taken during other states' trials (claim_probe_step)
   bool probes_flow_ = true;         // the last probe search found an affordable target
-  uint32_t watch_credit_ppm_ = 0;
-  uint32_t check_ppm_ = 0;         // rate of the default's rollback checks (halves when they
-  uint32_t check_credit_ppm_ = 0;  // confirm the incumbent, down to kMinCheckPpm)
+  CallCredit watch_credit_;
+  uint32_t check_ppm_ = 0;   // rate of the default's rollback checks (halves when they confirm
+  CallCredit check_credit_;  // the incumbent, down to kMinCheckPpm)
   std::vector<StateEvent> events_;
   // The step trial (overlapped states): the challenger's slot while one runs, -1 otherwise.
   StepTrialBoard* trials_;

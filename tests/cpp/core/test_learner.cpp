@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "policy/learner.h"
+#include "policy/policy_state.h"  // CallCredit
 
 namespace dynamiccl {
 namespace {
@@ -125,6 +126,29 @@ std::shared_ptr<FakeCatalog> catalog_of(int arms) {
 // Fixed true cost per arm, independent of time and context.
 CostFn fixed(std::vector<double> costs) {
   return [costs](uint64_t, const CollectiveContext&, uint16_t arm) { return costs.at(arm); };
+}
+
+// The pacing every fraction of calls rests on (probes, measurement, watch and rollback checks):
+// a rate of a quarter takes exactly every fourth call, a held call is taken on the next one
+// without a second call's worth banked, and a cleared credit starts over.
+TEST(CallCredit, TakesExactlyTheRatesShareOfCallsAndNeverBanksAHeldOne) {
+  CallCredit c;
+  std::vector<int> taken;
+  for (int call = 1; call <= 12; ++call) {
+    if (c.take(kPpmOne / 4)) taken.push_back(call);
+  }
+  EXPECT_EQ(taken, (std::vector<int>{4, 8, 12}));
+  EXPECT_EQ(c.ppm, 0u);
+
+  for (int call = 1; call <= 4; ++call) c.earn(kPpmOne / 2);  // two calls' worth earned
+  c.hold();                                                   // ... and the call waits
+  EXPECT_TRUE(c.earn(0));
+  c.spend();
+  EXPECT_FALSE(c.earn(kPpmOne / 2));  // the second call's worth was not kept
+
+  c.clear();
+  EXPECT_FALSE(c.take(kPpmOne - 1));
+  EXPECT_TRUE(c.take(1));
 }
 
 TEST(Learner, FindsTheCheapestArmDespiteAMisleadingPrior) {
