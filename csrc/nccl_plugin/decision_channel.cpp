@@ -94,6 +94,17 @@ size_t chunk_for_call(ThreadSlot& slot, const ChunkCall& call, size_t nccl_value
   return d.chunk_bytes;
 }
 
+void note_settled_channels(ThreadSlot& slot, const ChunkCall& call, int n_channels) {
+  if (n_channels <= 0) return;
+  if (slot.settled_channels > 0 &&
+      (slot.settled_coll_type != call.coll_type || slot.settled_nbytes != call.nbytes)) {
+    slot.settled_channels = 0;  // another collective since: its report replaces the first's
+  }
+  slot.settled_coll_type = call.coll_type;
+  slot.settled_nbytes = call.nbytes;
+  if (n_channels > slot.settled_channels) slot.settled_channels = n_channels;
+}
+
 }  // namespace nccl_plugin
 }  // namespace dynamiccl
 
@@ -115,6 +126,7 @@ DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish_chunk(int coll_type, size_t nb
   t_slot.outcome = DYNAMICCL_NCCL_NOT_CALLED;
   t_slot.chunk_due = false;
   t_slot.chunk_counted = false;
+  t_slot.settled_channels = 0;
 }
 
 DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish(int coll_type, size_t nbytes, int algo, int proto,
@@ -125,9 +137,15 @@ DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish(int coll_type, size_t nbytes, 
 DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_clear(void) {
   t_slot.armed = false;
   t_slot.chunk_due = false;
+  t_slot.settled_channels = 0;
 }
 
 DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_last_outcome(void) { return t_slot.outcome; }
+
+DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_last_channels(int coll_type, size_t nbytes) {
+  if (t_slot.settled_coll_type != coll_type || t_slot.settled_nbytes != nbytes) return 0;
+  return t_slot.settled_channels;
+}
 
 DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_get_counters(struct dynamiccl_nccl_counters* out) {
   using namespace dynamiccl::nccl_plugin;

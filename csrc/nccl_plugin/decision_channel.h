@@ -24,6 +24,11 @@ struct ThreadSlot {
   int outcome;         // enum dynamiccl_nccl_outcome
   bool chunk_due;      // getCollInfo applied a decision with a chunk; getChunkSize may return it
   bool chunk_counted;  // one chunk_size_applied per published decision
+  // What v6 getChunkSize said NCCL settled on for the thread's last collective since the last
+  // publish or clear: its type and bytes, and the most channels of any of its pieces (0: none).
+  int settled_coll_type;
+  size_t settled_nbytes;
+  int settled_channels;
 };
 
 // The calling thread's slot (thread_local storage of this library).
@@ -68,6 +73,8 @@ bool chunk_valid(int proto, size_t chunk_bytes);
 // decision, the call is the decision's (type, bytes, and its algorithm/protocol where named) and
 // the chunk is valid for the protocol; otherwise `nccl_value`. Counts what it did.
 size_t chunk_for_call(ThreadSlot& slot, const ChunkCall& call, size_t nccl_value);
+// Records the channels NCCL settled on for `call` (one of its channel-range pieces).
+void note_settled_channels(ThreadSlot& slot, const ChunkCall& call, int n_channels);
 
 }  // namespace nccl_plugin
 }  // namespace dynamiccl

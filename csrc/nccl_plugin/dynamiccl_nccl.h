@@ -165,6 +165,15 @@ DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_clear(void);
 /* enum dynamiccl_nccl_outcome of the last getCollInfo on this thread. */
 DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_last_outcome(void);
 
+/*
+ * The channels NCCL settled on for this thread's last collective, when it was of coll_type and
+ * nbytes and ran since this thread's last publish or clear: with tuner ABI v6 (NCCL >= 2.30)
+ * NCCL tells getChunkSize the channels of each channel-range piece of every collective, tuned
+ * or not; this is the most of them. 0 when NCCL did not say (an older NCCL, another call).
+ * The communicator's real channel count, which the tuner is otherwise never told.
+ */
+DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_last_channels(int coll_type, size_t nbytes);
+
 /* Process-wide counters (relaxed atomics: each value is exact, the set is not a snapshot). */
 struct dynamiccl_nccl_counters {
   uint64_t applied;             /* getCollInfo calls that applied a published decision */

@@ -171,15 +171,17 @@ ncclResult_t getCollInfoV3(void* context, ncclFunc_t collType, size_t nBytes, in
                      nChannels);
 }
 
-// v6 (NCCL 2.30): asked after NCCL settled algorithm, protocol and channels. Returns the
-// published chunk for the collective whose decision getCollInfo applied on this thread
-// (chunk_for_call has the rules); otherwise, or for an untuned communicator, NCCL's value stays.
-// Never fails.
+// v6 (NCCL 2.30): asked after NCCL settled algorithm, protocol and channels. Notes the channels
+// (dynamiccl_nccl_last_channels) and returns the published chunk for the collective whose
+// decision getCollInfo applied on this thread (chunk_for_call has the rules); otherwise, or for an
+// untuned communicator, NCCL's value stays. Never fails.
 ncclResult_t getChunkSize(void* context, ncclFunc_t collType, size_t nBytes, int algo, int proto,
-                          int /*nChannels*/, size_t* chunkSize) {
+                          int nChannels, size_t* chunkSize) {
   note_chunk_size_call();
   if (context == nullptr || chunkSize == nullptr) return ncclSuccess;
-  *chunkSize = chunk_for_call(this_thread_slot(), {collType, nBytes, algo, proto}, *chunkSize);
+  const ChunkCall call{collType, nBytes, algo, proto};
+  note_settled_channels(this_thread_slot(), call, nChannels);
+  *chunkSize = chunk_for_call(this_thread_slot(), call, *chunkSize);
   return ncclSuccess;
 }
 

@@ -47,6 +47,7 @@ class PluginUnderTest {
   void (*publish_chunk)(int, size_t, int, int, int, size_t) = nullptr;
   void (*clear)() = nullptr;
   int (*last_outcome)() = nullptr;
+  int (*last_channels)(int, size_t) = nullptr;
   void (*get_counters)(dynamiccl_nccl_counters*) = nullptr;
   int (*loaded_by_nccl)() = nullptr;
   size_t (*profiler_read)(uint64_t, dynamiccl_nccl_coll_record*, size_t) = nullptr;
@@ -66,6 +67,7 @@ class PluginUnderTest {
     resolve(publish_chunk, "dynamiccl_nccl_publish_chunk");
     resolve(clear, "dynamiccl_nccl_clear");
     resolve(last_outcome, "dynamiccl_nccl_last_outcome");
+    resolve(last_channels, "dynamiccl_nccl_last_channels");
     resolve(get_counters, "dynamiccl_nccl_get_counters");
     resolve(loaded_by_nccl, "dynamiccl_nccl_loaded_by_nccl");
     resolve(profiler_read, "dynamiccl_nccl_profiler_read");

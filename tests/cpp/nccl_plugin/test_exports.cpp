@@ -71,9 +71,9 @@ TEST_F(PluginExportsTest, OnlyPluginSymbolsAndPublicApiAreExported) {
 TEST_F(PluginExportsTest, PublicApiResolvesThroughDlsym) {
   for (const char* name :
        {"dynamiccl_nccl_publish", "dynamiccl_nccl_publish_chunk", "dynamiccl_nccl_clear",
-        "dynamiccl_nccl_last_outcome", "dynamiccl_nccl_get_counters",
-        "dynamiccl_nccl_loaded_by_nccl", "dynamiccl_nccl_profiler_read",
-        "dynamiccl_nccl_profiler_loaded_by_nccl"}) {
+        "dynamiccl_nccl_last_outcome", "dynamiccl_nccl_last_channels",
+        "dynamiccl_nccl_get_counters", "dynamiccl_nccl_loaded_by_nccl",
+        "dynamiccl_nccl_profiler_read", "dynamiccl_nccl_profiler_loaded_by_nccl"}) {
     EXPECT_NE(dlsym(plugin().handle(), name), nullptr) << name;
   }
 }

@@ -152,6 +152,35 @@ TEST_F(PluginTunerChunkTest, ValidChunksAreTheStepBufferOverPowersOfTwo) {
   EXPECT_FALSE(dynamiccl_nccl_chunk_valid(DYNAMICCL_NCCL_NUM_PROTOS, 128 << 10));
 }
 
+// The channels NCCL settled on reach the backend for every collective, tuned or not (NCCL's own
+// pick: the communicator's real channel count, which the tuner is otherwise never told): the most
+// of its pieces, for that collective only, and nothing after a clear or for another call.
+TEST_F(PluginTunerChunkTest, ReportsTheChannelsNcclSettledOnForTheLastCollective) {
+  CostTable table(DYNAMICCL_NCCL_NUM_ALGOS);
+  plugin().clear();  // the default arm: nothing published
+  EXPECT_EQ(plugin().last_channels(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes), 0);
+  run(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, table);  // NCCL's pick, 16 channels
+  EXPECT_EQ(plugin().last_channels(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes), 16);
+  EXPECT_EQ(plugin().last_channels(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes + 4), 0);
+  EXPECT_EQ(plugin().last_channels(DYNAMICCL_NCCL_COLL_ALLGATHER, kBytes), 0);
+  size_t chunk = kNcclChunk;  // a second piece of the same collective, on more channels
+  plugin().v6()->getChunkSize(ctx_, ncclFuncAllReduce, kBytes, DYNAMICCL_NCCL_ALGO_RING,
+                              DYNAMICCL_NCCL_PROTO_SIMPLE, 24, &chunk);
+  EXPECT_EQ(plugin().last_channels(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes), 24);
+  plugin().clear();
+  EXPECT_EQ(plugin().last_channels(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes), 0);
+
+  // A capped decision: what NCCL ran it with, and a later collective replaces the report.
+  plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, DYNAMICCL_NCCL_ALGO_RING,
+                   DYNAMICCL_NCCL_PROTO_SIMPLE, 4);
+  run(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, table);
+  EXPECT_EQ(plugin().last_channels(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes), 4);
+  plugin().v6()->getChunkSize(ctx_, ncclFuncAllGather, kBytes, DYNAMICCL_NCCL_ALGO_RING,
+                              DYNAMICCL_NCCL_PROTO_SIMPLE, 2, &chunk);
+  EXPECT_EQ(plugin().last_channels(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes), 0);
+  EXPECT_EQ(plugin().last_channels(DYNAMICCL_NCCL_COLL_ALLGATHER, kBytes), 2);
+}
+
 // The plain publish carries no chunk: NCCL's value stays, as before chunk arms existed.
 TEST_F(PluginTunerChunkTest, PublishWithoutChunkKeepsNcclsChunk) {
   const auto before = plugin().counters();
