@@ -18,6 +18,8 @@ constexpr int kDurationBits = 40;
 constexpr uint64_t kDurationMask = (1ull << kDurationBits) - 1;
 uint64_t done_tag(uint64_t index) { return index & ((1ull << (64 - kDurationBits)) - 1); }
 
+// A call's engine word when a rank could not apply its arm: above any channel count.
+constexpr double kUnavailableWord = 1 << 20;
 // Decision hashes travel as doubles: 52 bits stay exact.
 constexpr uint64_t kHashMask = (1ull << 52) - 1;
 // The decision record exchanged to name a disagreement: one row per call of the round.
@@ -67,6 +69,7 @@ uint64_t Consensus::add_call(const CallRecord& call) {
   std::atomic_thread_fence(std::memory_order_release);
   rec.done.store(0, std::memory_order_relaxed);
   rec.unavailable.store(false, std::memory_order_relaxed);
+  rec.channels.store(0, std::memory_order_relaxed);
   rec.timed_work.reset();
   rec.engine = call.engine;
   rec.state_id = call.state_id;
@@ -104,8 +107,10 @@ void Consensus::end_call(std::array<Learner*, kNumEngines> learners) {
 void Consensus::start_round(uint64_t first) {
   // Per call: the cost in µs, negated where it is max-reduced, so that one MIN all-reduce serves
   // both; a cost no rank measured (or not yet: still running) is +inf, or -inf where max-reduced,
-  // so that one unfinished rank makes it unknown. Then per call -1 if this rank could not apply
-  // the arm. Then the round words.
+  // so that one unfinished rank makes it unknown. Then per call what the engine said of it,
+  // negated so that MIN takes the most: kUnavailableWord where this rank could not apply the arm
+  // (on one rank is enough), else the channels NCCL ran it with (0: not said). Then the round
+  // words.
   at::Tensor payload = at::empty({3 * k_ + kNumRoundWords}, at::kDouble);
   double* p = payload.data_ptr<double>();
   for (int i = 0; i < k_; ++i) {
@@ -127,7 +132,13 @@ void Consensus::start_round(uint64_t first) {
       }
     }
     p[i] = max_reduced(rec.engine) ? -cost : cost;
-    p[k_ + i] = measured && rec.unavailable.load(std::memory_order_relaxed) ? -1.0 : 0.0;
+    double said = 0;
+    if (measured) {
+      said = rec.unavailable.load(std::memory_order_relaxed)
+                 ? kUnavailableWord
+                 : static_cast<double>(rec.channels.load(std::memory_order_relaxed));
+    }
+    p[k_ + i] = -said;
   }
   double* w = p + 2 * k_;
   const uint64_t h = round_hash_ & kHashMask;
@@ -205,13 +216,15 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
     const ConsensusSlot& rec = slot(index);
     if (rec.call_index.load(std::memory_order_acquire) != index) continue;  // not measured
     RoundResult& r = rounds[static_cast<int>(rec.engine)];
-    if (p[k_ + i] < 0) r.unavailable.emplace_back(rec.state_id, rec.arm);
+    const double said = -p[k_ + i];
+    if (said >= kUnavailableWord) r.unavailable.emplace_back(rec.state_id, rec.arm);
+    const int channels = said < kUnavailableWord ? static_cast<int>(said) : 0;
     const double cost = max_reduced(rec.engine) ? -p[i] : p[i];
     // Unknown (a rank had not finished): only a probe needs reporting, to release its budget.
     if (std::isinf(cost) && !rec.probe) continue;
     r.calls.push_back(CallOutcome{rec.state_id, rec.arm,
                                   std::isinf(cost) ? NAN : static_cast<float>(cost), rec.probe,
-                                  rec.after_probe});
+                                  rec.after_probe, static_cast<uint16_t>(channels)});
   }
   for (int e = 0; e < kNumEngines; ++e) {
     if (learners[e]) learners[e]->apply_round(rounds[e]);

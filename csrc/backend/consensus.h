@@ -47,6 +47,7 @@ struct ConsensusSlot {
   std::atomic<SummaryCell*> cell{nullptr};    // the call's row in the local summary
   c10::intrusive_ptr<c10d::Work> timed_work;  // NCCL: the inner work, timed on the GPU
   std::atomic<bool> unavailable{false};       // the engine could not apply the arm on this rank
+  std::atomic<int> channels{0};  // NCCL: the channels it ran the call with (0: not said)
 };
 
 class Consensus {

@@ -366,6 +366,7 @@ ProcessGroupDynamicCCL::Issued ProcessGroupDynamicCCL::issue(const Call& c, cons
   }
   if (rec.engine == kNccl) {
     out.nccl_unavailable = nccl_last_outcome_unavailable();
+    out.nccl_channels = nccl_last_channels(c.op, c.effective_bytes);
     nccl_clear();
   }
   if (!out.inner) return out;  // a synchronous NCCL call (see Call::engine_async_op)
@@ -399,6 +400,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::attach_completion(const C
       ConsensusSlot& slot = consensus_.slot(index);
       slot.cell.store(&cell, std::memory_order_relaxed);
       slot.unavailable.store(issued.nccl_unavailable, std::memory_order_relaxed);
+      slot.channels.store(issued.nccl_channels, std::memory_order_relaxed);
       if (rec.engine == kNccl) slot.timed_work = issued.inner;  // GPU time, read next round
     }
   }

@@ -121,6 +121,8 @@ struct CallOutcome {
   float cost_us = 0.f;       // > 0; NaN: no rank could time it (only probes need reporting then)
   bool probe = false;        // the decision was a probe (its expected extra was committed)
   bool after_probe = false;  // Decision::after_probe
+  // NCCL >= 2.30: the channels NCCL ran the call with, the most over ranks (0: not said).
+  uint16_t channels = 0;
 };
 
 struct RoundResult {

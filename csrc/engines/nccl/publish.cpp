@@ -24,4 +24,8 @@ bool nccl_last_outcome_unavailable() {
   return dynamiccl_nccl_last_outcome() == DYNAMICCL_NCCL_UNAVAILABLE;
 }
 
+int nccl_last_channels(OpKind op, uint64_t effective_bytes) {
+  return dynamiccl_nccl_last_channels(nccl::func_of(op), static_cast<size_t>(effective_bytes));
+}
+
 }  // namespace dynamiccl

@@ -14,6 +14,9 @@ void nccl_publish(OpKind op, uint64_t effective_bytes, const Action& action);
 void nccl_clear();
 // True when NCCL consulted the plugin for the last call and could not apply the arm.
 bool nccl_last_outcome_unavailable();
+// The channels NCCL settled on for this thread's last call, of `op` and `effective_bytes`, since
+// the last publish (NCCL >= 2.30 says so to the tuner); 0 when it did not say.
+int nccl_last_channels(OpKind op, uint64_t effective_bytes);
 // True once NCCL in this process initialised the plugin (a communicator exists).
 bool nccl_plugin_loaded();
 
