@@ -68,6 +68,10 @@ py::dict state_stats_to_py(const StateStats& s) {
   d["measured_calls"] = s.measured_calls;
   d["extra_us"] = s.extra_us;
   d["budget_us"] = s.budget_us;
+  if (s.assumed_channels > 0) {  // an engine whose arms hold channels (NCCL)
+    d["assumed_channels"] = s.assumed_channels;
+    d["nccl_channels"] = s.nccl_channels;
+  }
   py::list events;
   for (const auto& e : s.events) {
     py::dict ed;

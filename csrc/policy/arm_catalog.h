@@ -48,6 +48,11 @@ class ArmCatalog {
   virtual double footprint(OpKind /*op*/, uint16_t /*arm*/, uint64_t /*effective_bytes*/) const {
     return 1.0;
   }
+  // The channels the engine's own choice uses for a call of `effective_bytes` by the model the
+  // priors come from (NCCL: the communicator's count as the model derives it, shrunk for small
+  // calls); 0 where arms do not hold channels. Shown beside what NCCL reports it ran the default
+  // on (CallOutcome::channels): the prior's channel caps are priced from this count.
+  virtual int default_channels(OpKind /*op*/, uint64_t /*effective_bytes*/) const { return 0; }
   // The prior of every arm of `ctx.op` for this call, indexed by arm: what probing orders and
   // prunes by, and, where the prior states it, how sure it is. Evaluated once per new learner
   // state. By default prior_cost_us per arm, with no stated confidence; a learned prior

@@ -302,6 +302,7 @@ void Learner::apply_round(const RoundResult& round) {
   for (const CallOutcome& c : round.calls) {
     if (c.state_id >= n) continue;
     PolicyState& s = m.states[c.state_id];
+    if (c.channels > 0 && c.arm == kDefaultArm) s.note_default_channels(c.channels);
     const bool timed = c.cost_us > 0 && std::isfinite(c.cost_us);
     // The call after a long probe starts where the probe's ranks ended it, far apart: the early
     // ranks wait in it for the late one, so its cost (max over ranks) is mostly the probe's skew,

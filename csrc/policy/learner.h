@@ -204,6 +204,10 @@ struct StateStats {
   // the budget it may not exceed (regret_budget x calls x the default's cost).
   double extra_us = 0;
   double budget_us = 0;
+  // Channels of the default's call (states with channel caps; 0 = not known): as the prior's
+  // model derives them, and the most NCCL reported running it on (NCCL >= 2.30).
+  int assumed_channels = 0;
+  int nccl_channels = 0;
   std::vector<StateEvent> events;  // the most recent, oldest first
   std::vector<ArmStats> arms;
   StepTrialStats trial;  // overlapped states only

@@ -163,6 +163,7 @@ PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin
     slots_.push_back(s);
   }
   incumbent_ = default_slot_;
+  if (has_caps_) assumed_channels_ = catalog.default_channels(op_, ctx.effective_bytes);
   set_prior_ratios();
   cusum_.configure(head.cusum_threshold, head.cusum_drift);
   if (warmup_calls_ == 0) begin_probing();
@@ -1144,6 +1145,8 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
   st.measured_calls = measured_calls_;
   st.extra_us = extra_us_;
   st.budget_us = head_.regret_budget * ref_us_ * static_cast<double>(calls_);  // its share
+  st.assumed_channels = assumed_channels_;
+  st.nccl_channels = reported_channels_;
   st.events = events_;
   st.probes = probes_;
   st.probes_to_converge = probes_to_converge_.value_or(probes_);

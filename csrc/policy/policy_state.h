@@ -331,6 +331,10 @@ class PolicyState {
   // A probe whose cost will never come (the engine could not time it): its committed extra is
   // released.
   void release_probe(uint16_t arm);
+  // NCCL ran a call of the default on `channels` (agreed: the most over ranks).
+  void note_default_channels(int channels) {
+    reported_channels_ = std::max(reported_channels_, channels);
+  }
   // Folds one agreed cost (`probe`: the decision was a probe). Returns true when it raised a
   // CUSUM alarm (probing re-opened). `learning` is false in frozen/off mode: statistics still
   // accumulate, nothing changes.
@@ -615,6 +619,12 @@ class PolicyState {
   StepTrialBoard* trials_;
   CapEvidenceBoard* caps_;  // the group's measured caps (cap_evidence.h)
   bool has_caps_ = false;   // some candidate holds less than the default
+  // Channels of the default's call (states with channel caps): as the prior's model derives
+  // them, and the most NCCL reported running it on (0: not reported; NCCL >= 2.30). Shown in
+  // stats(); not yet weighed (a channel may carry more than its share of the links: the count
+  // alone does not price a cap).
+  int assumed_channels_ = 0;
+  int reported_channels_ = 0;
   struct Trial {
     int challenger = -1;
     uint16_t arm = kDefaultArm;    // the last trial's challenger, for stats()

@@ -38,6 +38,9 @@ class LearnedPriorCatalog : public ArmCatalog {
   double footprint(OpKind op, uint16_t arm, uint64_t effective_bytes) const override {
     return base_->footprint(op, arm, effective_bytes);
   }
+  int default_channels(OpKind op, uint64_t effective_bytes) const override {
+    return base_->default_channels(op, effective_bytes);
+  }
   std::vector<ArmPrior> priors(const CollectiveContext& ctx) const override;
   std::vector<double> analytic_costs_us(const CollectiveContext& ctx) const override {
     return base_->analytic_costs_us(ctx);

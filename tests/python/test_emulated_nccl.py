@@ -115,12 +115,13 @@ def test_every_collective_is_right_through_the_emulated_nccl(tmp_path):
 
 # ---- the plugin NCCL loads is the one the backend publishes to; decisions are applied ----------
 
-def learn_allreduces(rank, world, calls, nbytes):
+def learn_allreduces(rank, world, calls, nbytes, hint=None):
     t = torch.empty(nbytes // 4)
     wrong = 0
     for _ in range(calls):
         t.fill_(float(rank + 1))
-        dist.all_reduce(t)
+        with dynamiccl_pg.hint(**(hint or {})):
+            dist.all_reduce(t)
         wrong += int(not torch.all(t == world * (world + 1) / 2))
     st = dynamiccl_pg.stats()
     arms = dynamiccl_pg.backend.backend_of().arms(dynamiccl_pg._C.Engine.nccl, "allreduce")
@@ -177,6 +178,26 @@ def test_decisions_reach_the_emulated_nccl_through_the_plugin_it_loaded(tmp_path
         [state] = st["states"]["nccl"]
         # Rings are slow in truth: whatever it settled on is not one.
         assert not state["incumbent"].startswith("ring"), state
+
+
+# ---- the channels NCCL runs on (NCCL >= 2.30) --------------------------------------------------
+
+def test_nccl_reports_the_channels_it_ran_the_default_on(tmp_path, nccl_release):
+    # The cluster's communicators run on 16 channels, more than the product assumes by itself for
+    # this shape: NCCL 2.30 says so to the tuner per call (getChunkSize), the backend carries it
+    # through consensus, and stats() shows it beside the prior's count. NCCL 2.28 says nothing.
+    # Overlapped calls (priority 0) of 64 MiB: the state has channel caps among its candidates.
+    path = tmp_path / "cluster.json"
+    path.write_text(json.dumps(dict(CLUSTER, topology=dict(CLUSTER["topology"], channels=16))))
+    results = run_ranks(learn_allreduces, 4, 60, 64 << 20,
+                        {"role": "dp", "priority": 0}, env=emulated(str(path)))
+    assert len({r[5] for r in results}) == 1, "ranks decided differently"
+    for wrong, st, arms, *_ in results:
+        assert wrong == 0
+        [state] = st["states"]["nccl"]
+        assert any("/c" in a for a in arms), arms  # the group offers channel caps
+        assert state["exposure"] == "overlapped" and 0 < state["assumed_channels"] < 16, state
+        assert state["nccl_channels"] == (16 if nccl_release == "2.30" else 0), state
 
 
 # ---- chunk-size arms (NCCL >= 2.30) -------------------------------------------------------------

@@ -157,6 +157,13 @@ double NcclArmCatalog::footprint(OpKind op, uint16_t arm, uint64_t effective_byt
   return def > 0 ? static_cast<double>(used) / def : 1.0;
 }
 
+int NcclArmCatalog::default_channels(OpKind op, uint64_t effective_bytes) const {
+  const int func = func_of(op);
+  int algo = -1, proto = -1;
+  if (func < 0 || !model_.pick(func, effective_bytes, &algo, &proto)) return 0;
+  return model_.channels_used(algo, proto, effective_bytes, model_.graph_channels(algo));
+}
+
 NcclArmCatalog nccl_catalog_for(const Topology& topology, const GroupShape& shape,
                                 std::vector<int> caps, bool derive_caps, int nccl_version) {
   return NcclArmCatalog(NcclCostModel(derive_comm_inputs(topology, shape)), std::move(caps),

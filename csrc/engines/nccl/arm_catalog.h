@@ -32,6 +32,7 @@ class NcclArmCatalog : public ArmCatalog {
   // Channels the arm's call uses over those of NCCL's own choice (the model's per-call shrink
   // included): a channel cap holds fewer SMs.
   double footprint(OpKind op, uint16_t arm, uint64_t effective_bytes) const override;
+  int default_channels(OpKind op, uint64_t effective_bytes) const override;
 
   const nccl::NcclCostModel& model() const { return model_; }
   const std::vector<int>& caps() const { return caps_; }

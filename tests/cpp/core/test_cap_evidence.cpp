@@ -56,6 +56,7 @@ class UnderCountedChannelsCatalog : public ArmCatalog {
   double footprint(OpKind, uint16_t arm, uint64_t) const override {
     return arm < 2 ? 1.0 : 1.0 / (1 << (arm - 1));
   }
+  int default_channels(OpKind, uint64_t) const override { return 4; }
 
  private:
   std::vector<Arm> arms_;
@@ -115,6 +116,29 @@ TEST(CapEvidence, ACapMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
       std::any_of(states[1].events.begin(), states[1].events.end(),
                   [](const StateEvent& e) { return e.what == "priced by a measured cap"; }));
   for (const StateStats& st : states) EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
+}
+
+// What NCCL >= 2.30 reports running the default's calls on (CallOutcome::channels, agreed over
+// ranks) is kept beside the channels the prior assumed: the most over the default's calls; a
+// cap's report (it ran on fewer by design) and calls with none say nothing.
+TEST(CapEvidence, StatsShowTheChannelsNcclRanTheDefaultOnBesideThePriorsCount) {
+  LearnerConfig cfg;
+  Learner learner(cfg, std::make_shared<UnderCountedChannelsCatalog>());
+  CollectiveContext ctx;
+  ctx.effective_bytes = 64 << 20;
+  ctx.group_size = 4;
+  ctx.role = Role::kDataParallel;
+  ctx.exposure = Exposure::kOverlapped;
+  const Decision d = learner.decide(ctx);
+  EXPECT_EQ(learner.stats().at(0).assumed_channels, 4);
+  EXPECT_EQ(learner.stats().at(0).nccl_channels, 0);
+  RoundResult round;
+  round.calls.push_back({d.state_id, kDefaultArm, 100.f, false, false, 24});
+  round.calls.push_back({d.state_id, kDefaultArm, 100.f, false, false, 32});
+  round.calls.push_back({d.state_id, kDefaultArm, 100.f, false, false, 0});
+  round.calls.push_back({d.state_id, 2, 1600.f, true, false, 2});  // ring/c2
+  learner.apply_round(round);
+  EXPECT_EQ(learner.stats().at(0).nccl_channels, 32);
 }
 
 }  // namespace
