@@ -221,8 +221,11 @@ EmulatedRun EmulatedNccl::decide(OpKind op, uint64_t bytes) {
   if (n_channels > 0) run.channels = std::min(n_channels, model.graph_channels(run.algo));
   const size_t nccl_chunk = default_chunk_bytes(run.proto, bytes);
   size_t chunk = nccl_chunk;
+  // NCCL tells it the channels the call runs on: the cap or the communicator's, fewer for a call
+  // too small to fill them (the model's per-call shrink).
+  const int cap = run.channels > 0 ? run.channels : model.graph_channels(run.algo);
   tuner_.get_chunk_size(func, bytes, run.algo, run.proto,
-                        run.channels > 0 ? run.channels : model.graph_channels(run.algo), &chunk);
+                        model.channels_used(run.algo, run.proto, bytes, cap), &chunk);
   // NCCL clamps a tuner's chunk to the step buffer (a chunk of 0 would be its own bug: kept out).
   if (chunk == 0) chunk = nccl_chunk;
   chunk = std::min(chunk, nccl::default_chunk_bytes(run.proto));
