@@ -366,7 +366,7 @@ ProcessGroupDynamicCCL::Issued ProcessGroupDynamicCCL::issue(const Call& c, cons
   }
   if (rec.engine == kNccl) {
     out.nccl_unavailable = nccl_last_outcome_unavailable();
-    out.nccl_channels = nccl_last_channels(c.op, c.effective_bytes);
+    if (rec.measured) out.nccl_channels = nccl_last_channels(c.op, c.effective_bytes);
     nccl_clear();
   }
   if (!out.inner) return out;  // a synchronous NCCL call (see Call::engine_async_op)

@@ -167,7 +167,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
     c10::intrusive_ptr<c10::ivalue::Future> future;  // the Work's future (null: none)
     std::function<void()> rescale_at_wait;  // CPU, no future: the AVG rescale, run at wait()
     bool nccl_unavailable = false;          // NCCL could not apply the published arm on this rank
-    int nccl_channels = 0;                  // the channels NCCL ran it with (0: not said)
+    int nccl_channels = 0;  // measured calls: the channels NCCL ran it with (0: not said)
   };
 
   static int index(EngineKind e) { return static_cast<int>(e); }

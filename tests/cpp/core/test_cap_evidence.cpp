@@ -63,6 +63,16 @@ class UnderCountedChannelsCatalog : public ArmCatalog {
 };
 constexpr double kCallUs[] = {100, 100, 1600, 3200};
 
+// A data-parallel bucket of 64 MiB on 4 ranks that overlaps compute.
+CollectiveContext overlapped_bucket() {
+  CollectiveContext ctx;
+  ctx.effective_bytes = 64 << 20;
+  ctx.group_size = 4;
+  ctx.role = Role::kDataParallel;
+  ctx.exposure = Exposure::kOverlapped;
+  return ctx;
+}
+
 TEST(CapEvidence, ACapMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
   // Per step, four overlapped buckets and, from step 100, an exposed last bucket of the same size:
   // two states of one op and size bin. The overlapped state's descent awaits "ring/c2" (the prior
@@ -72,11 +82,7 @@ TEST(CapEvidence, ACapMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
   // each costing 15-31 default calls.
   LearnerConfig cfg;
   Learner learner(cfg, std::make_shared<UnderCountedChannelsCatalog>());
-  CollectiveContext bucket;
-  bucket.effective_bytes = 64 << 20;
-  bucket.group_size = 4;
-  bucket.role = Role::kDataParallel;
-  bucket.exposure = Exposure::kOverlapped;
+  const CollectiveContext bucket = overlapped_bucket();
   CollectiveContext last = bucket;
   last.exposure = Exposure::kExposed;
   RoundResult round;
@@ -124,12 +130,7 @@ TEST(CapEvidence, ACapMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
 TEST(CapEvidence, StatsShowTheChannelsNcclRanTheDefaultOnBesideThePriorsCount) {
   LearnerConfig cfg;
   Learner learner(cfg, std::make_shared<UnderCountedChannelsCatalog>());
-  CollectiveContext ctx;
-  ctx.effective_bytes = 64 << 20;
-  ctx.group_size = 4;
-  ctx.role = Role::kDataParallel;
-  ctx.exposure = Exposure::kOverlapped;
-  const Decision d = learner.decide(ctx);
+  const Decision d = learner.decide(overlapped_bucket());
   EXPECT_EQ(learner.stats().at(0).assumed_channels, 4);
   EXPECT_EQ(learner.stats().at(0).nccl_channels, 0);
   RoundResult round;
