@@ -77,6 +77,9 @@ struct Site {
   // Per arm: the real communicator cannot run it (its catalog came from a described topology);
   // NCCL then runs its own choice in its place and the plugin reports the arm unavailable.
   std::vector<bool> unavailable;
+  // Per arm: the channels the real communicator runs the call on, which NCCL >= 2.30 tells the
+  // tuner (getChunkSize) and the backend passes on with the call's cost.
+  std::vector<uint16_t> channels;
   double oracle = 0;
   uint16_t oracle_arm = 0;
   uint32_t state_id = 0;
@@ -157,6 +160,7 @@ struct SimRunner::Impl {
       const size_t arms = groups[sites[i].group].catalog->arms(sites[i].ctx.op).size();
       sites[i].truth.resize(arms);
       sites[i].unavailable.resize(arms);
+      sites[i].channels.resize(arms);
     }
     compute = spec.compute.active();
     if (compute) {
@@ -202,25 +206,31 @@ struct SimRunner::Impl {
           s.oracle_arm = static_cast<uint16_t>(a);
         }
       }
-      if (compute)
-        for (size_t a = 0; a < arms.size(); ++a)
-          s.slow[a] = slowdown(g, s, s.unavailable[a] ? arms[0].action : arms[a].action, a);
+      for (size_t a = 0; a < arms.size(); ++a) {
+        const Action& runs = s.unavailable[a] ? arms[0].action : arms[a].action;
+        int proto = kProtoSimple, channels = kP2pChannels;
+        real_channels(g, s, runs, &proto, &channels);
+        // NCCL's tuner never sees a send: no report.
+        s.channels[a] = func_of(s.ctx.op) < 0 ? 0 : static_cast<uint16_t>(channels);
+        if (compute)
+          s.slow[a] = interference(spec.compute, channels, proto, s.ctx.effective_bytes,
+                                   s.truth[a]);
+      }
     }
   }
 
-  // The compute slowdown of the site's call on `action` while it overlaps compute.
-  double slowdown(const Group& g, const Site& s, const Action& action, size_t arm) const {
-    int algo = action.algo, proto = action.proto, channels = kP2pChannels;
-    if (func_of(s.ctx.op) < 0) {
-      proto = kProtoSimple;
-    } else {
-      if (action.is_default() || algo < 0 || proto < 0)
-        g.world->default_pick(s.ctx.op, s.ctx.effective_bytes, &algo, &proto);
-      const NcclCostModel& m = g.world->nominal();
-      const int cap = action.channels > 0 ? action.channels : m.graph_channels(algo);
-      channels = m.channels_used(algo, proto, s.ctx.effective_bytes, cap);
-    }
-    return interference(spec.compute, channels, proto, s.ctx.effective_bytes, s.truth[arm]);
+  // The protocol and channels the real communicator runs the site's call on with `action` (a
+  // send: Simple on kP2pChannels).
+  void real_channels(const Group& g, const Site& s, const Action& action, int* proto,
+                     int* channels) const {
+    if (func_of(s.ctx.op) < 0) return;
+    int algo = action.algo;
+    *proto = action.proto;
+    if (action.is_default() || algo < 0 || *proto < 0)
+      g.world->default_pick(s.ctx.op, s.ctx.effective_bytes, &algo, proto);
+    const NcclCostModel& m = g.world->nominal();
+    const int cap = action.channels > 0 ? action.channels : m.graph_channels(algo);
+    *channels = m.channels_used(algo, *proto, s.ctx.effective_bytes, cap);
   }
 
   // Links changed: new truth tables; if an episode begins now, follow the states it hits.
@@ -407,8 +417,9 @@ struct SimRunner::Impl {
     if (t.recovery >= 0) track_recovery(t, chosen / s.oracle);
 
     if (d.measure) {
-      g.current.calls.push_back(CallOutcome{
-          d.state_id, d.arm, static_cast<float>(measured_cost(g, chosen)), d.probe, d.after_probe});
+      g.current.calls.push_back(CallOutcome{d.state_id, d.arm,
+                                            static_cast<float>(measured_cost(g, chosen)), d.probe,
+                                            d.after_probe, s.channels[d.arm]});
       if (s.unavailable[d.arm]) g.current.unavailable.emplace_back(d.state_id, d.arm);
     }
     g.prev_cost_us = chosen * paid;
