@@ -1024,8 +1024,23 @@ int PolicyState::best_known() const {
   return best;
 }
 
-void PolicyState::drop_arm(uint16_t arm) {
-  const int i = slot_of(arm);
+void PolicyState::drop_arm(uint16_t arm) { drop_slot(slot_of(arm), "unavailable on some rank"); }
+
+void PolicyState::note_default_channels(int channels) {
+  if (channels <= reported_channels_) return;
+  reported_channels_ = channels;
+  bool dropped = false;
+  for (int i = 0; i < num_slots(); ++i) {
+    const ArmSlot& a = slots_[i];
+    if (a.unavailable || a.action.channels <= 0 || a.action.channels >= kMinCapShare * channels)
+      continue;
+    drop_slot(i, "holds under a quarter of NCCL's channels");
+    dropped = true;
+  }
+  if (dropped) note("caps under a quarter of NCCL's channels dropped", incumbent_, incumbent_);
+}
+
+void PolicyState::drop_slot(int i, const char* why) {
   // The engine default is "let the engine choose": it cannot be unavailable.
   if (i < 0 || i == default_slot_) return;
   ArmSlot& a = slots_[i];
@@ -1034,13 +1049,14 @@ void PolicyState::drop_arm(uint16_t arm) {
   a.parked = false;
   if (runner_up_ == i) runner_up_ = -1;
   if (focus_from_ == i) focus_from_ = -1;
-  if (trial_.challenger == i) end_trial("rejected: unavailable on some rank", TrialEnd::kRejected);
+  if (trial_.challenger == i)
+    end_trial((std::string("rejected: ") + why).c_str(), TrialEnd::kRejected);
   release_all(a);
   if (incumbent_ != i) return;
   // The best arm known in the current regime takes over (the default when none is known: a
   // focused re-open may have left it unmeasured).
   const int best = best_known();
-  note("incumbent unavailable on some rank", i, best);
+  note((std::string("incumbent ") + why).c_str(), i, best);
   incumbent_ = best;
   slots_[incumbent_].eliminated = false;
   cusum_.reset();

@@ -170,6 +170,13 @@ struct RegretBudget {
 constexpr double kStepTrialMargin = 0.005;
 constexpr double kFootprintStep = 0.75;
 constexpr double kFootprintMaxSlowdown = 1.5;
+// A cap holding less than this share of the channels NCCL reports running the state's default on
+// is dropped. The catalog derives its caps (a half and a quarter) from the channel count its
+// topology gives; when NCCL runs on many more (a described topology: 4 assumed, 32 real), those
+// caps hold a sliver of the machine: per call up to 1/share slower, priced by the prior as if
+// they held a half, and a first probe cannot be undone (simulator, LLM step: `ring/Simple/c2` of
+// 32 channels at 15.5x, 0.44% of the run).
+constexpr double kMinCapShare = 0.25;
 // --- Tie trials (overlapped states) -------------------------------------------------------------
 // After the descent, a converged overlapped state trials its cheapest other arm that holds no more
 // and is within kTieRatio of the incumbent per call: a call's cost depends on what runs beside
@@ -331,10 +338,9 @@ class PolicyState {
   // A probe whose cost will never come (the engine could not time it): its committed extra is
   // released.
   void release_probe(uint16_t arm);
-  // NCCL ran a call of the default on `channels` (agreed: the most over ranks).
-  void note_default_channels(int channels) {
-    reported_channels_ = std::max(reported_channels_, channels);
-  }
+  // NCCL ran a call of the default on `channels` (agreed: the most over ranks). Caps holding
+  // less than kMinCapShare of them are dropped.
+  void note_default_channels(int channels);
   // Folds one agreed cost (`probe`: the decision was a probe). Returns true when it raised a
   // CUSUM alarm (probing re-opened). `learning` is false in frozen/off mode: statistics still
   // accumulate, nothing changes.
@@ -525,6 +531,9 @@ class PolicyState {
   // allow (retry_stopped_trial), a footprint trial's once the descent proposes it.
   enum class TrialEnd { kAdopted, kRejected, kStopped };
   void end_trial(const char* verdict, TrialEnd end);
+  // The arm at slot `i` can never run for this state again (`why`: the events' and the trial's
+  // word for it).
+  void drop_slot(int i, const char* why);
   void reject_for_longer_steps();
   int widest_target() const;
   // Probes after which an undecided near-tie is resolved without a verdict (kProbeCapFactor).
@@ -621,8 +630,8 @@ class PolicyState {
   bool has_caps_ = false;   // some candidate holds less than the default
   // Channels of the default's call (states with channel caps): as the prior's model derives
   // them, and the most NCCL reported running it on (0: not reported; NCCL >= 2.30). Shown in
-  // stats(); not yet weighed (a channel may carry more than its share of the links: the count
-  // alone does not price a cap).
+  // stats(); the report bounds which caps stay offered (kMinCapShare), but does not price them
+  // (a channel may carry more than its share of the links: the count alone says too little).
   int assumed_channels_ = 0;
   int reported_channels_ = 0;
   struct Trial {

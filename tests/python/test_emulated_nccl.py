@@ -185,19 +185,28 @@ def test_decisions_reach_the_emulated_nccl_through_the_plugin_it_loaded(tmp_path
 def test_nccl_reports_the_channels_it_ran_the_default_on(tmp_path, nccl_release):
     # The cluster's communicators run on 16 channels, more than the product assumes by itself for
     # this shape: NCCL 2.30 says so to the tuner per call (getChunkSize), the backend carries it
-    # through consensus, and stats() shows it beside the prior's count. NCCL 2.28 says nothing.
+    # through consensus, and stats() shows it beside the prior's count; the caps derived from the
+    # prior's count that hold under a quarter of the 16 (at least its quarter cap) are dropped
+    # before any probe. NCCL 2.28 says nothing, and every cap stays.
     # Overlapped calls (priority 0) of 64 MiB: the state has channel caps among its candidates.
     path = tmp_path / "cluster.json"
     path.write_text(json.dumps(dict(CLUSTER, topology=dict(CLUSTER["topology"], channels=16))))
     results = run_ranks(learn_allreduces, 4, 60, 64 << 20,
                         {"role": "dp", "priority": 0}, env=emulated(str(path)))
     assert len({r[5] for r in results}) == 1, "ranks decided differently"
-    for wrong, st, arms, *_ in results:
+    for wrong, st, arms, log, *_ in results:
         assert wrong == 0
         [state] = st["states"]["nccl"]
         assert any("/c" in a for a in arms), arms  # the group offers channel caps
         assert state["exposure"] == "overlapped" and 0 < state["assumed_channels"] < 16, state
         assert state["nccl_channels"] == (16 if nccl_release == "2.30" else 0), state
+        events = [e["what"] for e in state["events"]]
+        dropped = "caps under a quarter of NCCL's channels dropped" in events
+        assert dropped == (nccl_release == "2.30"), events
+        if dropped:
+            ran = {arms[entry[4]] for entry in log} - {"default"}
+            ran_caps = {_parse_arm(name)[2] for name in ran}
+            assert all(cap < 0 or cap >= 4 for cap in ran_caps), ran_caps
 
 
 # ---- chunk-size arms (NCCL >= 2.30) -------------------------------------------------------------

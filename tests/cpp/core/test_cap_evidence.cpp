@@ -73,13 +73,10 @@ CollectiveContext overlapped_bucket() {
   return ctx;
 }
 
-TEST(CapEvidence, ACapMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
-  // Per step, four overlapped buckets and, from step 100, an exposed last bucket of the same size:
-  // two states of one op and size bin. The overlapped state's descent awaits "ring/c2" (the prior
-  // rules it out, its first cost might not) and measures it at 16x "ring". Without the evidence,
-  // the descent then awaited "ring/c1" and the exposed state, once it had seen enough calls to make
-  // a first probe worth it at the prior's price, probed "ring/c2" and "ring/c1": 3 more probes,
-  // each costing 15-31 default calls.
+// Per step, four overlapped buckets and, from step 100, an exposed last bucket of the same size
+// (two states of one op and size bin), for 1500 steps. NCCL reports running the default's calls on
+// `nccl_channels` (0: an NCCL before 2.30, which says nothing).
+std::vector<StateStats> run_buckets(int nccl_channels) {
   LearnerConfig cfg;
   Learner learner(cfg, std::make_shared<UnderCountedChannelsCatalog>());
   const CollectiveContext bucket = overlapped_bucket();
@@ -93,8 +90,11 @@ TEST(CapEvidence, ACapMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
       const Decision d = learner.decide(c < 4 ? bucket : last);
       step_us += kCallUs[d.arm];
       if (d.measure) {
-        round.calls.push_back(
-            {d.state_id, d.arm, static_cast<float>(kCallUs[d.arm]), d.probe, d.after_probe});
+        // A cap runs on its cap, any other arm on all of the communicator's channels.
+        const int channels = nccl_channels > 0 && d.action.channels > 0 ? d.action.channels
+                                                                        : nccl_channels;
+        round.calls.push_back({d.state_id, d.arm, static_cast<float>(kCallUs[d.arm]), d.probe,
+                               d.after_probe, static_cast<uint16_t>(channels)});
       }
       if (++calls % 16 == 0) {
         round.first_step = first_step;
@@ -106,22 +106,56 @@ TEST(CapEvidence, ACapMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
     learner.mark_step();
     round.step_times_us.push_back(step_us);
   }
-  const std::vector<StateStats> states = learner.stats();
+  return learner.stats();
+}
+
+uint64_t samples(const StateStats& state, const std::string& arm) {
+  for (const ArmStats& a : state.arms) {
+    if (a.name == arm) return a.samples;
+  }
+  return 0;
+}
+
+bool has_event(const StateStats& state, const std::string& what) {
+  return std::any_of(state.events.begin(), state.events.end(),
+                     [&](const StateEvent& e) { return e.what == what; });
+}
+
+TEST(CapEvidence, ACapMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
+  // NCCL says nothing of its channels. The overlapped state's descent awaits "ring/c2" (the
+  // prior rules it out, its first cost might not) and measures it at 16x "ring". Without the
+  // evidence, the descent then awaited "ring/c1" and the exposed state, once it had seen enough
+  // calls to make a first probe worth it at the prior's price, probed "ring/c2" and "ring/c1": 3
+  // more probes, each costing 15-31 default calls.
+  const std::vector<StateStats> states = run_buckets(/*nccl_channels=*/0);
   ASSERT_EQ(states.size(), 2u);
-  const auto samples = [&](size_t s, const std::string& arm) {
-    for (const ArmStats& a : states[s].arms) {
-      if (a.name == arm) return a.samples;
-    }
-    return uint64_t{0};
-  };
-  EXPECT_EQ(samples(0, "ring/c2"), 1u);  // the overlapped state's one probe
-  EXPECT_EQ(samples(0, "ring/c1"), 0u);  // priced at 32x by c2's costs: no rung of the descent
-  EXPECT_EQ(samples(1, "ring/c2"), 0u);  // the exposed state: priced at 16x, resolved unprobed
-  EXPECT_EQ(samples(1, "ring/c1"), 0u);
-  EXPECT_TRUE(
-      std::any_of(states[1].events.begin(), states[1].events.end(),
-                  [](const StateEvent& e) { return e.what == "priced by a measured cap"; }));
+  EXPECT_EQ(samples(states[0], "ring/c2"), 1u);  // the overlapped state's one probe
+  EXPECT_EQ(samples(states[0], "ring/c1"), 0u);  // priced at 32x by c2's costs: not a rung
+  EXPECT_EQ(samples(states[1], "ring/c2"), 0u);  // the exposed state: priced at 16x, unprobed
+  EXPECT_EQ(samples(states[1], "ring/c1"), 0u);
+  EXPECT_TRUE(has_event(states[1], "priced by a measured cap"));
   for (const StateStats& st : states) EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
+}
+
+// NCCL >= 2.30 reports running the default on 32 channels, eight times the 4 the prior assumed:
+// both caps hold under a quarter of them (kMinCapShare) and are dropped before any probe, in both
+// states. On 8 channels "ring/c2" holds a quarter and stays (the descent probes it once), "ring/c1"
+// is dropped.
+TEST(CapEvidence, CapsHoldingUnderAQuarterOfTheChannelsNcclReportsAreDropped) {
+  const std::string dropped = "caps under a quarter of NCCL's channels dropped";
+  const std::vector<StateStats> states = run_buckets(/*nccl_channels=*/32);
+  ASSERT_EQ(states.size(), 2u);
+  for (const StateStats& st : states) {
+    EXPECT_EQ(st.nccl_channels, 32);
+    EXPECT_EQ(samples(st, "ring/c2"), 0u);
+    EXPECT_EQ(samples(st, "ring/c1"), 0u);
+    EXPECT_TRUE(has_event(st, dropped));
+    EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
+  }
+  const std::vector<StateStats> eight = run_buckets(/*nccl_channels=*/8);
+  EXPECT_EQ(samples(eight[0], "ring/c2"), 1u);
+  EXPECT_EQ(samples(eight[0], "ring/c1"), 0u);
+  EXPECT_TRUE(has_event(eight[0], dropped));
 }
 
 // What NCCL >= 2.30 reports running the default's calls on (CallOutcome::channels, agreed over
