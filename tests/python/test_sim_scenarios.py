@@ -403,6 +403,20 @@ def test_described_prior_offers_what_the_product_assumes_and_drops_what_cannot_r
     assert described.total.learned_us < described.total.default_us  # ring/* is slow: still learnt
 
 
+def test_described_prior_drops_the_caps_nccls_channel_report_puts_under_a_quarter():
+    # The LLM step's data-parallel group runs on the topology's 32 channels; described, the prior
+    # assumes 4 and derives caps of 1 and 2. The simulator tells each measured call's channels as
+    # NCCL >= 2.30 does, and every such state drops those caps before probing them. With the exact
+    # prior (the right count) no cap is dropped.
+    sc = load_scenario(str(LIBRARY / "defaults_right_llm_step.json"))
+    dropped = "caps under a quarter of NCCL's channels dropped"
+    exact = _C.sim.run(sc.with_overrides(60, [], "exact").to_spec())
+    assert not any(e.what == dropped for s in exact.states for e in s.events)
+    described = _C.sim.run(sc.with_overrides(60, [], "described").to_spec())
+    dp = [s for s in described.states if s.group == "dp" and s.op == "allreduce"]
+    assert dp and all(any(e.what == dropped for e in s.events) for s in dp)
+
+
 def test_cli_prior_override_is_checked(tmp_path, capsys):
     good = tmp_path / "good.json"
     good.write_text(json.dumps(GOOD))
