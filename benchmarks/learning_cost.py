@@ -44,6 +44,16 @@ class Job(NamedTuple):
     notes: list
 
 
+def probed_arms(state):
+    """', probed arms' median costs 2.1-8.7x the default's' (what one probe costs), or ''."""
+    arms = {a["name"]: a for a in state["arms"] if a["samples"]}
+    default = arms.pop("default", None)
+    if not arms or not default or default["median_us"] <= 0:
+        return ""
+    ratios = [a["median_us"] / default["median_us"] for a in arms.values()]
+    return f", probed arms' median costs {min(ratios):.1f}-{max(ratios):.1f}x the default's"
+
+
 def job(rank: int, world: int, backend: str, store_path: str, nbytes: int, windows: int,
         calls: int, results) -> None:
     """One job: `windows` windows of `calls` all-reduces on the default group, timed on rank 0."""
@@ -65,12 +75,14 @@ def job(rank: int, world: int, backend: str, store_path: str, nbytes: int, windo
     cpu_us = (time.process_time() - cpu_start) * 1e6
     ledger, notes = 0.0, []
     if backend != "gloo":
-        for st in dynamiccl_pg.stats()["states"]["cpu"]:
+        stats = dynamiccl_pg.stats()
+        for st in stats["states"]["cpu"]:
             ledger += st["extra_us"]
             if st["op"] == "allreduce":
                 notes.append(f"size_bin {st['size_bin']} -> {st['incumbent']} ({st['phase']}, "
                              f"{st['probes']} probes, {st['measured_calls']} of {st['calls']} "
-                             f"calls measured, extra_us {st['extra_us']:.0f})")
+                             f"calls measured, extra_us {st['extra_us']:.0f}"
+                             f"{probed_arms(st)}); {stats['rounds_applied']} consensus rounds")
     check = pattern(rank, nbytes // 4, world)
     dist.all_reduce(check)
     wrong = torch.tensor([count_wrong(check, summed(nbytes // 4, world))])
