@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "contexts.h"
 #include "policy/cap_evidence.h"
 #include "policy/learner.h"
 
@@ -63,15 +64,7 @@ class UnderCountedChannelsCatalog : public ArmCatalog {
 };
 constexpr double kCallUs[] = {100, 100, 1600, 3200};
 
-// A data-parallel bucket of 64 MiB on 4 ranks that overlaps compute.
-CollectiveContext overlapped_bucket() {
-  CollectiveContext ctx;
-  ctx.effective_bytes = 64 << 20;
-  ctx.group_size = 4;
-  ctx.role = Role::kDataParallel;
-  ctx.exposure = Exposure::kOverlapped;
-  return ctx;
-}
+constexpr uint64_t kBucketBytes = 64 << 20;
 
 // Per step, four overlapped buckets and, from step 100, an exposed last bucket of the same size
 // (two states of one op and size bin), for 1500 steps. NCCL reports running the default's calls on
@@ -79,7 +72,7 @@ CollectiveContext overlapped_bucket() {
 std::vector<StateStats> run_buckets(int nccl_channels) {
   LearnerConfig cfg;
   Learner learner(cfg, std::make_shared<UnderCountedChannelsCatalog>());
-  const CollectiveContext bucket = overlapped_bucket();
+  const CollectiveContext bucket = overlapped_bucket(kBucketBytes);
   CollectiveContext last = bucket;
   last.exposure = Exposure::kExposed;
   RoundResult round;
@@ -164,7 +157,7 @@ TEST(CapEvidence, CapsHoldingUnderAQuarterOfTheChannelsNcclReportsAreDropped) {
 TEST(CapEvidence, StatsShowTheChannelsNcclRanTheDefaultOnBesideThePriorsCount) {
   LearnerConfig cfg;
   Learner learner(cfg, std::make_shared<UnderCountedChannelsCatalog>());
-  const Decision d = learner.decide(overlapped_bucket());
+  const Decision d = learner.decide(overlapped_bucket(kBucketBytes));
   EXPECT_EQ(learner.stats().at(0).assumed_channels, 4);
   EXPECT_EQ(learner.stats().at(0).nccl_channels, 0);
   RoundResult round;

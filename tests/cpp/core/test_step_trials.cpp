@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "contexts.h"
 #include "policy/learner.h"
 #include "policy/policy_state.h"  // kMaxTieTrials
 
@@ -27,6 +28,7 @@ namespace {
 constexpr int kRound = 16;        // K: calls per consensus round
 constexpr int kCallsPerStep = 4;  // the state's calls (buckets) per step
 constexpr double kComputeUs = 5000;
+constexpr uint64_t kBucketBytes = 1 << 20;  // the overlapped state's calls: 1 MiB DDP buckets
 
 // Named arms, all priced alike: arm 0 is the engine default, `setup` makes each other arm.
 class NamedArmsCatalog : public ArmCatalog {
@@ -93,16 +95,6 @@ struct LastBucket {
   int* probes_beside_default = nullptr;
 };
 
-// The overlapped state's calls: 1 MiB DDP buckets on 4 ranks.
-CollectiveContext bucket_context() {
-  CollectiveContext c;
-  c.effective_bytes = 1 << 20;
-  c.group_size = 4;
-  c.role = Role::kDataParallel;
-  c.exposure = Exposure::kOverlapped;
-  return c;
-}
-
 // Gaussian noise: relative on a call's cost (floored at 0.2 of it), absolute on a step's time.
 struct Noise {
   double call = 0.02;
@@ -117,7 +109,7 @@ std::vector<StateStats> run_states(Learner& learner, const std::vector<ArmTruth>
                                    Noise noise_level = {}) {
   std::mt19937 rng(seed);
   std::normal_distribution<double> noise(0.0, 1.0);
-  const CollectiveContext overlapped = bucket_context();
+  const CollectiveContext overlapped = overlapped_bucket(kBucketBytes);
   CollectiveContext exposed = overlapped;
   exposed.effective_bytes = 64 << 10;
   exposed.exposure = Exposure::kExposed;
@@ -555,7 +547,7 @@ class StepByStep {
       RoundResult round;
       double step_us = kComputeUs;
       for (int c = 0; c < kCallsPerStep; ++c) {
-        const Decision d = learner_.decide(bucket_context());
+        const Decision d = learner_.decide(overlapped_bucket(kBucketBytes));
         step_us += truth_.at(d.arm).step_cost_us;
         const double cost = truth_.at(d.arm).call_us * (1.0 + 0.02 * noise_(rng_));
         if (d.measure)
