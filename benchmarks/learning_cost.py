@@ -2,11 +2,18 @@
 
 Each measurement is a job of its own (fresh processes, a fresh store) whose default group is the
 backend measured, with no other group alive: plain gloo (what the job runs without us), dynamiccl
-`learn` (the product) and dynamiccl `off` (the wrapper alone, so learning's own cost is learn
-minus off). Jobs of one size run in rotating order, so drift of the machine hits every backend
-alike.
+`learn` (the product), dynamiccl `off` (the wrapper alone, so learning's own cost is learn minus
+off) and `measure` (learn with every head limited to the default arm: calls measured and rounds
+run as in learn, nothing probed, so probing's own cost is learn minus measure). Jobs of one size
+run in rotating order, so drift of the machine hits every backend alike.
 
-    python benchmarks/learning_cost.py [--ranks 4] [--bytes 4 4194304] [--repeats 3]
+With `--paired`, each dynamiccl backend is instead a second group of a job whose default group is
+gloo (the two groups a job running dynamiccl beside its default group has), and the two groups'
+windows alternate (gloo first in even pairs, second in odd ones): each job is its own baseline,
+and drift of the machine over seconds, which moves one job against another by more than the
+targets on a shared 2-core machine, cancels within it.
+
+    python benchmarks/learning_cost.py [--ranks 4] [--bytes 4 4194304] [--repeats 3] [--paired]
 
 Per size and backend, medians over the repeats of: the wall time per call and rank 0's process
 CPU time per call (all its threads), the whole run's time over gloo's in the same repeat (every
@@ -33,15 +40,19 @@ import dynamiccl_pg
 
 from bench_output import WRONG, Column, Report, count_wrong, pattern, summed
 
-BACKENDS = ("gloo", "learn", "off")  # a plain gloo job, then dynamiccl's modes
+BACKENDS = ("gloo", "learn", "off", "measure")  # a plain gloo job, then dynamiccl's modes
+# `measure`: learning with nothing to choose from, so that every call takes the default.
+NOTHING_PROBED = "all.max_candidates=1"
 
 
 class Job(NamedTuple):
-    window_us: list  # wall time of each window, rank 0
-    cpu_us: float  # rank 0's process CPU time over the windows
+    window_us: list  # wall time of each window of the backend measured, rank 0
+    cpu_us: float  # rank 0's process CPU time over those windows
     ledger_us: float  # what the learner charged (extra_us summed over states)
     wrong: int
     notes: list
+    gloo_us: list  # --paired: the gloo windows alternated with them in the same job
+    gloo_cpu_us: float  # and rank 0's process CPU time over those
 
 
 def probed_arms(state):
@@ -54,28 +65,54 @@ def probed_arms(state):
     return f", probed arms' median costs {min(ratios):.1f}-{max(ratios):.1f}x the default's"
 
 
-def job(rank: int, world: int, backend: str, store_path: str, nbytes: int, windows: int,
-        calls: int, results) -> None:
-    """One job: `windows` windows of `calls` all-reduces on the default group, timed on rank 0."""
+def dynamiccl_options(backend: str):
+    if backend == "measure":
+        return dynamiccl_pg.Options(mode="learn", heads=NOTHING_PROBED)
+    return dynamiccl_pg.Options(mode=backend)
+
+
+def timed_window(t, calls: int, group) -> tuple:
+    """(wall µs, process CPU µs) of `calls` all-reduces on `group`, after a barrier on it."""
+    dist.barrier(group=group)
+    cpu, start = time.process_time(), time.perf_counter()
+    for _ in range(calls):
+        dist.all_reduce(t, group=group)
+    return (time.perf_counter() - start) * 1e6, (time.process_time() - cpu) * 1e6
+
+
+def job(rank: int, world: int, backend: str, paired: bool, store_path: str, nbytes: int,
+        windows: int, calls: int, results) -> None:
+    """One job: `windows` windows of `calls` all-reduces on the backend measured, timed on rank 0:
+    its default group, or with `paired` a dynamiccl group beside a gloo default group whose
+    windows alternate with its own (gloo first in even pairs, second in odd ones)."""
     store = dist.FileStore(store_path, world)
-    if backend == "gloo":
+    measured, gloo = None, None
+    if backend == "gloo" or paired:
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
+        gloo = dist.group.WORLD
+        if paired:
+            measured = dist.new_group(backend="dynamiccl", pg_options=dynamiccl_options(backend))
     else:
         dist.init_process_group("dynamiccl", store=store, rank=rank, world_size=world,
-                                pg_options=dynamiccl_pg.Options(mode=backend))
+                                pg_options=dynamiccl_options(backend))
+    measured = measured or dist.group.WORLD
     t = torch.ones(nbytes // 4)
-    window_us = []
-    cpu_start = time.process_time()
-    for _ in range(windows):
-        dist.barrier()
-        start = time.perf_counter()
-        for _ in range(calls):
-            dist.all_reduce(t)
-        window_us.append((time.perf_counter() - start) * 1e6)
-    cpu_us = (time.process_time() - cpu_start) * 1e6
+    window_us, gloo_us, cpu = [], [], {"measured": 0.0, "gloo": 0.0}
+
+    def window(name, group, walls):
+        wall, used = timed_window(t, calls, group)
+        walls.append(wall)
+        cpu[name] += used
+
+    for w in range(windows):
+        if paired and w % 2 == 0:
+            window("gloo", gloo, gloo_us)
+        window("measured", measured, window_us)
+        if paired and w % 2 == 1:
+            window("gloo", gloo, gloo_us)
     ledger, notes = 0.0, []
     if backend != "gloo":
-        stats = dynamiccl_pg.stats()
+        stats = dynamiccl_pg.stats(measured)
         for st in stats["states"]["cpu"]:
             ledger += st["extra_us"]
             if st["op"] == "allreduce":
@@ -84,20 +121,21 @@ def job(rank: int, world: int, backend: str, store_path: str, nbytes: int, windo
                              f"calls measured, extra_us {st['extra_us']:.0f}"
                              f"{probed_arms(st)}); {stats['rounds_applied']} consensus rounds")
     check = pattern(rank, nbytes // 4, world)
-    dist.all_reduce(check)
+    dist.all_reduce(check, group=measured)
     wrong = torch.tensor([count_wrong(check, summed(nbytes // 4, world))])
     dist.all_reduce(wrong)
     if rank == 0:
-        results.put(Job(window_us, cpu_us, ledger, int(wrong.item()), notes))
+        results.put(Job(window_us, cpu["measured"], ledger, int(wrong.item()), notes, gloo_us,
+                        cpu["gloo"]))
     dist.destroy_process_group()
 
 
-def run_job(world: int, backend: str, nbytes: int, windows: int, calls: int):
+def run_job(world: int, backend: str, paired: bool, nbytes: int, windows: int, calls: int):
     ctx = mp.get_context("spawn")
     results = ctx.SimpleQueue()
     with tempfile.TemporaryDirectory() as d:
-        mp.start_processes(job, args=(world, backend, os.path.join(d, "store"), nbytes, windows,
-                                      calls, results), nprocs=world, start_method="spawn")
+        mp.start_processes(job, args=(world, backend, paired, os.path.join(d, "store"), nbytes,
+                                      windows, calls, results), nprocs=world, start_method="spawn")
     return results.get()
 
 
@@ -109,6 +147,10 @@ def main() -> None:
     p.add_argument("--windows", type=int, default=8, help="timed windows per job")
     p.add_argument("--calls", type=int, default=1000, help="calls per window below 1 MiB")
     p.add_argument("--big-calls", type=int, default=200, help="calls per window from 1 MiB")
+    p.add_argument("--paired", action="store_true",
+                   help="each dynamiccl backend as a second group of a gloo job, its windows "
+                        "alternated with the gloo group's (drift of the machine cancels within "
+                        "a job)")
     args = p.parse_args()
     for b in args.bytes:
         if b < 4 or b % 4:
@@ -119,12 +161,17 @@ def main() -> None:
 
     out = Report()
     first_settled = args.windows - max(1, args.windows // 3)
-    out.header("what learning costs on the wall clock: one job per backend, default group", {
+    measured = BACKENDS[1:] if args.paired else BACKENDS  # jobs of their own
+    out.header("what learning costs on the wall clock: " + (
+        "a dynamiccl group beside a gloo default group, windows alternated" if args.paired
+        else "one job per backend, default group"), {
         "ranks": args.ranks, "sizes": ", ".join(f"{b} bytes" for b in args.bytes),
         "jobs": f"{args.repeats} per backend and size, in rotating order",
         "windows": f"{args.windows} per job from the first call; settled: the last "
                    f"{args.windows - first_settled}",
-        "cells": "medians over the repeats; ratios to gloo's job of the same repeat",
+        "cells": "medians over the repeats; ratios to " + (
+            "the gloo windows of the same job" if args.paired
+            else "gloo's job of the same repeat"),
     })
     out.columns(Column("bytes", "d", 9), Column("backend", "s", 7), Column("calls", "d", 6),
                 Column("us/call", ".1f"), Column("cpu_us/call", ".1f"), Column("whole", ".3f"),
@@ -134,33 +181,46 @@ def main() -> None:
     for nbytes in args.bytes:
         calls = args.calls if nbytes < (1 << 20) else args.big_calls
         total = calls * args.windows
-        runs = {b: [] for b in BACKENDS}
+        runs = {b: [] for b in measured}
         for r in range(args.repeats):
-            for backend in BACKENDS[r % 3:] + BACKENDS[:r % 3]:
-                runs[backend].append(run_job(args.ranks, backend, nbytes, args.windows, calls))
-        gloo = runs["gloo"]
-        for backend in BACKENDS:
-            jobs = runs[backend]
-            per_call = statistics.median(sum(j.window_us) / total for j in jobs)
-            cpu = statistics.median(j.cpu_us / total for j in jobs)
-            wrong = sum(j.wrong for j in jobs)
-            checked = args.repeats * args.ranks * nbytes // 4
-            if backend == "gloo":  # the baseline: no ratios to itself
-                out.row(nbytes, backend, total, per_call, cpu, None, None, None, None, None,
-                        wrong, checked=checked)
-                continue
-            whole = [sum(j.window_us) / sum(g.window_us) for j, g in zip(jobs, gloo)]
-            tail = [sum(j.window_us[first_settled:]) / sum(g.window_us[first_settled:])
-                    for j, g in zip(jobs, gloo)]
-            ex = statistics.median(sum(j.window_us) - sum(g.window_us) for j, g in zip(jobs, gloo))
+            shift = r % len(measured)
+            for backend in measured[shift:] + measured[:shift]:
+                runs[backend].append(run_job(args.ranks, backend, args.paired, nbytes,
+                                             args.windows, calls))
+        # Each job's baseline: its own gloo windows (--paired), or gloo's job of the repeat.
+        baseline = {b: [j.gloo_us if args.paired else g.window_us
+                        for j, g in zip(runs[b], runs.get("gloo", runs[b]))] for b in BACKENDS[1:]}
+        checked = args.repeats * args.ranks * nbytes // 4
+        # gloo's own row: its job of each repeat, or (--paired) the gloo windows of the off jobs.
+        gloo_jobs = runs.get("gloo", [])
+        gloo_cpu = [j.gloo_cpu_us for b in BACKENDS[1:] for j in runs[b]] if args.paired else [
+            j.cpu_us for j in gloo_jobs]
+        out.row(nbytes, "gloo", total, statistics.median(sum(g) / total for g in baseline["off"]),
+                statistics.median(gloo_cpu) / total, None, None, None, None, None,
+                sum(j.wrong for j in gloo_jobs), checked=checked)
+        whole = {}
+        for backend in BACKENDS[1:]:
+            jobs, base = runs[backend], baseline[backend]
+            whole[backend] = [sum(j.window_us) / sum(g) for j, g in zip(jobs, base)]
+            tail = [sum(j.window_us[first_settled:]) / sum(g[first_settled:])
+                    for j, g in zip(jobs, base)]
+            ex = statistics.median(sum(j.window_us) - sum(g) for j, g in zip(jobs, base))
             led = statistics.median(j.ledger_us for j in jobs)
-            out.row(nbytes, backend, total, per_call, cpu, statistics.median(whole),
-                    statistics.median(tail), ex, led, led / ex if ex > 0 else None, wrong,
-                    checked=checked)
+            out.row(nbytes, backend, total, statistics.median(sum(j.window_us) / total
+                                                              for j in jobs),
+                    statistics.median(j.cpu_us / total for j in jobs),
+                    statistics.median(whole[backend]), statistics.median(tail), ex, led,
+                    led / ex if ex > 0 else None, sum(j.wrong for j in jobs), checked=checked)
             out.note(f"{nbytes} bytes, {backend}: whole per repeat "
-                     + " ".join(f"{w:.3f}" for w in whole))
+                     + " ".join(f"{w:.3f}" for w in whole[backend]))
             for note in jobs[-1].notes:
                 out.note(f"{nbytes} bytes, {backend}, last job: {note}")
+        # Learning's cost split per repeat: the wrapper (off, above), measuring and its rounds
+        # (measure over off), probing (learn over measure).
+        for what, a, b in (("measuring", "measure", "off"), ("probing", "learn", "measure")):
+            split = [x / y for x, y in zip(whole[a], whole[b])]
+            out.note(f"{nbytes} bytes, {what}: {a} / {b} median {statistics.median(split):.3f}, "
+                     "per repeat " + " ".join(f"{w:.3f}" for w in split))
     sys.exit(out.footer())
 
 
