@@ -188,8 +188,8 @@ def main() -> None:
                 runs[backend].append(run_job(args.ranks, backend, args.paired, nbytes,
                                              args.windows, calls))
         # Each job's baseline: its own gloo windows (--paired), or gloo's job of the repeat.
-        baseline = {b: [j.gloo_us if args.paired else g.window_us
-                        for j, g in zip(runs[b], runs.get("gloo", runs[b]))] for b in BACKENDS[1:]}
+        baseline = {b: [j.gloo_us for j in runs[b]] if args.paired
+                    else [g.window_us for g in runs["gloo"]] for b in BACKENDS[1:]}
         checked = args.repeats * args.ranks * nbytes // 4
         # gloo's own row: its job of each repeat, or (--paired) the gloo windows of the off jobs.
         gloo_jobs = runs.get("gloo", [])

@@ -72,17 +72,21 @@ def run_job(world: int, nbytes: int, calls: int) -> dict:
     return out
 
 
+def group_of(since) -> str:
+    """The label of GROUPS for a call `since` calls after the last probe (None: before any)."""
+    if since is None:
+        return GROUPS[-1][0]
+    return next(label for label, first, last in GROUPS
+                if first <= since and (last is None or since <= last))
+
+
 def by_distance(walls: list, probes: list) -> dict:
     """Call times (µs) per group of GROUPS, by distance after the last probe."""
     grouped = {label: [] for label, _, _ in GROUPS}
     since = None  # calls since the last probe; None before the first
     for wall, probe in zip(walls, probes):
         since = 0 if probe else (None if since is None else since + 1)
-        for label, first, last in GROUPS:
-            if since is None and last is None or since is not None and first <= since and (
-                    last is None or since <= last):
-                grouped[label].append(wall)
-                break
+        grouped[group_of(since)].append(wall)
     return grouped
 
 
