@@ -106,6 +106,17 @@ def _split(backend_options, parent_global_ranks, store, ranks, parent_rank, time
     return _create(opts, backend_options)
 
 
+def _control_plane(store, rank: int, size: int, gloo):
+    """The control plane's ProcessGroupGloo, on the Gloo engine's devices (the interfaces torch
+    chose for it, GLOO_SOCKET_IFNAME included): a device is an event-loop thread, and a second
+    one woken by every consensus round doubled what a round cost a job of tiny calls on a
+    machine whose ranks share cores (benchmarks/results/learning_cost.md)."""
+    opts = dist.ProcessGroupGloo._Options()
+    opts._devices = gloo.options._devices
+    opts._timeout = gloo.options._timeout
+    return dist.ProcessGroupGloo(store, rank, size, opts)
+
+
 def _create(dist_opts, backend_options):
     """Extended-API creator: ``(DistributedBackendOptions, pg_options)``."""
     options = None
@@ -129,7 +140,7 @@ def _create(dist_opts, backend_options):
     agreement.agree(store, rank, size, "settings", config.fingerprint(cfg),
                     agreement.identical("settings that shape decisions"))
     gloo = dist.ProcessGroupGloo(dist.PrefixStore("gloo/", store), rank, size, timeout)
-    control = dist.ProcessGroupGloo(dist.PrefixStore("control/", store), rank, size, timeout)
+    control = _control_plane(dist.PrefixStore("control/", store), rank, size, gloo)
     nccl = None
     global_ranks = list(dist_opts.global_ranks_in_group) or list(range(size))
     emulated = cfg["emulate_nccl"]
