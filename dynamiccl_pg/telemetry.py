@@ -30,6 +30,8 @@ def stats(group=None) -> dict:
         "learned_calls": pg.learned_calls,
         "steps": pg.steps,  # step boundaries (DDP's last bucket, or step())
         "rounds_applied": pg.rounds_applied,
+        # What the last round cost, as each engine's learner prices measuring (µs).
+        "round_cost_us": {name: pg.round_cost_us(e) for name, e in ENGINES.items()},
         "epochs": {name: pg.epoch(e) for name, e in ENGINES.items()},
         "states": {name: pg.stats(e) for name, e in ENGINES.items()},
         "calls": pg.call_summary(),

@@ -218,6 +218,9 @@ PGClass bind_process_group_class(py::module_& m) {
       .def_property_readonly("learned_calls", &PG::learned_calls)
       .def_property_readonly("steps", &PG::steps)
       .def_property_readonly("rounds_applied", &PG::rounds_applied)
+      .def("round_cost_us", &PG::round_cost_us, py::arg("engine"),
+           "what the last consensus round cost, as the engine's learner prices it (us; 0: none "
+           "yet)")
       .def_property_readonly("nccl_tuning_active", &PG::nccl_tuning_active)
       .def_property_readonly("nodes", &PG::nodes, "nodes the group spans (as described)")
       .def_property_readonly("prior_path", &PG::prior_path,

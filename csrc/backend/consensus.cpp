@@ -211,6 +211,7 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
   rounds[static_cast<int>(EngineKind::kNccl)].round_cost_us = std::isinf(w[kRoundBlock])
                                                                   ? 0.0
                                                                   : -w[kRoundBlock];
+  for (int e = 0; e < kNumEngines; ++e) round_cost_us_[e] = rounds[e].round_cost_us;
   for (int i = 0; i < k_; ++i) {
     const uint64_t index = pending_.first + static_cast<uint64_t>(i);
     const ConsensusSlot& rec = slot(index);

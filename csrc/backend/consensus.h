@@ -79,6 +79,9 @@ class Consensus {
   // Why the group failed (the ranks disagreed); empty while it has not.
   const std::string& failure() const { return failure_; }
   uint64_t rounds_applied() const { return schedule_.rounds_applied(); }
+  // What the last applied round cost, as every rank agreed and the engine's learner prices it
+  // (µs; 0 before the second round): RoundResult::round_cost_us.
+  double round_cost_us(EngineKind e) const { return round_cost_us_[static_cast<int>(e)]; }
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
   // Waits for an in-flight all-reduce (shutdown); errors are swallowed, the group is going away.
   void drain() noexcept;
@@ -120,6 +123,7 @@ class Consensus {
   // held up the calling thread at the boundary where it was applied.
   double last_round_us_ = 0;
   double last_block_us_ = 0;
+  std::array<double, kNumEngines> round_cost_us_{};
 
   std::mutex signal_mu_;
   double step_sum_ = 0, loss_sum_ = 0;

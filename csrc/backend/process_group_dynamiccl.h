@@ -140,6 +140,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   uint64_t learned_calls() const { return consensus_.learned_calls(); }
   uint64_t steps() { return consensus_.steps_ended(); }
   uint64_t rounds_applied() const { return consensus_.rounds_applied(); }
+  double round_cost_us(EngineKind e) const { return consensus_.round_cost_us(e); }
   // NCCL tuning is live: the engine exists, tuning was not stepped aside, every rank's NCCL
   // loaded the plugin (known after the first NCCL call).
   bool nccl_tuning_active() const {

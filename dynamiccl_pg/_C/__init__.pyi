@@ -104,6 +104,10 @@ class ProcessGroupDynamicCCL(torch._C._distributed_c10d.Backend):
         ...
     def restore(self, arg0: Engine, arg1: dict) -> None:
         ...
+    def round_cost_us(self, engine: Engine) -> float:
+        """
+        what the last consensus round cost, as the engine's learner prices it (us; 0: none yet)
+        """
     def set_split_factory(self, arg0: typing.Any) -> None:
         """
         The creator split() calls: fn(store, ranks, parent_rank, timeout, name, desc).
