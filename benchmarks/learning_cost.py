@@ -119,7 +119,8 @@ def job(rank: int, world: int, backend: str, paired: bool, store_path: str, nbyt
                 notes.append(f"size_bin {st['size_bin']} -> {st['incumbent']} ({st['phase']}, "
                              f"{st['probes']} probes, {st['measured_calls']} of {st['calls']} "
                              f"calls measured, extra_us {st['extra_us']:.0f}"
-                             f"{probed_arms(st)}); {stats['rounds_applied']} consensus rounds")
+                             f"{probed_arms(st)}); {stats['rounds_applied']} consensus "
+                             f"rounds, the last priced {stats['round_cost_us']['cpu']:.0f} us")
     check = pattern(rank, nbytes // 4, world)
     dist.all_reduce(check, group=measured)
     wrong = torch.tensor([count_wrong(check, summed(nbytes // 4, world))])

@@ -1,11 +1,12 @@
 """What a consensus round's all-reduce costs a job of tiny calls, with plain Gloo only.
 
 A gloo job runs `--calls` 4-byte all-reduces; every `--every` calls it also all-reduces (MIN) a
-payload of float64 elements, as dynamiccl's consensus round does (3 x K + a few words: 56 at
+payload of float64 elements, as dynamiccl's consensus round does (3 x K + 6 words: 54 at
 K = 16): on the default group at once, or on a second gloo group, waited for `--every` calls
-later (the round's way). Each variant is a job of its own, in rotating order; the cost of a round
-is the job's extra time over the job without payload, per payload all-reduce. No dynamiccl code
-runs here: this isolates what the round's collective costs on the machine.
+later (the round's way), whose event-loop thread is its own or the default group's. Each variant
+is a job of its own, in rotating order; the cost of a round is the job's extra time over the job
+without payload, per payload all-reduce. No dynamiccl code runs here: this isolates what the
+round's collective costs on the machine.
 
     python benchmarks/round_cost.py [--ranks 2] [--calls 8000] [--every 16] [--elements 1 56]
                                     [--repeats 2]
@@ -24,7 +25,10 @@ import torch.multiprocessing as mp
 
 from bench_output import WRONG, Column, Report
 
-PLACES = ("default", "second_group")  # where the payload is all-reduced
+# Where the payload is all-reduced: on the default group at once, or on a second group waited for
+# `--every` calls later, on a device (Gloo's TCP event-loop thread) of its own as new_group makes
+# it, or on the default group's device as dynamiccl's control plane is.
+PLACES = ("default", "second_group", "second_group_shared_device")
 
 
 def job(rank: int, world: int, store_path: str, calls: int, every: int, elements: int,
@@ -32,6 +36,14 @@ def job(rank: int, world: int, store_path: str, calls: int, every: int, elements
     store = dist.FileStore(store_path, world)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
     second = dist.new_group(backend="gloo")
+    if place == "second_group_shared_device":
+        engine = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+        opts = dist.ProcessGroupGloo._Options()
+        opts._devices = engine.options._devices
+        opts._timeout = engine.options._timeout
+        second = dist.ProcessGroupGloo(dist.PrefixStore("second/", store), rank, world, opts)
+    min_opts = dist.AllreduceOptions()
+    min_opts.reduceOp = dist.ReduceOp.MIN
     t = torch.ones(1)
     payload = torch.full((max(elements, 1),), float(rank), dtype=torch.float64)
     dist.barrier()
@@ -45,8 +57,11 @@ def job(rank: int, world: int, store_path: str, calls: int, every: int, elements
             else:
                 if pending is not None:
                     pending.wait()
-                pending = dist.all_reduce(payload, op=dist.ReduceOp.MIN, group=second,
-                                          async_op=True)
+                if place == "second_group":
+                    pending = dist.all_reduce(payload, op=dist.ReduceOp.MIN, group=second,
+                                              async_op=True)
+                else:  # a ProcessGroupGloo of our own, called as dynamiccl calls its engines
+                    pending = second.allreduce([payload], min_opts)
     if pending is not None:
         pending.wait()
     wall_us = (time.perf_counter() - start) * 1e6
@@ -88,7 +103,7 @@ def main() -> None:
         "jobs": f"{args.repeats} per variant, in rotating order",
         "cells": "medians over the jobs; per_round_us: the job's time over the job without "
                  "payload of the same repeat, per payload all-reduce"})
-    out.columns(Column("elements", "d", 8), Column("place", "s", 12), Column("us/call", ".1f"),
+    out.columns(Column("elements", "d", 8), Column("place", "s", 26), Column("us/call", ".1f"),
                 Column("per_round_us", ".0f", 12), Column(WRONG, "d"))
     walls = {v: [] for v in variants}
     wrong = {v: 0 for v in variants}
