@@ -109,8 +109,8 @@ def _split(backend_options, parent_global_ranks, store, ranks, parent_rank, time
 def _control_plane(store, rank: int, size: int, gloo):
     """The control plane's ProcessGroupGloo, on the Gloo engine's devices (the interfaces torch
     chose for it, GLOO_SOCKET_IFNAME included): a device is an event-loop thread, and a second
-    one woken by every consensus round doubled what a round cost a job of tiny calls on a
-    machine whose ranks share cores (benchmarks/results/learning_cost.md)."""
+    one, woken by every consensus round, made a round cost a job of tiny calls 3-8 times the wall
+    clock on a machine whose ranks share cores (benchmarks/results/learning_cost.md)."""
     opts = dist.ProcessGroupGloo._Options()
     opts._devices = gloo.options._devices
     opts._timeout = gloo.options._timeout

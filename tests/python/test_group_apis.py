@@ -4,7 +4,7 @@ same results, and the children are dynamiccl groups with their own learners and 
 split_group goes through our Backend::split (torch 2.11-2.14 split only from a default group bound
 to a device, and refuse otherwise for gloo as for us: the test then compares the refusals);
 new_subgroups, new_group with local synchronization and DeviceMesh (with _flatten where this
-torch has it) through the creator.
+torch has it) through the creator. The creator's control plane shares the Gloo engine's devices.
 """
 
 import pytest
