@@ -35,7 +35,7 @@ def job(rank: int, world: int, store_path: str, calls: int, every: int, elements
         place: str, results) -> None:
     store = dist.FileStore(store_path, world)
     dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
-    second = dist.new_group(backend="gloo")
+    second = dist.new_group(backend="gloo")  # made in every variant; idle in the shared one
     if place == "second_group_shared_device":
         engine = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
         opts = dist.ProcessGroupGloo._Options()
