@@ -54,6 +54,10 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
     const bool focused = in_focus(i);
     a.parked = !focused && !a.unavailable;
     a.gated = !focused && a.arm != kDefaultArm;
+    // A focused arm is re-probed now, whatever gate (b) said of a first probe: a challenger that
+    // left deferred would be resolved at once and the state would re-converge without it, only
+    // for its next re-check to re-open again (a loop that never switched to a 35% cheaper arm).
+    if (focused) a.deferred = false;
   }
   // Provisional switch: after a large rise of the incumbent's cost, seen in every cost that
   // raised the alarm (noise, even a run of outliers, leaves some of them low), the best other

@@ -811,6 +811,31 @@ TEST(Learner, AnArmFarBeyondThatTheBudgetCannotPayForDoesNotHoldUpTheOthers) {
   EXPECT_LE(count_arm(d.log, 2), 2);  // once more, when arm1's savings pay for it
 }
 
+TEST(Learner, ADeferredChallengerThatReopensTheStateIsProbedThen) {
+  // Arm1 (0.65x the default) is priced 1.48x, so its first probe is deferred until the state has
+  // seen a few calls; the state converges on the default without it, and its runner-up probes
+  // then show it cheaper, which re-opens the state. Another state of the group (a larger size)
+  // shifts the rounds so that those costs arrive before the deferred arms are woken. Before, the
+  // re-open left arm1 deferred: the state re-converged at once, re-opened at the next re-check,
+  // and so on for good (3000 calls on the default, 372 probes).
+  auto cat = std::make_shared<FakeCatalog>(std::vector<double>{10, 14.8, 18.6});
+  Learner l(LearnerConfig{}, cat);
+  const CollectiveContext small = make_ctx(Role::kDataParallel, 1 << 20);
+  const CollectiveContext large = make_ctx(Role::kDataParallel, 64u << 20);
+  Driver d{l, [&](uint64_t, const CollectiveContext& ctx, uint16_t arm) {
+             return ctx.effective_bytes == small.effective_bytes
+                        ? std::vector<double>{100, 65, 2000}.at(arm)
+                        : std::vector<double>{10000, 100, 10000}.at(arm);
+           }};
+  for (int k = 0; k < 3000; ++k) {
+    d.step(small);
+    if (k % 3 == 0) d.step(large);
+  }
+  const StateStats st = state_stats(l, d.log[0].state_id);
+  EXPECT_EQ(st.incumbent, 1);
+  EXPECT_LT(st.probes, 100u);
+}
+
 TEST(Learner, NoFalseAlarmsUnderHeavyTailedNoiseYetAShiftIsCaught) {
   // 3% Gaussian noise plus 10% of the calls 3-10x slower, whatever arm runs (a shared host).
   auto cat = catalog_of(3);
