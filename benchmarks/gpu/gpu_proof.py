@@ -481,6 +481,7 @@ def rank_overlap(rank, world, store_path, args):
                     "step_ms_first_third": statistics.median(times[:len(times) // 3]),
                     "states": st["states"].get("nccl", []),  # arms, events, step trial
                     "steps_seen": st["steps"], "nccl_plugin": st["nccl_plugin"],
+                    "round_cost_us": st["round_cost_us"]["nccl"],  # what a probe is priced
                     "decision_hash": dynamiccl_pg.decision_hash(learner)}
     dist.destroy_process_group()
     return out
@@ -673,11 +674,20 @@ def overlap_report(s) -> list:
             continue
         arms = ", ".join(f"{a['name']} {a['samples']}x {_fmt(a['median_us'] / 1e3)} ms"
                          for a in x["arms"] if a["samples"])
+        # A candidate the learner never ran says as much as one it measured: a winning arm left
+        # untried is how a stall shows (the budget line says whether the budget held it back).
+        never = ", ".join(a["name"] for a in x["arms"] if not a["calls"]) or "none"
         trial = x.get("step_trial")
-        lines.append(f"- allreduce/{x['size_bin']} {x['exposure']}: measured {arms}" +
+        lines.append(f"- allreduce/{x['size_bin']} {x['exposure']}: measured {arms}; never run: "
+                     f"{never}; learning's extra {_fmt(x['extra_us'] / 1e3)} ms against a "
+                     f"do-no-harm budget of {_fmt(x['budget_us'] / 1e3)} ms" +
                      (f"; last step trial: {trial['challenger']}, {trial['pairs']} pairs, "
                       f"{_fmt(trial['mean_delta_us'] / 1e3)} ms a step: {trial['verdict']}"
                       if trial else ""))
+    if learn[0].get("round_cost_us") is not None:
+        lines.append(f"- the last consensus round cost the caller "
+                     f"{_fmt(learn[0]['round_cost_us'] / 1e3, ' ms')} (rank 0), the price the "
+                     f"learner puts on measuring")
     lines.append("")
     return lines
 
