@@ -130,5 +130,4 @@ def test_overlap_stage_runs_end_to_end_on_the_emulated_nccl(tmp_path, monkeypatc
     assert "ranks agree on every decision: True" in text
     # What a stall would show: the arms never run, the budget, the price of a round.
     assert "; never run: " in text and "against a do-no-harm budget of " in text
-    assert all(r["learn"]["round_cost_us"] >= 0 for r in ranks)
     assert "- the last consensus round cost the caller " in text
