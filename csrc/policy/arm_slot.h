@@ -81,8 +81,8 @@ struct ArmSlot {
   double prior_extra_ratio = 0;
   uint64_t worth_from_call = 0;
   bool deferred = false;  // not worth a first probe yet (until the state has seen more calls)
-  // Until its first cost, priced at prior_us x this: what the group's measured caps say of the
-  // prior (cap_evidence.h); 1 when they say nothing.
+  // Until its first cost, priced at prior_us x this: what the group's measured costs say of the
+  // prior (arm_evidence.h); 1 when they say nothing.
   double evidence_factor = 1.0;
   // Refreshed every round: what one more probe is expected to cost over the default (µs), and
   // the expected extra of this arm's probes whose costs are still in flight.

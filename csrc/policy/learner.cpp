@@ -96,7 +96,7 @@ struct Learner::Impl {
   // The group's do-no-harm budget, shared by its states (stable address: states point to it).
   std::unique_ptr<RegretBudget> budget = std::make_unique<RegretBudget>();
   std::unique_ptr<StepTrialBoard> trials = std::make_unique<StepTrialBoard>();
-  std::unique_ptr<CapEvidenceBoard> caps = std::make_unique<CapEvidenceBoard>();
+  std::unique_ptr<ArmEvidenceBoard> evidence = std::make_unique<ArmEvidenceBoard>();
   MeasureCost measure;      // the last known cost of measuring
   bool last_probe = false;  // the group's previous decision was a probe
   bool long_probe = false;  // the previous outcome applied was a long probe (kSkewRatio)
@@ -130,7 +130,7 @@ struct Learner::Impl {
     const uint32_t id = static_cast<uint32_t>(states.size());
     const int role = static_cast<int>(ctx.role);
     states.emplace_back(id, ctx, bin, config.heads[role], *catalog, budget.get(), trials.get(),
-                        caps.get());
+                        evidence.get());
     index[key] = static_cast<int32_t>(id);
     PolicyState& s = states.back();
     if (pending_index[key] >= 0) {

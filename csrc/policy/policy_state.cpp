@@ -123,7 +123,8 @@ std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, const CollectiveC
 
 PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin,
                          const HeadConfig& head, const ArmCatalog& catalog,
-                         RegretBudget* group_budget, StepTrialBoard* trials, CapEvidenceBoard* caps)
+                         RegretBudget* group_budget, StepTrialBoard* trials,
+                         ArmEvidenceBoard* evidence)
     : id_(id),
       role_(ctx.role),
       op_(ctx.op),
@@ -138,7 +139,7 @@ PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin
       budget_ppm_(probe_ppm_),
       group_(group_budget),
       trials_(trials),
-      caps_(caps) {
+      evidence_(evidence) {
   const std::vector<Arm>& arms = catalog.arms(op_);
   if (arms.empty() || arms.size() > static_cast<size_t>(std::numeric_limits<int16_t>::max())) {
     throw std::logic_error(std::string("arm catalog returned ") + std::to_string(arms.size()) +
@@ -193,28 +194,36 @@ int PolicyState::uncapped_twin(const ArmSlot& cap) const {
   return -1;
 }
 
-void PolicyState::exchange_cap_evidence() {
-  if (!has_caps_) return;  // CPU states: every arm holds what the default holds
+void PolicyState::exchange_evidence() {
+  const ArmSlot& def = slots_[default_slot_];
   bool repriced = false;
   for (int i = 0; i < num_slots(); ++i) {
     ArmSlot& a = slots_[i];
-    if (!(a.footprint < 1.0)) continue;
+    if (a.arm == kDefaultArm) continue;
     if (a.stats.count() > 0) {  // measured in this regime: its word on the others
-      // Against the arm it caps, so that what the prior misjudges of the algorithm or protocol
-      // does not count as the channel count's error.
-      const int t = uncapped_twin(a);
-      const double factor = t >= 0 && slots_[t].view.n > 0
-                                ? (a.view.center / slots_[t].view.center) /
-                                      (a.prior_us / slots_[t].prior_us)
-                                : 1.0;
-      caps_->post(id_, a.arm, op_, size_bin_, a.footprint, std::isfinite(factor) ? factor : 1.0);
+      // Its cost over the default's, and a cap's over the arm it caps, each against the prior's.
+      const auto factor = [&](const ArmSlot& ref) {
+        const double f = ref.view.n > 0
+                             ? (a.view.center / ref.view.center) / (a.prior_us / ref.prior_us)
+                             : 1.0;
+        return std::isfinite(f) ? f : 1.0;
+      };
+      const int t = a.footprint < 1.0 ? uncapped_twin(a) : -1;
+      evidence_->post(id_, a.arm, op_, size_bin_, a.footprint, factor(def),
+                      t >= 0 ? factor(slots_[t]) : 1.0);
       continue;
     }
-    caps_->post(id_, a.arm, op_, size_bin_, a.footprint, 1.0);  // no costs (a new regime): none
-    if (a.issued > 0) continue;                                 // its first cost is coming
-    const double f = caps_->factor(op_, size_bin_, a.footprint);
+    evidence_->post(id_, a.arm, op_, size_bin_, a.footprint, 1.0, 1.0);  // no costs (a new regime)
+    if (a.issued > 0) continue;                                          // its first cost is coming
+    const double same_arm = evidence_->arm_factor(op_, size_bin_, a.arm);
+    const double caps = a.footprint < 1.0 ? evidence_->cap_factor(op_, size_bin_, a.footprint)
+                                          : 1.0;
+    const double f = std::max(same_arm, caps);
     if (f == a.evidence_factor) continue;
-    if (a.evidence_factor == 1.0) note("priced by a measured cap", incumbent_, i);
+    if (a.evidence_factor == 1.0) {
+      note(same_arm >= caps ? "priced by its costs in another state" : "priced by a measured cap",
+           incumbent_, i);
+    }
     a.evidence_factor = f;
     repriced = true;
   }
@@ -374,7 +383,7 @@ void PolicyState::refresh_views() {
 
 void PolicyState::evaluate(const MeasureCost& measure) {
   refresh_views();  // also in warm-up and frozen: the views are what stats() reports
-  exchange_cap_evidence();
+  exchange_evidence();
   update_measure_rates(measure);
   update_budget_view();
   if (frozen_ || phase_ == LearnPhase::kWarmup) return;
@@ -630,7 +639,7 @@ void PolicyState::propose_footprint_trial() {
     const double per_call = c.stats.count() > 0 ? c.view.center / inc.view.center
                                                 : priced_us(c) / inc.prior_us;
     if (!(per_call <= kFootprintMaxSlowdown)) {
-      // Not one whose price comes from another cap's costs: that is evidence, not the prior's word.
+      // Not one whose price comes from measured costs: that is evidence, not the prior's word.
       if (c.stats.count() == 0 && c.evidence_factor == 1.0 &&
           (awaited < 0 || c.footprint > slots_[awaited].footprint)) {
         awaited = i;
@@ -824,7 +833,7 @@ bool PolicyState::cannot_win_by_prior(const ArmSlot& c) const {
   const ArmSlot& inc = slots_[incumbent_];
   const double prior_var = c.prior_sigma * c.prior_sigma + inc.prior_sigma * inc.prior_sigma;
   const double prior_ratio = priced_us(c) / inc.prior_us;
-  // Priced by another cap's costs (cap_evidence.h) at kHopelessRatio x the incumbent or more:
+  // Priced by measured costs (arm_evidence.h) at kHopelessRatio x the incumbent or more:
   // resolved, as one cost that far above would eliminate it.
   if (c.evidence_factor > 1.0 && prior_ratio >= kHopelessRatio) return true;
   if (!(prior_var > 0) || !std::isfinite(prior_var) || !(prior_ratio > 0) ||

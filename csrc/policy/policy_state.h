@@ -17,8 +17,8 @@
 
 #include "core/types.h"
 #include "policy/arm_catalog.h"
+#include "policy/arm_evidence.h"
 #include "policy/arm_slot.h"
-#include "policy/cap_evidence.h"
 #include "policy/cusum.h"
 #include "policy/learner.h"
 
@@ -269,7 +269,7 @@ class PolicyState {
   // kept in probe order (pruned last, then prior, then arm index).
   PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin, const HeadConfig& head,
               const ArmCatalog& catalog, RegretBudget* group_budget, StepTrialBoard* trials,
-              CapEvidenceBoard* caps);
+              ArmEvidenceBoard* evidence);
 
   // Hot path: picks the slot for the next call and counts it; `measure` tells whether its cost
   // is wanted. No allocation.
@@ -555,12 +555,12 @@ class PolicyState {
   uint32_t probe_cap() const { return static_cast<uint32_t>(head_.min_samples) * kProbeCapFactor; }
   void set_prior_ratios();  // each arm's prior cost relative to the default's (constructor)
   void refresh_views();     // views of arms whose costs arrived since the last refresh
-  // Posts this state's measured caps to the group's board and prices its unmeasured ones by what
-  // the board says (cap_evidence.h); at every round.
-  void exchange_cap_evidence();
+  // Posts this state's measured arms to the group's board and prices its unmeasured ones by what
+  // the board says (arm_evidence.h); at every round.
+  void exchange_evidence();
   // The slot of the arm `cap` caps (same algorithm, protocol, chunk); -1 if none.
   int uncapped_twin(const ArmSlot& cap) const;
-  // The prior's price of an arm, as the group's measured caps correct it.
+  // The prior's price of an arm, as the group's measured costs correct it.
   static double priced_us(const ArmSlot& a) { return a.prior_us * a.evidence_factor; }
   // The phases of evaluate().
   void update_measure_rates(const MeasureCost& measure);
@@ -641,8 +641,8 @@ class PolicyState {
   std::vector<StateEvent> events_;
   // The step trial (overlapped states): the challenger's slot while one runs, -1 otherwise.
   StepTrialBoard* trials_;
-  CapEvidenceBoard* caps_;  // the group's measured caps (cap_evidence.h)
-  bool has_caps_ = false;   // some candidate holds less than the default
+  ArmEvidenceBoard* evidence_;  // what the group's measured arms say (arm_evidence.h)
+  bool has_caps_ = false;       // some candidate holds less than the default
   // Channels of the default's call (states with channel caps): as the prior's model derives
   // them, and the most NCCL reported running it on (0: not reported; NCCL >= 2.30). Shown in
   // stats(); the report bounds which caps stay offered (kMinCapShare), but does not price them

@@ -1,6 +1,7 @@
-// A channel cap measured far beyond its prior prices the group's other caps
-// (policy/cap_evidence.h): the states of the same calls do not pay the same first probe again, and
-// the footprint descent does not walk on to caps the evidence rules out.
+// An arm measured far beyond its prior prices it in the group's other states of the same calls, and
+// a channel cap so measured prices the other caps (policy/arm_evidence.h): the states of the same
+// calls do not pay the same first probe again, and the footprint descent does not walk on to caps
+// the evidence rules out.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,29 +10,45 @@
 #include <vector>
 
 #include "contexts.h"
-#include "policy/cap_evidence.h"
+#include "policy/arm_evidence.h"
 #include "policy/learner.h"
 
 namespace dynamiccl {
 namespace {
 
-TEST(CapEvidence, AFactorPricesArmsHoldingNoMoreInTheSameOpAndSizeBin) {
-  CapEvidenceBoard board;
-  EXPECT_EQ(board.factor(OpKind::kAllReduce, 27, 0.5), 1.0);
-  board.post(/*state=*/0, /*arm=*/3, OpKind::kAllReduce, 27, /*footprint=*/0.5, /*factor=*/8.0);
-  EXPECT_EQ(board.factor(OpKind::kAllReduce, 27, 0.5), 8.0);
-  EXPECT_EQ(board.factor(OpKind::kAllReduce, 27, 0.25), 8.0);  // holds less: at least as far off
-  EXPECT_EQ(board.factor(OpKind::kAllReduce, 27, 0.75), 1.0);  // holds more: not said
-  EXPECT_EQ(board.factor(OpKind::kAllReduce, 26, 0.5), 1.0);   // another size bin
-  EXPECT_EQ(board.factor(OpKind::kAllGather, 27, 0.5), 1.0);   // another op
+TEST(ArmEvidence, ACapsFactorPricesArmsHoldingNoMoreInTheSameOpAndSizeBin) {
+  ArmEvidenceBoard board;
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 27, 0.5), 1.0);
+  board.post(/*state=*/0, /*arm=*/3, OpKind::kAllReduce, 27, /*footprint=*/0.5,
+             /*arm_factor=*/1.0, /*cap_factor=*/8.0);
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 27, 0.5), 8.0);
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 27, 0.25), 8.0);  // holds less: as far off
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 27, 0.75), 1.0);  // holds more: not said
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 26, 0.5), 1.0);   // another size bin
+  EXPECT_EQ(board.cap_factor(OpKind::kAllGather, 27, 0.5), 1.0);   // another op
+  EXPECT_EQ(board.arm_factor(OpKind::kAllReduce, 27, 3), 1.0);     // nothing said of the arm
   // Another state's word on the same arm stands beside it; the largest prices.
-  board.post(1, 3, OpKind::kAllReduce, 27, 0.5, 4.0);
-  EXPECT_EQ(board.factor(OpKind::kAllReduce, 27, 0.5), 8.0);
-  // Later costs within kCapEvidenceFactor of the prior withdraw the first state's word.
-  board.post(0, 3, OpKind::kAllReduce, 27, 0.5, 1.2);
-  EXPECT_EQ(board.factor(OpKind::kAllReduce, 27, 0.5), 4.0);
-  board.post(1, 3, OpKind::kAllReduce, 27, 0.5, kCapEvidenceFactor);
-  EXPECT_EQ(board.factor(OpKind::kAllReduce, 27, 0.5), 1.0);
+  board.post(1, 3, OpKind::kAllReduce, 27, 0.5, 1.0, 4.0);
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 27, 0.5), 8.0);
+  // Later costs within kEvidenceFactor of the prior withdraw the first state's word.
+  board.post(0, 3, OpKind::kAllReduce, 27, 0.5, 1.0, 1.2);
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 27, 0.5), 4.0);
+  board.post(1, 3, OpKind::kAllReduce, 27, 0.5, 1.0, kEvidenceFactor);
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 27, 0.5), 1.0);
+}
+
+TEST(ArmEvidence, AnArmsFactorPricesTheSameArmInTheSameOpAndSizeBin) {
+  ArmEvidenceBoard board;
+  board.post(/*state=*/0, /*arm=*/2, OpKind::kAllReduce, 27, /*footprint=*/1.0,
+             /*arm_factor=*/9.0, /*cap_factor=*/9.0);
+  EXPECT_EQ(board.arm_factor(OpKind::kAllReduce, 27, 2), 9.0);
+  EXPECT_EQ(board.arm_factor(OpKind::kAllReduce, 27, 3), 1.0);  // another arm
+  EXPECT_EQ(board.arm_factor(OpKind::kAllReduce, 26, 2), 1.0);  // another size bin
+  EXPECT_EQ(board.arm_factor(OpKind::kAllGather, 27, 2), 1.0);  // another op
+  // An arm holding all the default holds is no cap: it says nothing of the caps.
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 27, 0.5), 1.0);
+  board.post(0, 2, OpKind::kAllReduce, 27, 1.0, 1.4, 1.0);  // within kEvidenceFactor: withdrawn
+  EXPECT_EQ(board.arm_factor(OpKind::kAllReduce, 27, 2), 1.0);
 }
 
 // A communicator whose channel count the prior under-estimates eightfold: "ring/c2" holds half the
@@ -64,14 +81,37 @@ class UnderCountedChannelsCatalog : public ArmCatalog {
 };
 constexpr double kCallUs[] = {100, 100, 1600, 3200};
 
+// Two protocols on all the channels: "ring/LL", priced at 1.9x the default, runs 17x (NCCL's
+// socket transport, benchmarks/gpu/results.md, (f)).
+class SlowProtocolCatalog : public ArmCatalog {
+ public:
+  SlowProtocolCatalog() {
+    arms_.push_back(Arm{"default", Action{}});
+    arms_.push_back(Arm{"ring/LL", Action{}});
+    arms_[1].action.algo = 1;
+    arms_[1].action.proto = 0;
+  }
+  const std::vector<Arm>& arms(OpKind) const override { return arms_; }
+  double prior_cost_us(OpKind, uint16_t arm, uint64_t, int) const override {
+    return arm == 0 ? 100.0 : 190.0;
+  }
+
+ private:
+  std::vector<Arm> arms_;
+};
+constexpr double kSlowProtocolUs[] = {100, 1700};
+
 constexpr uint64_t kBucketBytes = 64 << 20;
 
 // Per step, four overlapped buckets and, from step 100, an exposed last bucket of the same size
 // (two states of one op and size bin), for 1500 steps. NCCL reports running the default's calls on
 // `nccl_channels` (0: an NCCL before 2.30, which says nothing).
-std::vector<StateStats> run_buckets(int nccl_channels) {
+std::vector<StateStats> run_buckets(
+    int nccl_channels,
+    std::shared_ptr<const ArmCatalog> catalog = std::make_shared<UnderCountedChannelsCatalog>(),
+    const double* call_us = kCallUs) {
   LearnerConfig cfg;
-  Learner learner(cfg, std::make_shared<UnderCountedChannelsCatalog>());
+  Learner learner(cfg, std::move(catalog));
   const CollectiveContext bucket = overlapped_bucket(kBucketBytes);
   CollectiveContext last = bucket;
   last.exposure = Exposure::kExposed;
@@ -81,12 +121,12 @@ std::vector<StateStats> run_buckets(int nccl_channels) {
     double step_us = 5000;
     for (int c = 0; c < (step < 100 ? 4 : 5); ++c) {
       const Decision d = learner.decide(c < 4 ? bucket : last);
-      step_us += kCallUs[d.arm];
+      step_us += call_us[d.arm];
       if (d.measure) {
         // A cap runs on its cap, any other arm on all of the communicator's channels.
         const int channels = nccl_channels > 0 && d.action.channels > 0 ? d.action.channels
                                                                         : nccl_channels;
-        round.calls.push_back({d.state_id, d.arm, static_cast<float>(kCallUs[d.arm]), d.probe,
+        round.calls.push_back({d.state_id, d.arm, static_cast<float>(call_us[d.arm]), d.probe,
                                d.after_probe, static_cast<uint16_t>(channels)});
       }
       if (++calls % 16 == 0) {
@@ -114,7 +154,7 @@ bool has_event(const StateStats& state, const std::string& what) {
                      [&](const StateEvent& e) { return e.what == what; });
 }
 
-TEST(CapEvidence, ACapMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
+TEST(ArmEvidence, ACapMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
   // NCCL says nothing of its channels. The overlapped state's descent awaits "ring/c2" (the
   // prior rules it out, its first cost might not) and measures it at 16x "ring". Without the
   // evidence, the descent then awaited "ring/c1" and the exposed state, once it had seen enough
@@ -130,11 +170,24 @@ TEST(CapEvidence, ACapMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
   for (const StateStats& st : states) EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
 }
 
+TEST(ArmEvidence, AnArmMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
+  // The overlapped state probes "ring/LL" once, at 17x the default (8.9x its price). Without the
+  // evidence the exposed state, once it had seen enough calls to make a first probe worth it at
+  // the prior's price, paid that probe again.
+  const std::vector<StateStats> states = run_buckets(
+      /*nccl_channels=*/0, std::make_shared<SlowProtocolCatalog>(), kSlowProtocolUs);
+  ASSERT_EQ(states.size(), 2u);
+  EXPECT_EQ(samples(states[0], "ring/LL"), 1u);
+  EXPECT_EQ(samples(states[1], "ring/LL"), 0u);
+  EXPECT_TRUE(has_event(states[1], "priced by its costs in another state"));
+  for (const StateStats& st : states) EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
+}
+
 // NCCL >= 2.30 reports running the default on 32 channels, eight times the 4 the prior assumed:
 // both caps hold under a quarter of them (kMinCapShare) and are dropped before any probe, in both
 // states. On 8 channels "ring/c2" holds a quarter and stays (the descent probes it once), "ring/c1"
 // is dropped.
-TEST(CapEvidence, CapsHoldingUnderAQuarterOfTheChannelsNcclReportsAreDropped) {
+TEST(ArmEvidence, CapsHoldingUnderAQuarterOfTheChannelsNcclReportsAreDropped) {
   const std::string dropped = "caps under a quarter of NCCL's channels dropped";
   const std::vector<StateStats> states = run_buckets(/*nccl_channels=*/32);
   ASSERT_EQ(states.size(), 2u);
@@ -154,7 +207,7 @@ TEST(CapEvidence, CapsHoldingUnderAQuarterOfTheChannelsNcclReportsAreDropped) {
 // What NCCL >= 2.30 reports running the default's calls on (CallOutcome::channels, agreed over
 // ranks) is kept beside the channels the prior assumed: the most over the default's calls; a
 // cap's report (it ran on fewer by design) and calls with none say nothing.
-TEST(CapEvidence, StatsShowTheChannelsNcclRanTheDefaultOnBesideThePriorsCount) {
+TEST(ArmEvidence, StatsShowTheChannelsNcclRanTheDefaultOnBesideThePriorsCount) {
   LearnerConfig cfg;
   Learner learner(cfg, std::make_shared<UnderCountedChannelsCatalog>());
   const Decision d = learner.decide(overlapped_bucket(kBucketBytes));

@@ -1,0 +1,59 @@
+// What one state's measured arms say about the others' prices (the group's states share it, like
+// the do-no-harm budget and the step trial board). Only in the dearer direction: evidence delays
+// or drops a first probe, it never hurries one.
+//
+// Two words, both about the calls of one op and size bin (the same calls, told apart by their
+// exposure or priority):
+// - An arm's own costs. The calls are the same whatever their exposure, so an arm one state
+//   measured far beyond its price is as far beyond it for the others. Over NCCL's socket
+//   transport (benchmarks/gpu/results.md, (f)) `ring/LL`, priced at 1.9x the default, ran 17x,
+//   and each state of the 25 MiB buckets would pay that first probe.
+// - A channel cap's costs. The NCCL prior prices an arm that holds fewer channels from the
+//   channel count it assumes for the communicator, and from a described topology that count can
+//   be off by a factor: in the simulator's LLM step (32 real channels, 4 assumed on the
+//   data-parallel group) `ring/Simple/c2`, priced at 2x `ring/Simple`, ran 15.5x, and the
+//   footprint descent walked on to the next cap, priced as wrongly. Measured against the arm it
+//   caps (same algorithm and protocol on every channel), so that what the prior misjudges of
+//   those is not taken for the channel count, it prices every cap holding no more.
+// A word counts beyond kEvidenceFactor times the prior's ratio: within it, costs say nothing the
+// prior's own error does not.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/types.h"
+
+namespace dynamiccl {
+
+constexpr double kEvidenceFactor = 1.5;
+
+class ArmEvidenceBoard {
+ public:
+  // State `state` measured `arm` (holding `footprint` of the default) in calls of (op, size_bin):
+  // at `arm_factor` x the price its prior gave it relative to the default and, for a cap, at
+  // `cap_factor` x relative to the arm it caps. Replaces that state's earlier word on the arm;
+  // factors within kEvidenceFactor withdraw it.
+  void post(uint32_t state, uint16_t arm, OpKind op, int size_bin, double footprint,
+            double arm_factor, double cap_factor);
+  // What other states' costs of `arm` in (op, size_bin) say of its price: the largest factor
+  // posted for it, 1 when there is none.
+  double arm_factor(OpKind op, int size_bin, uint16_t arm) const;
+  // What measured caps say of an arm holding `footprint` (< 1) in (op, size_bin): the largest
+  // factor posted for a cap holding at least as much, 1 when there is none.
+  double cap_factor(OpKind op, int size_bin, double footprint) const;
+
+ private:
+  struct Entry {
+    uint32_t state;
+    uint16_t arm;
+    OpKind op;
+    int size_bin;
+    double footprint;
+    double arm_factor;  // 1: no word on the arm itself
+    double cap_factor;  // 1: no word on the caps
+  };
+  std::vector<Entry> entries_;  // a few per group: one per arm measured beyond its prior
+};
+
+}  // namespace dynamiccl
