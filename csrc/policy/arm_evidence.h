@@ -16,7 +16,10 @@
 //   caps (same algorithm and protocol on every channel), so that what the prior misjudges of
 //   those is not taken for the channel count, it prices every cap holding no more.
 // A word counts beyond kEvidenceFactor times the prior's ratio: within it, costs say nothing the
-// prior's own error does not.
+// prior's own error does not. It stands until the state that said it measures the arm again,
+// through that state's re-opens: a re-open drops its costs and parks the arms far beyond the others
+// without measuring them, and a word withdrawn with those costs let every state of the calls pay
+// that probe again, the one that said it too.
 #pragma once
 
 #include <cstdint>

@@ -213,15 +213,18 @@ void PolicyState::exchange_evidence() {
                       t >= 0 ? factor(slots_[t]) : 1.0);
       continue;
     }
-    evidence_->post(id_, a.arm, op_, size_bin_, a.footprint, 1.0, 1.0);  // no costs (a new regime)
-    if (a.issued > 0) continue;                                          // its first cost is coming
+    // No costs in this regime: the word of an earlier one stands. A re-open parks the arms far
+    // beyond the others rather than measure them again; withdrawn, the word would let the other
+    // states of the same calls pay that first probe after all (the emulated GPU proof's 25 MiB
+    // buckets: ring/LL at 34x the default, once in each state).
+    if (a.issued > 0) continue;  // its first cost is coming
     const double same_arm = evidence_->arm_factor(op_, size_bin_, a.arm);
     const double caps = a.footprint < 1.0 ? evidence_->cap_factor(op_, size_bin_, a.footprint)
                                           : 1.0;
     const double f = std::max(same_arm, caps);
     if (f == a.evidence_factor) continue;
     if (a.evidence_factor == 1.0) {
-      note(same_arm >= caps ? "priced by its costs in another state" : "priced by a measured cap",
+      note(same_arm >= caps ? "priced by its measured costs" : "priced by a measured cap",
            incumbent_, i);
     }
     a.evidence_factor = f;
@@ -1011,8 +1014,13 @@ int PolicyState::pick_runner_up() const {
     if (i == incumbent_ || a.unavailable || a.parked || a.step_rejected || a.cross_rejected) {
       continue;
     }
+    if (a.stats.count() == 0) {
+      // Not one that measured costs put out of reach (arm_evidence.h): re-checked, it would pay
+      // the first probe the evidence ruled out.
+      if (first < 0 && !(a.evidence_factor > 1.0 && cannot_win_by_prior(a))) first = i;
+      continue;
+    }
     if (first < 0) first = i;
-    if (a.stats.count() == 0) continue;
     if (best < 0 || a.view.center < slots_[best].view.center) best = i;
   }
   return best >= 0 ? best : first;

@@ -103,15 +103,21 @@ constexpr double kSlowProtocolUs[] = {100, 1700};
 
 constexpr uint64_t kBucketBytes = 64 << 20;
 
-// Per step, four overlapped buckets and, from step 100, an exposed last bucket of the same size
-// (two states of one op and size bin), for 1500 steps. NCCL reports running the default's calls on
-// `nccl_channels` (0: an NCCL before 2.30, which says nothing).
-std::vector<StateStats> run_buckets(
-    int nccl_channels,
-    std::shared_ptr<const ArmCatalog> catalog = std::make_shared<UnderCountedChannelsCatalog>(),
-    const double* call_us = kCallUs) {
+// Per step, four overlapped buckets and, from step `exposed_from`, an exposed last bucket of the
+// same size (two states of one op and size bin), for 1500 steps; from step `slower_from` every arm
+// costs twice as much. NCCL reports running the default's calls on `nccl_channels` (0: an NCCL
+// before 2.30, which says nothing).
+struct Buckets {
+  int nccl_channels = 0;
+  std::shared_ptr<const ArmCatalog> catalog = std::make_shared<UnderCountedChannelsCatalog>();
+  const double* call_us = kCallUs;
+  int exposed_from = 100;
+  int slower_from = 1500;
+};
+
+std::vector<StateStats> run_buckets(const Buckets& b) {
   LearnerConfig cfg;
-  Learner learner(cfg, std::move(catalog));
+  Learner learner(cfg, b.catalog);
   const CollectiveContext bucket = overlapped_bucket(kBucketBytes);
   CollectiveContext last = bucket;
   last.exposure = Exposure::kExposed;
@@ -119,14 +125,15 @@ std::vector<StateStats> run_buckets(
   uint64_t calls = 0, first_step = 0;
   for (int step = 0; step < 1500; ++step) {
     double step_us = 5000;
-    for (int c = 0; c < (step < 100 ? 4 : 5); ++c) {
+    for (int c = 0; c < (step < b.exposed_from ? 4 : 5); ++c) {
       const Decision d = learner.decide(c < 4 ? bucket : last);
-      step_us += call_us[d.arm];
+      const double call_us = b.call_us[d.arm] * (step < b.slower_from ? 1 : 2);
+      step_us += call_us;
       if (d.measure) {
         // A cap runs on its cap, any other arm on all of the communicator's channels.
-        const int channels = nccl_channels > 0 && d.action.channels > 0 ? d.action.channels
-                                                                        : nccl_channels;
-        round.calls.push_back({d.state_id, d.arm, static_cast<float>(call_us[d.arm]), d.probe,
+        const int channels = b.nccl_channels > 0 && d.action.channels > 0 ? d.action.channels
+                                                                          : b.nccl_channels;
+        round.calls.push_back({d.state_id, d.arm, static_cast<float>(call_us), d.probe,
                                d.after_probe, static_cast<uint16_t>(channels)});
       }
       if (++calls % 16 == 0) {
@@ -140,6 +147,11 @@ std::vector<StateStats> run_buckets(
     round.step_times_us.push_back(step_us);
   }
   return learner.stats();
+}
+std::vector<StateStats> run_buckets(int nccl_channels) {
+  Buckets b;
+  b.nccl_channels = nccl_channels;
+  return run_buckets(b);
 }
 
 uint64_t samples(const StateStats& state, const std::string& arm) {
@@ -174,13 +186,33 @@ TEST(ArmEvidence, AnArmMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) 
   // The overlapped state probes "ring/LL" once, at 17x the default (8.9x its price). Without the
   // evidence the exposed state, once it had seen enough calls to make a first probe worth it at
   // the prior's price, paid that probe again.
-  const std::vector<StateStats> states = run_buckets(
-      /*nccl_channels=*/0, std::make_shared<SlowProtocolCatalog>(), kSlowProtocolUs);
+  Buckets b;
+  b.catalog = std::make_shared<SlowProtocolCatalog>();
+  b.call_us = kSlowProtocolUs;
+  const std::vector<StateStats> states = run_buckets(b);
   ASSERT_EQ(states.size(), 2u);
   EXPECT_EQ(samples(states[0], "ring/LL"), 1u);
   EXPECT_EQ(samples(states[1], "ring/LL"), 0u);
-  EXPECT_TRUE(has_event(states[1], "priced by its costs in another state"));
+  EXPECT_TRUE(has_event(states[1], "priced by its measured costs"));
   for (const StateStats& st : states) EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
+}
+
+TEST(ArmEvidence, AWordOutlivesARegimeChangeOfTheStateThatSaidIt) {
+  // The overlapped state probes "ring/LL", then every cost doubles: the default's alarm re-opens
+  // the state and every cost it had is dropped. The exposed state comes after that. The word
+  // stands, so neither pays the probe again. Withdrawn with the costs, it let both pay it; and
+  // kept, it did not stop the exposed state's re-check of its runner-up, which, when no other arm
+  // has costs, was the first arm without them: "ring/LL".
+  Buckets b;
+  b.catalog = std::make_shared<SlowProtocolCatalog>();
+  b.call_us = kSlowProtocolUs;
+  b.slower_from = 300;
+  b.exposed_from = 600;
+  const std::vector<StateStats> states = run_buckets(b);
+  ASSERT_EQ(states.size(), 2u);
+  EXPECT_TRUE(has_event(states[0], "reopened: the incumbent got slower"));
+  EXPECT_EQ(samples(states[0], "ring/LL"), 1u);
+  EXPECT_EQ(samples(states[1], "ring/LL"), 0u);
 }
 
 // NCCL >= 2.30 reports running the default on 32 channels, eight times the 4 the prior assumed:
