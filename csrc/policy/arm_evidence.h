@@ -16,10 +16,10 @@
 //   caps (same algorithm and protocol on every channel), so that what the prior misjudges of
 //   those is not taken for the channel count, it prices every cap holding no more.
 // A word counts beyond kEvidenceFactor times the prior's ratio: within it, costs say nothing the
-// prior's own error does not. It stands until the state that said it measures the arm again,
-// through that state's re-opens: a re-open drops its costs and parks the arms far beyond the others
-// without measuring them, and a word withdrawn with those costs let every state of the calls pay
-// that probe again, the one that said it too.
+// prior's own error does not. A re-open of the state that said it drops its costs, and the word
+// with them, except for an arm that was far beyond the default (kFarBeyondRatio): the re-open parks
+// it without measuring it again, and a word withdrawn with its costs let every state of the calls
+// pay that probe again, the one that said it too.
 #pragma once
 
 #include <cstdint>
@@ -39,8 +39,9 @@ class ArmEvidenceBoard {
   // factors within kEvidenceFactor withdraw it.
   void post(uint32_t state, uint16_t arm, OpKind op, int size_bin, double footprint,
             double arm_factor, double cap_factor);
-  // What other states' costs of `arm` in (op, size_bin) say of its price: the largest factor
-  // posted for it, 1 when there is none.
+  // What measured costs of `arm` in (op, size_bin) say of its price (another state's, or, for an
+  // arm far beyond, the asking state's before a re-open): the largest factor posted for it, 1 when
+  // there is none.
   double arm_factor(OpKind op, int size_bin, uint16_t arm) const;
   // What measured caps say of an arm holding `footprint` (< 1) in (op, size_bin): the largest
   // factor posted for a cap holding at least as much, 1 when there is none.

@@ -213,10 +213,14 @@ void PolicyState::exchange_evidence() {
                       t >= 0 ? factor(slots_[t]) : 1.0);
       continue;
     }
-    // No costs in this regime: the word of an earlier one stands. A re-open parks the arms far
-    // beyond the others rather than measure them again; withdrawn, the word would let the other
-    // states of the same calls pay that first probe after all (the emulated GPU proof's 25 MiB
-    // buckets: ring/LL at 34x the default, once in each state).
+    // No costs in this regime (a re-open dropped them). The word of an earlier one stands for an
+    // arm that was far beyond the default then (kFarBeyondRatio): no change of regime makes it a
+    // winner, and a re-open parks it without measuring it again, so withdrawn, the word would let
+    // every state of the same calls pay that probe again (the emulated GPU proof's 25 MiB buckets:
+    // ring/LL at 34x the default, once in each state). Any other word goes with its costs.
+    if (!(a.prev_center > kFarBeyondRatio * def.prev_center)) {
+      evidence_->post(id_, a.arm, op_, size_bin_, a.footprint, 1.0, 1.0);
+    }
     if (a.issued > 0) continue;  // its first cost is coming
     const double same_arm = evidence_->arm_factor(op_, size_bin_, a.arm);
     const double caps = a.footprint < 1.0 ? evidence_->cap_factor(op_, size_bin_, a.footprint)

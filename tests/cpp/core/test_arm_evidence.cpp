@@ -199,10 +199,11 @@ TEST(ArmEvidence, AnArmMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) 
 
 TEST(ArmEvidence, AWordOutlivesARegimeChangeOfTheStateThatSaidIt) {
   // The overlapped state probes "ring/LL", then every cost doubles: the default's alarm re-opens
-  // the state and every cost it had is dropped. The exposed state comes after that. The word
-  // stands, so neither pays the probe again. Withdrawn with the costs, it let both pay it; and
-  // kept, it did not stop the exposed state's re-check of its runner-up, which, when no other arm
-  // has costs, was the first arm without them: "ring/LL".
+  // the state and every cost it had is dropped. The exposed state comes after that. The word on
+  // an arm far beyond the default (kFarBeyondRatio) stands, so neither pays the probe again.
+  // Withdrawn with the costs, it let both pay it; and kept, it did not stop the exposed state's
+  // re-check of its runner-up, which, when no other arm has costs, was the first arm without
+  // them: "ring/LL".
   Buckets b;
   b.catalog = std::make_shared<SlowProtocolCatalog>();
   b.call_us = kSlowProtocolUs;
