@@ -182,17 +182,26 @@ TEST(ArmEvidence, ACapMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
   for (const StateStats& st : states) EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
 }
 
+Buckets slow_protocol() {
+  Buckets b;
+  b.catalog = std::make_shared<SlowProtocolCatalog>();
+  b.call_us = kSlowProtocolUs;
+  return b;
+}
+
+// "ring/LL"'s first probe was paid once in the group: by the overlapped state, not the exposed one.
+void expect_paid_once(const std::vector<StateStats>& states) {
+  ASSERT_EQ(states.size(), 2u);
+  EXPECT_EQ(samples(states[0], "ring/LL"), 1u);
+  EXPECT_EQ(samples(states[1], "ring/LL"), 0u);
+}
+
 TEST(ArmEvidence, AnArmMeasuredFarBeyondItsPriceIsNotProbedAgainByTheSameCalls) {
   // The overlapped state probes "ring/LL" once, at 17x the default (8.9x its price). Without the
   // evidence the exposed state, once it had seen enough calls to make a first probe worth it at
   // the prior's price, paid that probe again.
-  Buckets b;
-  b.catalog = std::make_shared<SlowProtocolCatalog>();
-  b.call_us = kSlowProtocolUs;
-  const std::vector<StateStats> states = run_buckets(b);
-  ASSERT_EQ(states.size(), 2u);
-  EXPECT_EQ(samples(states[0], "ring/LL"), 1u);
-  EXPECT_EQ(samples(states[1], "ring/LL"), 0u);
+  const std::vector<StateStats> states = run_buckets(slow_protocol());
+  expect_paid_once(states);
   EXPECT_TRUE(has_event(states[1], "priced by its measured costs"));
   for (const StateStats& st : states) EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
 }
@@ -204,16 +213,12 @@ TEST(ArmEvidence, AWordOutlivesARegimeChangeOfTheStateThatSaidIt) {
   // Withdrawn with the costs, it let both pay it; and kept, it did not stop the exposed state's
   // re-check of its runner-up, which, when no other arm has costs, was the first arm without
   // them: "ring/LL".
-  Buckets b;
-  b.catalog = std::make_shared<SlowProtocolCatalog>();
-  b.call_us = kSlowProtocolUs;
+  Buckets b = slow_protocol();
   b.slower_from = 300;
   b.exposed_from = 600;
   const std::vector<StateStats> states = run_buckets(b);
-  ASSERT_EQ(states.size(), 2u);
+  expect_paid_once(states);
   EXPECT_TRUE(has_event(states[0], "reopened: the incumbent got slower"));
-  EXPECT_EQ(samples(states[0], "ring/LL"), 1u);
-  EXPECT_EQ(samples(states[1], "ring/LL"), 0u);
 }
 
 // NCCL >= 2.30 reports running the default on 32 channels, eight times the 4 the prior assumed:
