@@ -1019,9 +1019,9 @@ int PolicyState::pick_runner_up() const {
       continue;
     }
     if (a.stats.count() == 0) {
-      // Not one that measured costs put out of reach (arm_evidence.h): re-checked, it would pay
-      // the first probe the evidence ruled out.
-      if (first < 0 && !(a.evidence_factor > 1.0 && cannot_win_by_prior(a))) first = i;
+      // Not one that cannot win by its price (the prior's, or measured costs' through
+      // arm_evidence.h): re-checked, it would pay the first probe probing declined.
+      if (first < 0 && !cannot_win_by_prior(a)) first = i;
       continue;
     }
     if (first < 0) first = i;
