@@ -93,12 +93,18 @@ def format_summary(group=None) -> str:
                      f"{'incumbent':<14} "
                      f"{'phase':<8} {'calls':>7} {'probes':>6} {'default_us':>10} "
                      f"{'chosen_us':>10} {'speedup':>8} {'budget_used':>11}")
+        stale = False
         for st in sorted(states, key=lambda x: (x["role"], x["op"], x["size_bin"],
                                                 x["exposure"], x["fused"])):
             arms = {a["name"]: a for a in st["arms"]}
             d, c = arms.get("default", {}), arms.get(st["incumbent"], {})
-            # The learner's own yardstick: a winsorized mean of the current regime.
+            # The learner's own yardstick: a winsorized mean of the current regime. A default
+            # without costs since the last re-open (a focused re-open parked it) shows the last
+            # centre it had, the one the ledger still reckons against, marked.
             dm, cm = d.get("center_us", 0.0), c.get("center_us", 0.0)
+            stale_row = d.get("regime_samples", 0) == 0 and st["reference_us"] > 0
+            if stale_row:
+                dm, stale = st["reference_us"], True
             speed = f"{dm / cm:.2f}x" if dm > 0 and cm > 0 else "-"
             phase = "frozen" if st["frozen"] else st["phase"]
             # Do no harm: what learning cost over the default, as a share of what it may cost.
@@ -109,7 +115,11 @@ def format_summary(group=None) -> str:
                          f"{st['exposure'] + ('+f' if st['fused'] else ''):<11} "
                          f"{st['incumbent']:<14} {phase:<8} "
                          f"{st['calls']:>7} {st['probes']:>6} "
-                         f"{dm:>10.1f} {cm:>10.1f} {speed:>8} {used:>11}")
+                         f"{f'{dm:.1f}' + ('*' if stale_row else ''):>10} {cm:>10.1f} {speed:>8} "
+                         f"{used:>11}")
+        if stale:
+            lines.append(f"{'':<14}* the default's cost before the state's last re-open, "
+                         "which did not measure it again")
     return "\n".join(lines)
 
 

@@ -26,6 +26,7 @@ py::dict arm_stats_to_py(const ArmStats& a) {
   ad["name"] = a.name;
   ad["calls"] = a.calls;
   ad["samples"] = a.samples;
+  ad["regime_samples"] = a.regime_samples;
   ad["mean_us"] = a.mean_us;
   ad["median_us"] = a.median_us;
   ad["prior_us"] = a.prior_us;
@@ -68,6 +69,7 @@ py::dict state_stats_to_py(const StateStats& s) {
   d["measured_calls"] = s.measured_calls;
   d["extra_us"] = s.extra_us;
   d["budget_us"] = s.budget_us;
+  d["reference_us"] = s.reference_us;
   if (s.assumed_channels > 0) {  // an engine whose arms hold channels (NCCL)
     d["assumed_channels"] = s.assumed_channels;
     d["nccl_channels"] = s.nccl_channels;

@@ -47,7 +47,10 @@ def parse_log(path: str) -> dict:
                     "role": role, "op": op, "size": size, "exposure": exposure,
                     "incumbent": incumbent,
                     "phase": phase, "calls": int(calls), "probes": int(probes),
-                    "default_us": float(dflt), "chosen_us": float(chosen), "speedup": speedup,
+                    # "*": the default's cost before the state's last re-open (the summary's
+                    # footnote)
+                    "default_us": float(dflt.rstrip("*")), "default_stale": dflt.endswith("*"),
+                    "chosen_us": float(chosen), "speedup": speedup,
                     "budget_used": budget_used})
     return out
 
@@ -161,10 +164,10 @@ def parse_stats(path: str) -> list:
 
 
 def parse_arms(path: str) -> list:
-    """Per all-reduce state that ran more than its warm-up: each arm's costs, median, the centre
-    the learner compares arms by (current regime) and whether it was eliminated (why a state
-    probes on: which arms are still alive at the end), and the state's recent events (switches,
-    cross-checks, trials: "call what from->to")."""
+    """Per all-reduce state that ran more than its warm-up: each arm's costs (all, and since the
+    state's last re-open), median and the centre the learner compares arms by (current regime),
+    and whether it was eliminated (why a state probes on: which arms are still alive at the end),
+    and the state's recent events (switches, cross-checks, trials: "call what from->to")."""
     with open(path) as f:
         stats = json.load(f)["stats"]
     out = []
@@ -172,6 +175,7 @@ def parse_arms(path: str) -> list:
         if s["op"] == "allreduce" and s["probes"] > 0:
             out.append({"size_bin": f">={size_label(s['size_bin'])}", "exposure": s["exposure"],
                         "arms": [{"name": a["name"], "samples": a["samples"],
+                                  "regime_samples": a["regime_samples"],
                                   "median_us": round(a["median_us"], 1),
                                   "center_us": round(a["center_us"], 1),
                                   "eliminated": a["eliminated"]} for a in s["arms"]],

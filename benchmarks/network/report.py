@@ -43,6 +43,12 @@ def ms(us: float) -> str:
     return f"{v:.3g}" if v < 100 else f"{v:.0f}"
 
 
+def arm_median_ms(arm: dict) -> str:
+    """An arm's median since its state's last re-open; '-' when it has none since (a focused
+    re-open parks the arms it does not re-probe). Older records lack regime_samples."""
+    return f"{arm['median_us'] / 1000:.1f}" if arm.get("regime_samples", 1) else "-"
+
+
 def by_config(sweep):
     """{(op, profile, world): {bytes: {arm: row}}}"""
     out = defaultdict(lambda: defaultdict(dict))
@@ -264,17 +270,19 @@ def e2e_section(e2e, cfgs):
                     continue
                 t = states.get(st["size"], {})
                 lines.append(f"| {i} | {st['size']} | {st['incumbent']} | {st['phase']} | "
-                             f"{st['calls']} | {st['probes']} | {st['default_us']:.0f} | "
+                             f"{st['calls']} | {st['probes']} | {st['default_us']:.0f}"
+                             f"{'*' if st.get('default_stale') else ''} | "
                              f"{st['chosen_us']:.0f} | {st['speedup']} | "
                              f"{t.get('final_arm_from_step', '-')} | "
                              f"{t.get('probes_after', '-')} | {t.get('last_probe_step', '-')} |")
         lines.append("")
         arms = [(i, a) for i, r in enumerate(dcl) for a in r.get("arms", [])]
         if arms:  # recorded since da3f2a4
-            lines += ["Each probed state's arms at the end (costs received, median ms; "
-                      "x = eliminated):", "", "| run | size bin | arms |", "|---|---|---|"]
+            lines += ["Each probed state's arms at the end (costs received, median ms since "
+                      "the state's last re-open, - = none since; x = eliminated or parked):", "",
+                      "| run | size bin | arms |", "|---|---|---|"]
             lines += [f"| {i} | {a['size_bin']} | " + ", ".join(
-                f"{x['name']} {x['samples']}/{x['median_us'] / 1000:.1f}"
+                f"{x['name']} {x['samples']}/{arm_median_ms(x)}"
                 f"{' x' if x['eliminated'] else ''}" for x in a["arms"] if x["samples"]) + " |"
                 for i, a in arms]
             lines.append("")

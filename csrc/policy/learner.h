@@ -149,6 +149,9 @@ struct ArmStats {
   std::string name;
   uint64_t calls = 0;    // calls decided with this arm
   uint64_t samples = 0;  // costs received for it
+  // Costs since the state's last re-open, which the mean, median and centre are over (all 0
+  // without one: a focused re-open parks the arms it does not re-probe, the default too).
+  uint64_t regime_samples = 0;
   double mean_us = 0;
   double median_us = 0;  // over a window of recent samples
   double center_us = 0;  // what the learner compares arms by: winsorized mean, current regime
@@ -204,6 +207,9 @@ struct StateStats {
   // the budget it may not exceed (regret_budget x calls x the default's cost).
   double extra_us = 0;
   double budget_us = 0;
+  // The default's cost those are reckoned against: its centre, or without costs since the last
+  // re-open the last centre it had (0 = not measured yet).
+  double reference_us = 0;
   // Channels of the default's call (states with channel caps; 0 = not known): as the prior's
   // model derives them, and the most NCCL reported running it on (NCCL >= 2.30).
   int assumed_channels = 0;

@@ -1181,6 +1181,7 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
   st.calls = calls_;
   st.measured_calls = measured_calls_;
   st.extra_us = extra_us_;
+  st.reference_us = ref_us_;
   st.budget_us = head_.regret_budget * ref_us_ * static_cast<double>(calls_);  // its share
   st.assumed_channels = assumed_channels_;
   st.nccl_channels = reported_channels_;
@@ -1198,6 +1199,7 @@ StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
     as.name = arms[arm].name;
     as.calls = a.calls;
     as.samples = a.samples;
+    as.regime_samples = a.stats.count();
     as.mean_us = a.stats.mean();
     as.median_us = a.window.median_recent(a.window.size());
     as.center_us = a.view.center;
