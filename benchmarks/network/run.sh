@@ -15,6 +15,7 @@
 #
 #   benchmarks/network/run.sh [--quick] [--stages capacity,netcheck,sweep,e2e,forced]
 #                             [--configs NAME,...] [--variants NAME,...] [--out DIR] [--no-build]
+#                             [--keep-traces]
 #
 # --quick: fewer sizes, repetitions and steps (a few minutes), written to
 # build/network-quick unless --out is given; the full run writes benchmarks/network/.
@@ -24,6 +25,8 @@
 # --variants: run these e2e variants (gloo, dynamiccl, dynamiccl_per_call, which are the
 # default, and dynamiccl_replay), e.g. more repetitions of two of them back to back; needs
 # --out, so a record of other variants never replaces the full one.
+# --keep-traces: keep each e2e run's call traces (every rank's DYNAMICCL_TRACE file, ~3 MB a
+# run) in OUT/traces/CONFIG-VARIANT-REP/, for probe_timing.py; without it they are deleted.
 #
 # Profiles (host-to-host one-way delay, per-direction rate of each rank's link):
 #   lan  50 us, 10 Gbit/s      wan  1 ms, 1 Gbit/s
@@ -38,6 +41,7 @@ CONFIGS=""
 VARIANTS=""
 OUT=""
 BUILD_ENV=1
+KEEP_TRACES=0
 while (($#)); do
   case "$1" in
     --quick) QUICK=1 ;;
@@ -46,8 +50,9 @@ while (($#)); do
     --variants) VARIANTS="$2"; shift ;;
     --out) OUT="$2"; shift ;;
     --no-build) BUILD_ENV=0 ;;
+    --keep-traces) KEEP_TRACES=1 ;;
     *) echo "unknown argument $1; accepted: --quick, --stages LIST, --configs LIST," \
-         "--variants LIST, --out DIR, --no-build" >&2
+         "--variants LIST, --out DIR, --no-build, --keep-traces" >&2
        exit 2 ;;
   esac
   shift
@@ -333,6 +338,10 @@ if has_stage e2e; then
           --trace "$LOGS/trace.rank0.jsonl" --stats "$LOGS/stats.json" \
           --config "$name" --args "${cfg#*|}" --backend "$backend" --run "$rep" \
           --steps "$E2E_STEPS" >>"$OUT/e2e.jsonl"
+        if ((KEEP_TRACES)); then
+          mkdir -p "$OUT/traces/$name-$backend-$rep"
+          cp "$LOGS"/trace.rank*.jsonl "$OUT/traces/$name-$backend-$rep/"
+        fi
       done
     done
   done
