@@ -147,3 +147,33 @@ def test_hint_rejects_bad_values():
     with dynamiccl_pg.hint(role="pp", stage=2, direction="backward"):
         assert dynamiccl_pg._C.get_hint()[:5] == (5, -1, -1, 2, 1)
     assert dynamiccl_pg._C.get_hint() == (-1,) * 6  # restored on exit
+
+
+def test_summary_marks_a_default_parked_by_a_re_open(monkeypatch):
+    """A focused re-open parks the arms it does not re-probe, the default too: with no cost since,
+    the summary shows the default's last centre (what the ledger reckons against), marked, and
+    the speedup from it, not 0 and '-'."""
+    from dynamiccl_pg import telemetry
+
+    def state(regime_samples):
+        return {"role": "dp", "op": "allreduce", "size_bin": 16, "exposure": "exposed",
+                "fused": False, "incumbent": "rd", "phase": "settled", "frozen": False,
+                "calls": 1199, "probes": 53, "extra_us": 0.0, "budget_us": 1.0e6,
+                "reference_us": 40000.0,
+                "arms": [{"name": "default", "regime_samples": regime_samples,
+                          "center_us": 41000.0 if regime_samples else 0.0},
+                         {"name": "rd", "regime_samples": 30, "center_us": 20000.0}]}
+
+    def summary(regime_samples):
+        monkeypatch.setattr(telemetry, "stats", lambda group=None: {
+            "group": "0", "group_desc": "default_pg", "group_role": "dp", "mode": "learn",
+            "learned_calls": 1199, "rounds_applied": 40, "calls": [],
+            "states": {"cpu": [state(regime_samples)]}})
+        return [line.split() for line in telemetry.format_summary().splitlines()
+                if line.strip().startswith(("dp", "*"))]
+
+    parked = summary(0)
+    assert parked[0][8:11] == ["40000.0*", "20000.0", "2.00x"], parked
+    assert parked[1][0] == "*", parked
+    measured = summary(7)
+    assert measured[0][8:11] == ["41000.0", "20000.0", "2.05x"] and len(measured) == 1, measured
