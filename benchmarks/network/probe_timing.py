@@ -12,29 +12,21 @@ divided by the calls the state has per step.
         --min-bytes 524288 --calls-per-step 2 --beside-min-bytes 65536
 """
 import argparse
-import glob
-import json
 import os
 import statistics
 from collections import defaultdict
 
-from dynamiccl_pg import _C
+from dynamiccl_pg import _C, trace_report
 
 WINDOW = 25  # steps either side: the default's cost drifts over a run (1st / 2nd half ~5%)
 FIRST = 4    # the shipped dp head's min_samples: the costs a first ranking rests on
 
 
 def calls_of(folder: str) -> list:
-    """The default group's all-reduce calls in issue order, each with its cost (max over ranks)."""
-    calls = {}
-    for path in glob.glob(os.path.join(folder, "trace.rank*.jsonl")):
-        with open(path) as f:
-            for r in map(json.loads, f):
-                if r["group"] != "0" or r["op"] != "allreduce" or r["dur_us"] is None:
-                    continue
-                c = calls.setdefault(r["seq"], dict(r, cost_us=0.0))
-                c["cost_us"] = max(c["cost_us"], r["dur_us"])
-    return [calls[k] for k in sorted(calls)]
+    """The default group's all-reduce calls in issue order, each with its cost (max over ranks,
+    as the product's report joins them)."""
+    return [c for c in trace_report.load(os.path.join(folder, "trace"))
+            if c["group"] == "0" and c["op"] == "allreduce"]
 
 
 def probe_rows(calls: list, lo: int, hi: int, per_step: int, beside_lo: int) -> dict:

@@ -20,9 +20,7 @@ FEW_COSTS = 16  # a handful of probes, no trial: a trial's pairs bring dozens
 def step_aware_runs(path: str, config: str):
     with open(path) as f:
         for r in map(json.loads, f):
-            # Older records name the step-aware variant; newer ones leave it out.
-            if (r.get("config") == config and r.get("backend") == "dynamiccl"
-                    and r.get("variant") in (None, "dynamiccl", "step_aware", "step")):
+            if r["config"] == config and r["backend"] == "dynamiccl":
                 yield r
 
 
