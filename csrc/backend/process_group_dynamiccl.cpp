@@ -132,6 +132,7 @@ ProcessGroupDynamicCCL::ProcessGroupDynamicCCL(int rank, int size, Engines engin
   resolve_forced_arms();
   apply_test_arm_effects();
   init();
+  if (config_.mode != Mode::kOff) cpu_->warm_connections();  // `off` never runs our schedules
 }
 
 void ProcessGroupDynamicCCL::apply_test_arm_effects() {

@@ -2,7 +2,9 @@
 
 #include <ATen/ATen.h>
 
+#include <algorithm>
 #include <thread>
+#include <vector>
 
 namespace dynamiccl {
 
@@ -23,6 +25,42 @@ c10::intrusive_ptr<c10::ivalue::Future> tensor_list_future() {
 
 CpuEngine::CpuEngine(c10::intrusive_ptr<c10d::Backend> p2p, std::chrono::milliseconds timeout)
     : channel_(std::move(p2p), timeout) {}
+
+void CpuEngine::warm_connections() {
+  const int n = channel_.size(), rank = channel_.rank();
+  // The peers at distances +-2^j: ring neighbours, tree parents and children, recursive halving
+  // and doubling partners (every peer in groups of up to 5, about 2 log2(n) in larger ones, where
+  // all-to-all's other peers open on first use). The set is closed under negation: each
+  // connection warms both ways.
+  std::vector<int> shifts;
+  for (int d = 1; d < n; d *= 2) {
+    for (int k : {d, n - d}) {
+      if (std::find(shifts.begin(), shifts.end(), k) == shifts.end()) shifts.push_back(k);
+    }
+  }
+  if (shifts.empty()) return;                 // a group of one
+  constexpr size_t kWindow = 8;               // shifts in flight: bounded receive buffers
+  constexpr uint32_t kWarmTag = 0xffffffffu;  // nothing else is in flight yet
+  // A send area and up to kWindow receive areas per creating thread, kept for its next groups: a
+  // fresh set for every group left the heap fragmented (test_group_lifetime.py).
+  const size_t receives = std::min(kWindow, shifts.size());
+  thread_local std::vector<uint8_t> area;
+  if (area.size() < (receives + 1) * kWarmBytes) area.resize((receives + 1) * kWarmBytes);
+  auto piece = [](size_t i) {
+    return at::from_blob(area.data() + i * kWarmBytes, {kWarmBytes}, at::kByte);
+  };
+  at::Tensor out = piece(receives);
+  std::vector<at::Tensor> in;
+  for (size_t i = 0; i < receives; ++i) in.push_back(piece(i));
+  for (size_t first = 0; first < shifts.size(); first += kWindow) {
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (size_t i = first; i < std::min(first + kWindow, shifts.size()); ++i) {
+      works.push_back(channel_.isend(out, (rank + shifts[i]) % n, kWarmTag));
+      works.push_back(channel_.irecv(in[i - first], (rank - shifts[i] + n) % n, kWarmTag));
+    }
+    for (const auto& w : works) channel_.wait(w);
+  }
+}
 
 std::function<void()> CpuEngine::rescaler(const CpuCallArgs& args) const {
   if (!args.reduction.rescales()) return nullptr;

@@ -53,6 +53,16 @@ class CpuEngine {
                                                     c10::ArrayRef<at::Tensor> outputs,
                                                     const Action& action);
 
+  // Sends kWarmBytes to each peer our schedules talk to, on the connections they use, and
+  // receives as much from each; every rank of the group calls it, before any schedule runs. TCP
+  // opens a connection's congestion window as data flows (slow start), so the first large message
+  // on a connection takes round trips that later ones do not (256 KiB on a 2 ms round trip: 10-12
+  // ms against 5, benchmarks/network/reruns/warm_connections/). Gloo's own connections open
+  // during the default's first calls; without this, ours would open inside each arm's first
+  // probes and make them read dearer than the arm is.
+  static constexpr int64_t kWarmBytes = 256 << 10;
+  void warm_connections();
+
   void set_timeout(std::chrono::milliseconds t) { channel_.set_timeout(t); }
   // Tests only (DYNAMICCL_TEST_SLOW_ARM / _BUSY_ARM), for `schedule` (an Action's algo;
   // kEverySchedule: all of ours). Slow: every call sleeps `us` first. Busy: every call slows the
