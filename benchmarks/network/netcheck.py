@@ -3,6 +3,8 @@
     netcheck.py serve PORT                      # in one namespace
     netcheck.py ping HOST PORT [COUNT]          # in another: RTT of 64-byte TCP ping-pongs
     netcheck.py bulk HOST PORT [SECONDS]        # one TCP stream, sender to receiver
+    netcheck.py first HOST PORT [BYTES]         # a message's time on a new connection, then on
+                                                # the same one warm and after a second idle
 
 Both client modes print one JSON line. Standard library only, so it runs before (and without)
 the project's environment.
@@ -41,6 +43,10 @@ def serve(port: int) -> None:
                         break
                     total += len(data)
                 conn.sendall(str(total).encode())
+            elif mode == b"F":  # one byte back for each message of the announced size
+                size = int(_recv_exact(conn, 12))
+                while _recv_exact(conn, size) is not None:
+                    conn.sendall(b"k")
             elif mode == b"Q":
                 return
 
@@ -99,6 +105,31 @@ def bulk(host: str, port: int, seconds: float) -> dict:
             "seconds": round(elapsed, 2)}
 
 
+def first_use(host: str, port: int, size: int) -> dict:
+    """TCP opens a connection's congestion window as data flows (slow start): the first message
+    on a new connection takes round trips that later ones do not, which is what an arm's first
+    call pays on connections nothing has used yet."""
+    conn = _connect(host, port)
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    conn.sendall(b"F" + b"%12d" % size)
+    payload = b"\0" * size
+
+    def one() -> float:
+        t0 = time.perf_counter()
+        conn.sendall(payload)
+        _recv_exact(conn, 1)
+        return (time.perf_counter() - t0) * 1e3
+
+    first = one()
+    warm = [one() for _ in range(10)]
+    time.sleep(1.0)
+    after_idle = one()
+    conn.close()
+    return {"bytes": size, "first_ms": round(first, 2),
+            "warm_ms_median": round(statistics.median(warm), 2),
+            "after_1s_idle_ms": round(after_idle, 2)}
+
+
 def quit_server(host: str, port: int) -> None:
     conn = _connect(host, port)
     conn.sendall(b"Q")
@@ -113,10 +144,13 @@ def main() -> None:
         print(json.dumps(ping(args[0], int(args[1]), int(args[2]) if len(args) > 2 else 500)))
     elif mode == "bulk":
         print(json.dumps(bulk(args[0], int(args[1]), float(args[2]) if len(args) > 2 else 3.0)))
+    elif mode == "first":
+        print(json.dumps(first_use(args[0], int(args[1]), int(args[2]) if len(args) > 2
+                                   else 256 << 10)))
     elif mode == "quit":
         quit_server(args[0], int(args[1]))
     else:
-        sys.exit(f"unknown mode {mode!r}; accepted: serve, ping, bulk, quit")
+        sys.exit(f"unknown mode {mode!r}; accepted: serve, ping, bulk, first, quit")
 
 
 if __name__ == "__main__":

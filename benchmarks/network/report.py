@@ -105,19 +105,26 @@ def network_section(net, cap):
     if not net and not cap:
         return []  # a run of the e2e or forced stage alone (--out elsewhere)
     lines = ["## The emulated network, measured", ""] + capacity_lines(cap) + [
-             "TCP ping-pong of 64-byte messages (1000 round trips, median and p10–p90) and one "
-             "bulk TCP stream for 3 s, between ranks 0 and 1 of the cluster the sweep then ran on.",
+             "TCP ping-pong of 64-byte messages (1000 round trips, median and p10–p90), one "
+             "bulk TCP stream for 3 s, and a 256 KiB message sent on a new connection, then ten "
+             "more on it (median), between ranks 0 and 1 of the cluster the sweep then ran on. "
+             "First use of a connection: TCP's slow start opens its window as data flows, so a "
+             "schedule's first call on connections nothing used yet pays round trips later "
+             "calls do not; the CPU engine sends that much on its connections when a group is "
+             "created (`CpuEngine::warm_connections`).",
              "",
              "| profile | ranks | target one-way | added by each delay line | measured RTT "
-             "(p10–p90) | measured one-way (RTT/2) | rate (tbf) | measured bulk |",
-             "|---|---|---|---|---|---|---|---|"]
+             "(p10–p90) | measured one-way (RTT/2) | rate (tbf) | measured bulk "
+             "| 256 KiB: first on a connection / then |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in net:
-        p = r["ping"]
+        p, f = r["ping"], r.get("first_use")  # older records have no first_use
+        first = f"{f['first_ms']:.1f} / {f['warm_ms_median']:.1f} ms" if f else "-"
         lines.append(
             f"| {r['profile']} | {r['world']} | {r['target_one_way_us']:g} µs | "
             f"{r['added_delay_us']} µs | {p['rtt_us_median']:.0f} µs ({p['rtt_us_p10']:.0f}–"
             f"{p['rtt_us_p90']:.0f}) | {p['rtt_us_median'] / 2:.0f} µs | {r['rate']} | "
-            f"{r['bulk']['gbit_per_s']:.2f} Gbit/s |")
+            f"{r['bulk']['gbit_per_s']:.2f} Gbit/s | {first} |")
     if net:
         lines += ["", "The machine's own one-way latency through this path, with nothing added, "
                   f"was {net[0]['base_one_way_us']} µs (veth, bridge, a delay line copying in "

@@ -182,21 +182,23 @@ capacity() {
 netcheck() {
   local profile="$1" ranks="$2" seconds="$3"
   rank_exec 1 python3 "$HERE/netcheck.py" serve 5000 &
-  local server=$! ping bulk
+  local server=$! ping bulk first
   ping=$(rank_exec 0 python3 "$HERE/netcheck.py" ping "$(rank_addr 1)" 5000 1000)
   bulk=$(rank_exec 0 python3 "$HERE/netcheck.py" bulk "$(rank_addr 1)" 5000 "$seconds")
+  first=$(rank_exec 0 python3 "$HERE/netcheck.py" first "$(rank_addr 1)" 5000)
   rank_exec 0 python3 "$HERE/netcheck.py" quit "$(rank_addr 1)" 5000
   wait "$server"
-  echo "[network] $profile x$ranks: ping $ping bulk $bulk"
+  echo "[network] $profile x$ranks: ping $ping bulk $bulk first use $first"
   # One JSON line per cluster; a cluster far from its profile would make every number after it
   # meaningless, so that stops the run.
   python3 - "$profile" "$ranks" "${ONE_WAY_US[$profile]}" "${RATE[$profile]}" \
-    "${ADDED_US[$profile]}" "$BASE_ONE_WAY_US" "$ping" "$bulk" >>"$OUT/netcheck.jsonl" <<'EOF'
+    "${ADDED_US[$profile]}" "$BASE_ONE_WAY_US" "$ping" "$bulk" "$first" \
+    >>"$OUT/netcheck.jsonl" <<'EOF'
 import json, sys
-profile, world, target, rate, added, base, ping, bulk = sys.argv[1:]
+profile, world, target, rate, added, base, ping, bulk, first = sys.argv[1:]
 rec = {"profile": profile, "world": int(world), "target_one_way_us": float(target), "rate": rate,
        "added_delay_us": float(added), "base_one_way_us": float(base),
-       "ping": json.loads(ping), "bulk": json.loads(bulk)}
+       "ping": json.loads(ping), "bulk": json.loads(bulk), "first_use": json.loads(first)}
 print(json.dumps(rec))
 one_way = rec["ping"]["rtt_us_median"] / 2
 if not 0.5 * rec["target_one_way_us"] <= one_way <= 2 * rec["target_one_way_us"]:
@@ -338,7 +340,7 @@ if has_stage e2e; then
           --trace "$LOGS/trace.rank0.jsonl" --stats "$LOGS/stats.json" \
           --config "$name" --args "${cfg#*|}" --backend "$backend" --run "$rep" \
           --steps "$E2E_STEPS" >>"$OUT/e2e.jsonl"
-        if ((KEEP_TRACES)); then
+        if ((KEEP_TRACES)) && [ "$backend" != gloo ]; then  # plain gloo writes no trace
           mkdir -p "$OUT/traces/$name-$backend-$rep"
           cp "$LOGS"/trace.rank*.jsonl "$OUT/traces/$name-$backend-$rep/"
         fi
