@@ -56,8 +56,8 @@ class CpuEngine {
   // Sends kWarmBytes to each peer our schedules talk to, on the connections they use, and
   // receives as much from each; every rank of the group calls it, before any schedule runs. TCP
   // opens a connection's congestion window as data flows (slow start), so the first large message
-  // on a connection takes round trips that later ones do not (256 KiB on a 2 ms round trip: 10-12
-  // ms against 5, benchmarks/network/reruns/warm_connections/). Gloo's own connections open
+  // on a connection takes round trips that later ones do not (256 KiB on a 2 ms round trip: 10 ms
+  // against 4.5, benchmarks/network/reruns/warm_connections/). Gloo's own connections open
   // during the default's first calls; without this, ours would open inside each arm's first
   // probes and make them read dearer than the arm is.
   static constexpr int64_t kWarmBytes = 256 << 10;
