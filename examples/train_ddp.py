@@ -89,6 +89,10 @@ def main() -> None:
                            else None}, f, indent=1)
     if args.backend == "dynamiccl" and args.save_policy:
         dynamiccl_pg.save_policy(args.save_policy)
+    # Every rank done before any tears down. Without this barrier, with plain gloo, a rank aborted
+    # at exit ("terminate called without an active exception") in 7 of 24 runs on 4 ranks; with
+    # it, in none of 32.
+    dist.barrier()
     dist.destroy_process_group()
 
 
