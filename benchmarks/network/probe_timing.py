@@ -19,7 +19,7 @@ from collections import defaultdict
 from dynamiccl_pg import _C, trace_report
 
 WINDOW = 25  # steps either side: the default's cost drifts over a run (1st / 2nd half ~5%)
-FIRST = 4    # the shipped dp head's min_samples: the costs a first ranking rests on
+FIRST = int(_C.default_heads()["dp"]["min_samples"])  # the costs a first ranking rests on
 
 
 def calls_of(folder: str) -> list:
