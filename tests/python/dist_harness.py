@@ -5,8 +5,9 @@ rank, each with its own default process group; collects every rank's return valu
     results = run_ranks(fn, 2, rank_env={1: {"DYNAMICCL_MODE": "off"}})  # one rank differs
 
 `fn(rank, world_size, *args)` must be a module-level function of an importable test module.
-A rank that raises fails the run with its traceback; a rank that hangs past `timeout` fails it too
-(the processes are killed), so no test can hang the suite.
+A rank that raises fails the run with its traceback; one that dies without a result fails it as
+soon as that is seen; one that hangs past `timeout` fails it too (the processes are killed), so no
+test can hang the suite.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import pickle
 import queue as queue_module
 import tempfile
+import time
 import traceback
 from datetime import timedelta
 from typing import Any, Callable, Dict, List, Optional
@@ -67,9 +69,21 @@ def run_ranks(fn: Callable, world_size: int, *args, backend: str = "dynamiccl",
             p.start()
         results: Dict[int, Any] = {}
         errors: Dict[int, str] = {}
+        deadline = time.monotonic() + timeout
         try:
-            for _ in range(world_size):
-                rank, ok, payload = queue.get(timeout=timeout)
+            while len(results) + len(errors) < world_size:
+                # A rank's result reaches the pipe before its process ends: one that had ended
+                # before a wait that brought nothing died without one (no need to wait it out).
+                ended = [r for r, p in enumerate(procs) if p.exitcode is not None]
+                try:
+                    rank, ok, payload = queue.get(timeout=min(1.0, timeout))
+                except queue_module.Empty:
+                    pending = set(range(world_size)) - set(results) - set(errors)
+                    errors.update({r: f"rank {r} exited with code {procs[r].exitcode} without "
+                                      "a result" for r in pending.intersection(ended)})
+                    if time.monotonic() > deadline:
+                        raise
+                    continue
                 if ok:
                     results[rank] = pickle.loads(payload)
                 else:

@@ -48,6 +48,35 @@ def test_absent_peer_times_out(op, force):
     assert "imeout" in message or "timed out" in message.lower() or "closed" in message, message
 
 
+def peer_dies_creating_a_group(rank, world):
+    """Rank 1 connects Gloo for a new group and dies before building its backend, while the others
+    warm the group's connections (CpuEngine::warm_connections): they must get an error in bounded
+    time, not hang group creation."""
+    from dynamiccl_pg import backend
+    if rank == 1:
+        def dies(*args, **kwargs):
+            os._exit(3)
+        backend._C.ProcessGroupDynamicCCL = dies
+    start = time.monotonic()
+    try:
+        dist.new_group(backend="dynamiccl")
+    except RuntimeError as e:
+        return ("error", time.monotonic() - start, str(e)[:300])
+    return ("no error", time.monotonic() - start, "")
+
+
+def test_peer_dying_during_group_creation_is_an_error():
+    res = run_ranks(peer_dies_creating_a_group, 3, pg_timeout_s=4, timeout=120,
+                    expect_failure=True)
+    assert "exited with code 3" in res[1], res[1]
+    for outcome in (res[0], res[2]):
+        assert isinstance(outcome, tuple), outcome
+        status, elapsed, message = outcome
+        assert status == "error", message
+        assert elapsed < 30, elapsed
+        assert "warm" in message, message
+
+
 def bad_arguments(rank, world):
     errors = {}
 

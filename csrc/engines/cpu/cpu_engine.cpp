@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace dynamiccl {
@@ -53,12 +54,20 @@ void CpuEngine::warm_connections() {
   std::vector<at::Tensor> in;
   for (size_t i = 0; i < receives; ++i) in.push_back(piece(i));
   for (size_t first = 0; first < shifts.size(); first += kWindow) {
-    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, int>> works;  // (transfer, peer)
     for (size_t i = first; i < std::min(first + kWindow, shifts.size()); ++i) {
-      works.push_back(channel_.isend(out, (rank + shifts[i]) % n, kWarmTag));
-      works.push_back(channel_.irecv(in[i - first], (rank - shifts[i] + n) % n, kWarmTag));
+      const int to = (rank + shifts[i]) % n, from = (rank - shifts[i] + n) % n;
+      works.emplace_back(channel_.isend(out, to, kWarmTag), to);
+      works.emplace_back(channel_.irecv(in[i - first], from, kWarmTag), from);
     }
-    for (const auto& w : works) channel_.wait(w);
+    for (const auto& [w, peer] : works) {
+      try {
+        channel_.wait(w);
+      } catch (...) {  // a peer that died after connecting fails the group's creation here
+        rethrow_naming(c10::str("dynamiccl: creating the group, rank ", rank, " of ", n,
+                                " warming its connection with rank ", peer));
+      }
+    }
   }
 }
 

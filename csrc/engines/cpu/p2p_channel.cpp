@@ -34,4 +34,15 @@ void P2PChannel::wait(const c10::intrusive_ptr<c10d::Work>& w) {
   TORCH_CHECK(w->wait(timeout_), "dynamiccl P2P: transfer was aborted");
 }
 
+void rethrow_naming(const std::string& what) {
+  try {
+    throw;
+  } catch (c10::Error& e) {
+    e.add_context(what);
+    throw;
+  } catch (const std::exception& e) {
+    C10_THROW_ERROR(DistBackendError, what + " failed: " + e.what());
+  }
+}
+
 }  // namespace dynamiccl

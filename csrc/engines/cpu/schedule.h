@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "core/types.h"
@@ -42,6 +43,10 @@ class P2PChannel {
   c10::intrusive_ptr<c10d::Backend> pg_;
   std::chrono::milliseconds timeout_;
 };
+
+// Called in a catch block: rethrows the exception in flight naming `what` (what failed). c10 errors
+// keep their class (DistNetworkError...), others become DistBackendError.
+[[noreturn]] void rethrow_naming(const std::string& what);
 
 using RedOp = c10d::ReduceOp::RedOpType;
 

@@ -113,11 +113,8 @@ void execute_schedule(const CpuSchedule& schedule, OpKind op, ScheduleCall call)
                            ", " + std::to_string(call.segments) + " segments)";
   try {
     entry->run(call);
-  } catch (c10::Error& e) {
-    e.add_context(what);  // the engine's error class (DistNetworkError...) reaches the user
-    throw;
-  } catch (const std::exception& e) {
-    C10_THROW_ERROR(DistBackendError, what + " failed: " + e.what());
+  } catch (...) {
+    rethrow_naming(what);  // the engine's error class (DistNetworkError...) reaches the user
   }
 }
 
