@@ -4,9 +4,11 @@ Reads the call traces that `run.sh --keep-traces` keeps (OUT/traces/CONFIG-VARIA
 rank's file). Per run and arm: the steps of its probes and each probe's cost (what the learner
 charges: the call's duration, max over ranks) over the median of the default's unprobed calls
 of the same state within WINDOW steps, the median of its first min_samples probes (what its
-first ranking rests on) against that of all its probes, and what the step's smaller bucket ran
-at the same time (`*`: a probe). The step of a call: its position among the state's calls,
-divided by the calls the state has per step.
+first ranking rests on) against that of all its probes, what the step's smaller bucket ran
+at the same time (`*`: a probe), and, for an arm that a step or tie trial ran, the step its trial
+began (its first call not a probe) and the median of its probes before then (what the trial was
+chosen on). The step of a call: its position among the state's calls, divided by the calls the
+state has per step.
 
     python benchmarks/network/probe_timing.py DIR/traces/example_defaults-dynamiccl-0 \\
         --min-bytes 524288 --calls-per-step 2 --beside-min-bytes 65536
@@ -36,7 +38,10 @@ def probe_rows(calls: list, lo: int, hi: int, per_step: int, beside_lo: int) -> 
     default = [(i // per_step, c["cost_us"]) for i, c in enumerate(state)
                if c["arm"] == 0 and not c["probe"]]
     rows = defaultdict(list)
+    trial_steps = {}
     for i, c in enumerate(state):
+        if c["arm"] != 0 and not c["probe"]:
+            trial_steps.setdefault(names[c["arm"]], i // per_step)
         if not c["probe"] or c["arm"] == 0:
             continue
         step = i // per_step
@@ -46,7 +51,7 @@ def probe_rows(calls: list, lo: int, hi: int, per_step: int, beside_lo: int) -> 
         other = beside.get(step)
         ran = names[other["arm"]] + ("*" if other["probe"] else "") if other else "-"
         rows[names[c["arm"]]].append((step, c["cost_us"] / statistics.median(ref), ran))
-    return rows
+    return rows, trial_steps
 
 
 def main() -> None:
@@ -59,19 +64,24 @@ def main() -> None:
     p.add_argument("--beside-min-bytes", type=int, default=64 * 1024)
     a = p.parse_args()
     print("| run | arm | probes | first probes' steps | their cost / the default's | "
-          f"median of the first {FIRST} | median of all | beside it |")
-    print("|---" * 8 + "|")
+          f"median of the first {FIRST} | median of all | beside it | trialled from step | "
+          "median of its probes before |")
+    print("|---" * 10 + "|")
     for folder in a.folders:
-        rows = probe_rows(calls_of(folder), a.min_bytes, a.max_bytes, a.calls_per_step,
-                          a.beside_min_bytes)
+        rows, trial_steps = probe_rows(calls_of(folder), a.min_bytes, a.max_bytes,
+                                       a.calls_per_step, a.beside_min_bytes)
         for arm, v in sorted(rows.items()):
             first = v[:FIRST]
+            trial = trial_steps.get(arm)
+            before = [r for s, r, _ in v if trial is not None and s < trial]
             print(f"| {os.path.basename(folder.rstrip('/'))} | {arm} | {len(v)} | "
                   f"{', '.join(str(s) for s, _, _ in first)} | "
                   f"{', '.join(f'{r:.2f}' for _, r, _ in first)} | "
                   f"{statistics.median(r for _, r, _ in first):.2f} | "
                   f"{statistics.median(r for _, r, _ in v):.2f} | "
-                  f"{', '.join(x for _, _, x in first)} |")
+                  f"{', '.join(x for _, _, x in first)} | "
+                  f"{'-' if trial is None else trial} | "
+                  f"{f'{statistics.median(before):.2f}' if before else '-'} |")
 
 
 if __name__ == "__main__":
