@@ -316,7 +316,9 @@ def _absent_peer(rank, world):
 def test_absent_peer_raises_instead_of_hanging():
     res = run_ranks(_absent_peer, 2, timeout=120)
     assert res[1] == "absent"
-    assert res[0].startswith("DistBackendError") and "allreduce (ring" in res[0], res[0]
+    # Gloo's class (RuntimeError: test_faults.py compares them), naming the schedule.
+    assert res[0].startswith("RuntimeError") and "allreduce (ring" in res[0], res[0]
+    assert "Timed out" in res[0], res[0]
 
 
 def _many_in_flight(rank, world):

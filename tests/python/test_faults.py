@@ -213,6 +213,19 @@ def absent_peer_error(rank, world):
     if rank == 1:
         time.sleep(8)
         return "absent"
+    return _allreduce_error_class()
+
+
+def dead_peer_error(rank, world):
+    """Rank 1 dies before the all-reduce: rank 0's fails on the closed connection. Returns its
+    class."""
+    if rank == 1:
+        os._exit(3)
+    time.sleep(1)
+    return _allreduce_error_class()
+
+
+def _allreduce_error_class():
     try:
         dist.all_reduce(torch.ones(1024))
     except Exception as e:  # the class is what is tested
@@ -220,15 +233,18 @@ def absent_peer_error(rank, world):
     return "no error"
 
 
-def test_engine_errors_keep_their_class():
+@pytest.mark.parametrize("fault", [absent_peer_error, dead_peer_error])
+def test_engine_errors_keep_their_class(fault):
     """The engine's exception class reaches the user unchanged (torchrun's elastic agent and
-    users' handlers tell failures apart by it), in off and learn mode. (Issue-time errors of
-    other classes, e.g. DistNetworkError, are covered by the backend's C++ tests.)"""
-    classes = {}
-    for backend, mode in (("gloo", "off"), ("dynamiccl", "off"), ("dynamiccl", "learn")):
-        res = run_ranks(absent_peer_error, 2, backend=backend, env={"DYNAMICCL_MODE": mode},
-                        pg_timeout_s=3, timeout=120, expect_failure=True)
-        classes[(backend, mode)] = res[0]
-    assert classes[("gloo", "off")] != "no error", classes
-    assert classes[("dynamiccl", "off")] == classes[("gloo", "off")], classes
-    assert classes[("dynamiccl", "learn")] == classes[("gloo", "off")], classes
+    users' handlers tell failures apart by it): in off and learn mode, and from our schedules
+    (a forced arm). Plain gloo's timeout and closed connection are both RuntimeError (not c10
+    errors). (Issue-time errors of other classes, e.g. DistNetworkError, are covered by the
+    backend's C++ tests.)"""
+    variants = {"gloo": ("gloo", {}), "off": ("dynamiccl", {"DYNAMICCL_MODE": "off"}),
+                "learn": ("dynamiccl", {"DYNAMICCL_MODE": "learn"}),
+                "our schedule": ("dynamiccl", {"DYNAMICCL_FORCE": "allreduce:ring"})}
+    classes = {name: run_ranks(fault, 2, backend=backend, env=env, pg_timeout_s=3, timeout=120,
+                               expect_failure=True)[0]
+               for name, (backend, env) in variants.items()}
+    assert classes["gloo"] not in ("no error", None), classes
+    assert set(classes.values()) == {classes["gloo"]}, classes

@@ -1,5 +1,8 @@
 #include <c10/util/Exception.h>
 
+#include <stdexcept>
+#include <string>
+
 #include "engines/cpu/schedule.h"
 
 namespace dynamiccl {
@@ -41,7 +44,9 @@ void rethrow_naming(const std::string& what) {
     e.add_context(what);
     throw;
   } catch (const std::exception& e) {
-    C10_THROW_ERROR(DistBackendError, what + " failed: " + e.what());
+    // Gloo's own errors (a closed connection: gloo::IoException) reach Python as RuntimeError,
+    // and so must they through us: same base class, context added.
+    throw std::runtime_error(what + " failed: " + e.what());
   }
 }
 

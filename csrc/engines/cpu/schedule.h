@@ -44,8 +44,9 @@ class P2PChannel {
   std::chrono::milliseconds timeout_;
 };
 
-// Called in a catch block: rethrows the exception in flight naming `what` (what failed). c10 errors
-// keep their class (DistNetworkError...), others become DistBackendError.
+// Called in a catch block: rethrows the exception in flight naming `what` (what failed), in the
+// class the user would have seen from the engine: c10 errors keep theirs (DistBackendError,
+// DistNetworkError...), other std::exceptions reach Python as RuntimeError either way.
 [[noreturn]] void rethrow_naming(const std::string& what);
 
 using RedOp = c10d::ReduceOp::RedOpType;
