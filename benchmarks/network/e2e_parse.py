@@ -1,6 +1,7 @@
 """Turns one examples/train_ddp.py run (rank 0's output, and for dynamiccl its call trace and
 --stats-json file) into one JSON line: median step time, the learned-choices table it printed,
-the gradient buckets, when learning settled, the step trials' verdicts and each probed arm's costs.
+the gradient buckets, when learning settled, the step trials' verdicts, each probed arm's costs
+and the consensus rounds (how many, and the price the learner read for the last one).
 
 Settling, per learned state (all-reduce size bin): the step from which the exploited arm (the
 one non-probe calls ran) never changed again, how many probes came after that step (the
@@ -136,7 +137,7 @@ def parse_trace(path: str, steps: int, world: int) -> dict:
 
 
 # What a state's events say about its step trials (the state keeps its last few events).
-TRIAL_EVENTS = ("trial", "adopted", "rejected", "no effect", "stopped")
+TRIAL_EVENTS = ("trial", "adopted", "rejected", "no effect", "under the margin", "stopped")
 
 
 def trial_evidence(event: dict) -> str:
@@ -184,6 +185,16 @@ def parse_arms(path: str) -> list:
     return out
 
 
+def parse_rounds(path: str) -> dict:
+    """The group's consensus rounds: how many were applied, and the last one's price as the CPU
+    learner reads it (its control all-reduce's duration, max over ranks:
+    stats()["round_cost_us"])."""
+    with open(path) as f:
+        stats = json.load(f)["stats"]
+    return {"applied": stats["rounds_applied"],
+            "last_price_us": round(stats["round_cost_us"]["cpu"], 1)} if stats else {}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--log", required=True)
@@ -206,6 +217,7 @@ def main() -> None:
     if a.backend.startswith("dynamiccl") and a.stats and os.path.exists(a.stats):
         rec["step_trials"] = parse_stats(a.stats)
         rec["arms"] = parse_arms(a.stats)
+        rec["rounds"] = parse_rounds(a.stats)
     print(json.dumps(rec))
 
 
