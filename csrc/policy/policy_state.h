@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -543,8 +544,10 @@ class PolicyState {
   void evaluate_cross_check(double keep);
   // Adopted: the challenger becomes the incumbent. Rejected: it is not tried again. Stopped: no
   // verdict on it; a step trial's challenger is trialed again once the board and the budget
-  // allow (retry_stopped_trial), a footprint trial's once the descent proposes it.
-  enum class TrialEnd { kAdopted, kRejected, kStopped };
+  // allow (retry_stopped_trial), a footprint trial's once the descent proposes it. Under the
+  // margin: a footprint rung that shortened the step by less than the margin is rejected, and the
+  // descent goes on below it.
+  enum class TrialEnd { kAdopted, kRejected, kStopped, kUnderMargin };
   void end_trial(const char* verdict, TrialEnd end);
   // The arm at slot `i` can never run for this state again (`why`: the events' and the trial's
   // word for it).
@@ -662,7 +665,10 @@ class PolicyState {
     TrialKind kind = TrialKind::kFaster;
   } trial_;
   bool footprint_done_ = false;  // a footprint trial did not shorten the step: no more of them
-  int awaited_rung_ = -1;        // the descent's next rung, awaiting its first cost; -1 none
+  // The footprint of the last rung that shortened the step by less than the margin (the next
+  // holds less); infinite when none since the incumbent came.
+  double under_margin_footprint_ = std::numeric_limits<double>::infinity();
+  int awaited_rung_ = -1;  // the descent's next rung, awaiting its first cost; -1 none
   int tie_trials_left_ = kMaxTieTrials;  // 0: none until the next adoption
   // A trial of an arm faster per call found it lengthens the step: this state's per-call savings
   // are not step savings, so nothing it does counts as paying back any more (pays_back, repays).
