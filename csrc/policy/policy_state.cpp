@@ -627,8 +627,8 @@ void PolicyState::open_trial(int challenger, TrialKind kind) {
 // one holding the most (the smallest step down; ties to the better prior, the slots' order).
 // It continues from each adopted arm, and below a rung that shortened the step by less than the
 // margin; it ends at the first trial that does not shorten the step, or when no rung qualifies by
-// its costs (nor may yet, by costs still to come). A rung waiting
-// for its first cost is the state's next first probe (awaited_rung_).
+// its costs (nor may yet, by costs still to come). A rung waiting for its first cost is the
+// state's next first probe (awaited_rung_).
 void PolicyState::propose_footprint_trial() {
   awaited_rung_ = -1;
   if (footprint_done_ || trial_.challenger >= 0) return;
@@ -760,8 +760,8 @@ void PolicyState::evaluate_trial() {
   const bool futile = pairs >= kFutilityLook * head_.max_trial_pairs && mean > -margin;
   if (!futile && pairs < max_pairs) return;
   // A rung that confidently shortens the step, by less than the margin, says that freeing more
-  // would: the descent goes on to the next rung (simulator, LLM step: the data-parallel buckets'
-  // half-channel cap 0.47% of the step, the quarter 0.72%).
+  // may clear it: the descent goes on to the next rung (simulator, LLM step: the 32 MiB
+  // data-parallel buckets' half-channel cap fell under the margin, the quarter was adopted).
   if (trial_.kind == TrialKind::kFootprint && mean + z * se < 0) {
     return end_trial("shorter steps, under the margin: kept, next rung", TrialEnd::kUnderMargin);
   }
@@ -802,9 +802,11 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
     unsettle();
   } else {
     slots_[c].step_rejected = true;
-    if (end == TrialEnd::kUnderMargin) under_margin_footprint_ = slots_[c].footprint;
-    if (trial_.kind == TrialKind::kFootprint && end != TrialEnd::kUnderMargin)
+    if (end == TrialEnd::kUnderMargin) {
+      under_margin_footprint_ = slots_[c].footprint;
+    } else if (trial_.kind == TrialKind::kFootprint) {
       footprint_done_ = true;
+    }
     if (trial_.kind == TrialKind::kTie) --tie_trials_left_;
   }
 }
