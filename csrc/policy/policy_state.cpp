@@ -393,7 +393,7 @@ void PolicyState::evaluate(const MeasureCost& measure) {
   exchange_evidence();
   update_measure_rates(measure);
   update_budget_view();
-  if (frozen_ || phase_ == LearnPhase::kWarmup) return;
+  if (frozen_ || phase_ == LearnPhase::kWarmup) return claim_board(false);
   evaluate_trial();
   update_tail();
   const double keep = 1.0 - head_.switch_margin;  // a challenger wins below keep x the incumbent
@@ -409,6 +409,8 @@ void PolicyState::evaluate(const MeasureCost& measure) {
   if (converged_at_call_ > 0 && judged_by_step()) {
     propose_footprint_trial();
     if (footprint_done_) propose_tie_trial();
+  } else {
+    claim_board(false);
   }
   runner_up_ = phase_ == LearnPhase::kExploit ? pick_runner_up() : -1;
 }
@@ -603,6 +605,7 @@ void PolicyState::retry_stopped_trial() {
 // times in 600 steps, stopped after one pair but the last time, each paying a longer challenger
 // step).
 void PolicyState::open_trial(int challenger, TrialKind kind) {
+  claim_board(false);
   trials_->open(static_cast<int32_t>(id_));
   const bool resume = challenger == stopped_.challenger && incumbent_ == stopped_.incumbent &&
                       kind == trial_.kind;
@@ -631,7 +634,7 @@ void PolicyState::open_trial(int challenger, TrialKind kind) {
 // state's next first probe (awaited_rung_).
 void PolicyState::propose_footprint_trial() {
   awaited_rung_ = -1;
-  if (footprint_done_ || trial_.challenger >= 0) return;
+  if (footprint_done_ || trial_.challenger >= 0) return claim_board(false);
   const ArmSlot& inc = slots_[incumbent_];
   // Below the incumbent, and below a rung that shortened the step under the margin.
   const double ceiling = kFootprintStep * std::min(inc.footprint, under_margin_footprint_);
@@ -665,12 +668,16 @@ void PolicyState::propose_footprint_trial() {
     // buckets). The re-open ranked arms per call; the rung is the step's question.
     if (awaited >= 0) slots_[awaited].parked = false;
   }
-  if (trials_->owner >= 0) return;
-  if (best < 0) {
-    if (awaited < 0) footprint_done_ = true;
-    return;
-  }
-  if (may_open_trial(best, TrialKind::kFootprint)) open_trial(best, TrialKind::kFootprint);
+  const bool ready = best >= 0 && may_open_trial(best, TrialKind::kFootprint);
+  if (trials_->owner < 0 && ready) return open_trial(best, TrialKind::kFootprint);
+  claim_board(ready);
+  if (trials_->owner < 0 && best < 0 && awaited < 0) footprint_done_ = true;
+}
+
+void PolicyState::claim_board(bool wants) {
+  const auto self = static_cast<int32_t>(id_);
+  if (wants && trials_->footprint_waiting < 0) trials_->footprint_waiting = self;
+  if (!wants && trials_->footprint_waiting == self) trials_->footprint_waiting = -1;
 }
 
 // The tie trial (policy_state.h, kTieRatio): the cheapest arm per call among those holding no
@@ -678,7 +685,10 @@ void PolicyState::propose_footprint_trial() {
 // None qualifying now ends nothing: an arm woken after the state converged, or measured again
 // since, may qualify by its later costs.
 void PolicyState::propose_tie_trial() {
-  if (tie_trials_left_ == 0 || trial_.challenger >= 0 || trials_->owner >= 0) return;
+  if (tie_trials_left_ == 0 || trial_.challenger >= 0 || trials_->owner >= 0 ||
+      trials_->footprint_waiting >= 0) {
+    return;
+  }
   const ArmSlot& inc = slots_[incumbent_];
   // After one without effect, only an arm cheaper per call than the incumbent.
   const double ratio = tie_trials_left_ == kMaxTieTrials ? kTieRatio : 1.0;
@@ -723,6 +733,9 @@ void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_ste
 // went to other states' probes: it is tried again once it allows).
 void PolicyState::evaluate_trial() {
   if (trial_.challenger < 0) return;
+  if (trial_.kind == TrialKind::kTie && trials_->footprint_waiting >= 0) {
+    return end_trial("stopped: a footprint trial goes first", TrialEnd::kStopped);
+  }
   const uint64_t pairs = trial_.deltas.count();
   if (!group_->allows(0)) {
     const bool costs = pairs >= 2 && trial_.deltas.mean() > 0;

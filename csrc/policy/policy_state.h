@@ -192,6 +192,12 @@ constexpr double kTieRatio = 1.1;
 // the state kept the default, while `hd`, 6% cheaper per call and never trialed, was adopted by
 // step or tie trials in the other runs: 39.2 ms a step against 34.0-34.7.
 constexpr int kMaxTieTrials = 2;
+// A footprint rung ready while another state's tie trial holds the board goes first: the tie trial
+// stops without a verdict (and resumes its pairs later), and no tie trial opens while a rung waits
+// (StepTrialBoard::footprint_waiting). The rung is the descent's question, a tie trial a near
+// tie's: in the simulated LLM step the 16 MiB buckets' tie trials held the board 38 steps at a time
+// while the 32 MiB buckets' rungs waited (24% of the step oracle's headroom over the run, 43%
+// since).
 // --- Cross-check of a per-call switch ----------------------------------------------------------
 // A challenger that took over on per-call costs (not by a step trial) by less than kTieRatio is
 // judged again from the other side: the previous incumbent is probed among the new incumbent's
@@ -250,6 +256,9 @@ struct StepTrialBoard {
   double pending_us = NAN;  // time of the pair's incumbent step, awaiting its challenger step
   uint64_t pending_step = 0;
   bool pending_probed = false;
+  // The state whose footprint rung waits for the board (-1 none): a running tie trial stops for
+  // it and no tie trial opens until it has run (PolicyState::claim_board).
+  int32_t footprint_waiting = -1;
   bool challenger_at(uint64_t s) const { return ((s - start) & 1) != 0; }
   void open(int32_t state) {
     owner = state;
@@ -538,6 +547,9 @@ class PolicyState {
   void retry_stopped_trial();
   void open_trial(int challenger, TrialKind kind);
   void propose_footprint_trial();
+  // A footprint rung ready while another state's trial holds the board claims it (true), or
+  // gives up a claim it no longer needs (false).
+  void claim_board(bool wants);
   void propose_tie_trial();
   void evaluate_trial();
   void adopt_per_call(int challenger);  // switches, cross-checking a near-tie (kTieRatio)

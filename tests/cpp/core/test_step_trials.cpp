@@ -524,6 +524,67 @@ TEST(StepTrials, ARungThatShortensTheStepUnderTheMarginLeadsToTheNext) {
   EXPECT_TRUE(verdict("adopted: shorter steps"));
 }
 
+// "default", its near tie "tie" (another algorithm, holding as much), and "half" (half of it).
+class TieAndRungCatalog : public NamedArmsCatalog {
+ public:
+  TieAndRungCatalog() : NamedArmsCatalog({"default", "tie", "half"}, another_algorithm) {}
+  double footprint(OpKind, uint16_t arm, uint64_t) const override { return arm == 2 ? 0.5 : 1.0; }
+};
+
+// In the simulated LLM step the 16 MiB buckets' tie trials held the board 38 steps at a time
+// while the 32 MiB buckets' next rung, the one that shortens the step, waited.
+TEST(StepTrials, ATieTrialGivesTheBoardToAnotherStatesFootprintRung) {
+  Learner learner(config(), std::make_shared<TieAndRungCatalog>());
+  // A (1 MiB buckets): "tie" ties with the default on the step, "half" is far slower per call.
+  // B (4 MiB, from the step A's tie trial runs): "half", 10% slower per call, shortens the step.
+  const std::vector<ArmTruth> a_truth = {{100, 100}, {99, 100}, {300, 300}};
+  const std::vector<ArmTruth> b_truth = {{100, 100}, {300, 300}, {110, 40}};
+  const CollectiveContext a = overlapped_bucket(1 << 20), b = overlapped_bucket(4 << 20);
+  std::mt19937 rng(5);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  bool b_started = false;
+  std::string a_verdict_when_b_trial_opened;
+  for (int step = 0; step < 1500; ++step) {
+    const std::vector<StateStats> st = learner.stats();
+    b_started = b_started || (!st.empty() && st[0].trial.verdict == "running");
+    if (st.size() == 2 && st[1].trial.verdict == "running" &&
+        a_verdict_when_b_trial_opened.empty()) {
+      a_verdict_when_b_trial_opened = st[0].trial.verdict;
+    }
+    RoundResult round;
+    double step_us = kComputeUs;
+    for (int c = 0; c < 2 * kCallsPerStep; ++c) {
+      const bool is_b = c % 2 == 1;
+      if (is_b && !b_started) continue;
+      const Decision d = learner.decide(is_b ? b : a);
+      const ArmTruth& t = (is_b ? b_truth : a_truth).at(d.arm);
+      step_us += t.step_cost_us;
+      if (d.measure) {
+        const float cost = static_cast<float>(t.call_us * (1.0 + 0.003 * noise(rng)));
+        round.calls.push_back({d.state_id, d.arm, cost, d.probe, d.after_probe});
+      }
+    }
+    learner.mark_step();
+    round.first_step = static_cast<uint64_t>(step);
+    round.step_times_us = {step_us + 20.0 * noise(rng)};
+    learner.apply_round(round);
+  }
+  const std::vector<StateStats> st = learner.stats();
+  ASSERT_EQ(st.size(), 2u);
+  // B's footprint trial opened as soon as A's tie trial stopped for it, and adopted "half".
+  EXPECT_EQ(a_verdict_when_b_trial_opened, "stopped: a footprint trial goes first");
+  EXPECT_EQ(st[1].arms.at(st[1].incumbent).name, "half") << st[1].trial.verdict;
+  // A's tie trial ran again afterwards, to a verdict.
+  const std::vector<StateEvent>& ev = st[0].events;
+  const auto stop = std::find_if(ev.begin(), ev.end(), [](const StateEvent& e) {
+    return e.what == "stopped: a footprint trial goes first";
+  });
+  EXPECT_TRUE(
+      std::any_of(stop, ev.end(), [](const StateEvent& e) { return e.what == "tie trial"; }));
+  EXPECT_NE(st[0].trial.verdict, "running");
+  EXPECT_NE(st[0].trial.verdict.rfind("stopped", 0), 0u) << st[0].trial.verdict;
+}
+
 TEST(StepTrials, AnArmMuchSlowerPerCallIsNotTrialedForItsFootprint) {
   Learner learner(config(), std::make_shared<FootprintCatalog>());
   // "half" and "quarter" take twice and three times as long per call: beyond
