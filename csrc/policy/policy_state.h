@@ -557,8 +557,8 @@ class PolicyState {
   // Adopted: the challenger becomes the incumbent. Rejected: it is not tried again. Stopped: no
   // verdict on it; a step trial's challenger is trialed again once the board and the budget
   // allow (retry_stopped_trial), a footprint trial's once the descent proposes it. Under the
-  // margin: a footprint rung that shortened the step by less than the margin is rejected, and the
-  // descent goes on below it.
+  // margin: a footprint rung whose pairs shortened the step on average, by less than the margin, is
+  // rejected, and the descent goes on below it.
   enum class TrialEnd { kAdopted, kRejected, kStopped, kUnderMargin };
   void end_trial(const char* verdict, TrialEnd end);
   // The arm at slot `i` can never run for this state again (`why`: the events' and the trial's

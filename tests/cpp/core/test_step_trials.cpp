@@ -524,6 +524,19 @@ TEST(StepTrials, ARungThatShortensTheStepUnderTheMarginLeadsToTheNext) {
   EXPECT_TRUE(verdict("adopted: shorter steps"));
 }
 
+TEST(StepTrials, ARungThatShortensTheStepOnlyOnAverageLeadsToTheNext) {
+  // "half" shortens the step by 4 µs (under a standard error of its first 16 pairs at 5 µs of
+  // noise a step): its trial ends without effect, its pairs' mean below zero. "quarter", 15%
+  // slower per call, shortens the step by 80 µs. (The descent ended at "half": the default kept.)
+  Learner learner(config(), std::make_shared<FootprintCatalog>());
+  const StateStats st = run_states(learner, {{100, 60}, {100, 59}, {115, 40}}, 600, true, nullptr,
+                                   7, nullptr, Noise{0.02, 5.0})
+                            .at(0);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "quarter");
+  EXPECT_TRUE(has_event(st, "no effect on the step, shorter on average: kept, next rung"));
+  EXPECT_TRUE(has_event(st, "adopted: shorter steps"));
+}
+
 // "default", its near tie "tie" (another algorithm, holding as much), and "half" (half of it).
 class TieAndRungCatalog : public NamedArmsCatalog {
  public:
