@@ -628,10 +628,10 @@ void PolicyState::open_trial(int challenger, TrialKind kind) {
 
 // The descent: among the arms holding at most kFootprintStep of the incumbent's footprint, the
 // one holding the most (the smallest step down; ties to the better prior, the slots' order).
-// It continues from each adopted arm, and below a rung that shortened the step by less than the
-// margin; it ends at the first trial that does not shorten the step, or when no rung qualifies by
-// its costs (nor may yet, by costs still to come). A rung waiting for its first cost is the
-// state's next first probe (awaited_rung_).
+// It continues from each adopted arm, and below a rung that shortened the step (on average) by
+// less than the margin; it ends at the first trial whose pairs do not show the step shorter, or
+// when no rung qualifies by its costs (nor may yet, by costs still to come). A rung waiting for
+// its first cost is the state's next first probe (awaited_rung_).
 void PolicyState::propose_footprint_trial() {
   awaited_rung_ = -1;
   if (footprint_done_ || trial_.challenger >= 0) return claim_board(false);
