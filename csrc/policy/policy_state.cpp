@@ -628,16 +628,16 @@ void PolicyState::open_trial(int challenger, TrialKind kind) {
 
 // The descent: among the arms holding at most kFootprintStep of the incumbent's footprint, the
 // one holding the most (the smallest step down; ties to the better prior, the slots' order).
-// It continues from each adopted arm, and below a rung that shortened the step (on average) by
-// less than the margin; it ends at the first trial whose pairs do not show the step shorter, or
-// when no rung qualifies by its costs (nor may yet, by costs still to come). A rung waiting for
-// its first cost is the state's next first probe (awaited_rung_).
+// It continues from each adopted arm, and below a rung that shortened the step only on average;
+// it ends at the first trial whose pairs do not show the step shorter, or when no rung qualifies
+// by its costs (nor may yet, by costs still to come). A rung waiting for its first cost is the
+// state's next first probe (awaited_rung_).
 void PolicyState::propose_footprint_trial() {
   awaited_rung_ = -1;
   if (footprint_done_ || trial_.challenger >= 0) return claim_board(false);
   const ArmSlot& inc = slots_[incumbent_];
-  // Below the incumbent, and below a rung that shortened the step under the margin.
-  const double ceiling = kFootprintStep * std::min(inc.footprint, under_margin_footprint_);
+  // Below the incumbent, and below a rung that shortened the step only on average.
+  const double ceiling = kFootprintStep * std::min(inc.footprint, on_average_footprint_);
   int best = -1;
   // A rung the prior rules out that has no cost yet (probed now, or woken later): its first
   // costs may qualify it, so the descent does not end on the prior's word.
@@ -725,12 +725,12 @@ void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_ste
 }
 
 // The verdict: adopted when the challenger confidently shortens the step by kStepTrialMargin of
-// it; rejected when it confidently lengthens it (on a spent budget, from the second pair on;
-// otherwise from kFirstLookPairs on, on evidence that must be the stronger the fewer the pairs,
-// and at max_trial_pairs by kLastLookZ); after max_trial_pairs without either, or once futile
-// (kFutilityLook), no effect: the incumbent stays. On a spent budget a trial that does not pay back
-// ends: rejected if its own pairs cost step time, otherwise stopped without a verdict (the budget
-// went to other states' probes: it is tried again once it allows).
+// it (a footprint rung: by anything); rejected when it confidently lengthens it (on a spent budget,
+// from the second pair on; otherwise from kFirstLookPairs on, on evidence that must be the stronger
+// the fewer the pairs, and at max_trial_pairs by kLastLookZ); after max_trial_pairs without either,
+// or once futile (kFutilityLook), no effect: the incumbent stays. On a spent budget a trial that
+// does not pay back ends: rejected if its own pairs cost step time, otherwise stopped without a
+// verdict (the budget went to other states' probes: it is tried again once it allows).
 void PolicyState::evaluate_trial() {
   if (trial_.challenger < 0) return;
   if (trial_.kind == TrialKind::kTie && trials_->footprint_waiting >= 0) {
@@ -768,21 +768,21 @@ void PolicyState::evaluate_trial() {
   const double mean = trial_.deltas.mean();
   const double se = trial_.stderr_us();
   const double margin = kStepTrialMargin * trial_.incumbent_steps.mean();
-  if (mean + z * se < -margin) return end_trial("adopted: shorter steps", TrialEnd::kAdopted);
+  // A footprint rung needs no margin (kStepTrialMargin).
+  const double bar = trial_.kind == TrialKind::kFootprint ? 0.0 : margin;
+  if (mean + z * se < -bar) return end_trial("adopted: shorter steps", TrialEnd::kAdopted);
   if (mean - z * se > 0) return reject_for_longer_steps();
   const bool futile = pairs >= kFutilityLook * head_.max_trial_pairs && mean > -margin;
   if (!futile && pairs < max_pairs) return;
-  // A rung whose pairs show the step shorter, by less than the margin, says that freeing more
-  // may clear it: the descent goes on to the next rung. Confident or not: the simulated LLM step's
-  // 32 MiB buckets' half-channel cap shortens the step by about the margin, so its trial ends
-  // either way by chance, and where it ended without effect the descent stopped short of the
-  // quarter, which the state adopts (benchmarks/sim/step_time.py --seeds 10: 4% of the headroom
-  // over the run in one seed of ten, 20% at worst since).
+  // A rung whose pairs show the step shorter only on average says that freeing more may show it:
+  // the descent goes on to the next rung. The simulated LLM step's 32 MiB buckets' half-channel
+  // cap shortens the step by about the margin, so its trial ends either way by chance, and where
+  // it ended without effect the descent stopped short of the quarter, which the state adopts
+  // (benchmarks/sim/step_time.py --seeds 10: 4% of the headroom over the run in one seed of ten,
+  // 20% at worst since).
   if (trial_.kind == TrialKind::kFootprint && mean < 0) {
-    return end_trial(mean + z * se < 0
-                         ? "shorter steps, under the margin: kept, next rung"
-                         : "no effect on the step, shorter on average: kept, next rung",
-                     TrialEnd::kUnderMargin);
+    return end_trial("no effect on the step, shorter on average: kept, next rung",
+                     TrialEnd::kShorterOnAverage);
   }
   end_trial("no effect on the step: kept", TrialEnd::kRejected);
 }
@@ -813,7 +813,7 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
   if (adopt) {
     slots_[incumbent_].step_rejected = true;  // the trial found it lengthens the step
     incumbent_ = c;
-    under_margin_footprint_ = std::numeric_limits<double>::infinity();
+    on_average_footprint_ = std::numeric_limits<double>::infinity();
     slots_[c].eliminated = false;
     slots_[c].step_adopted = true;
     tie_trials_left_ = kMaxTieTrials;  // ties are judged afresh beside the new incumbent
@@ -821,8 +821,8 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
     unsettle();
   } else {
     slots_[c].step_rejected = true;
-    if (end == TrialEnd::kUnderMargin) {
-      under_margin_footprint_ = slots_[c].footprint;
+    if (end == TrialEnd::kShorterOnAverage) {
+      on_average_footprint_ = slots_[c].footprint;
     } else if (trial_.kind == TrialKind::kFootprint) {
       footprint_done_ = true;
     }
