@@ -742,9 +742,16 @@ void PolicyState::evaluate_trial() {
     if (costs && trial_.deltas.mean() - kTrialZ * trial_.stderr_us() > 0) {
       return reject_for_longer_steps();
     }
+    // A footprint rung is rejected only when its pairs show the step longer beyond a standard
+    // error: a rung that shortens the step by a few tenths of a percent shows it longer in two or
+    // three pairs by chance (the simulated LLM step's 16 and 32 MiB buckets' rungs were rejected
+    // so), and stopped, it resumes its pairs once the budget allows.
+    const bool rejects = trial_.kind == TrialKind::kFootprint
+                             ? costs && trial_.deltas.mean() - trial_.stderr_us() > 0
+                             : costs;
     if (!pays_back(trial_.challenger, trial_.kind)) {
-      return costs ? end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kRejected)
-                   : end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);
+      return rejects ? end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kRejected)
+                     : end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);
     }
   }
   // A state that stopped being called in most steps would hold the group's only trial forever.
