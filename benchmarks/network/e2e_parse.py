@@ -137,7 +137,7 @@ def parse_trace(path: str, steps: int, world: int) -> dict:
 
 
 # What a state's events say about its step trials (the state keeps its last few events).
-TRIAL_EVENTS = ("trial", "adopted", "rejected", "no effect", "under the margin", "stopped")
+TRIAL_EVENTS = ("trial", "adopted", "rejected", "no effect", "stopped")
 
 
 def trial_evidence(event: dict) -> str:
@@ -148,11 +148,15 @@ def trial_evidence(event: dict) -> str:
             f"{event['stderr_us'] / 1000:.2f} ms a step)")
 
 
-def parse_stats(path: str) -> list:
+def load_stats(path: str) -> dict | None:
+    """The learner's stats() from a --stats-json file (None where the run wrote none)."""
+    with open(path) as f:
+        return json.load(f)["stats"]
+
+
+def parse_stats(stats: dict | None) -> list:
     """Per all-reduce state: its step trials and verdicts, in order ("step trial: default -> rd",
     "rejected: longer steps", "adopted: shorter steps: default -> rd")."""
-    with open(path) as f:
-        stats = json.load(f)["stats"]
     out = []
     for s in stats["states"]["cpu"] if stats else []:
         trials = [e["what"] + (f": {e['from']} -> {e['to']}" if e["from"] != e["to"] else "") +
@@ -164,13 +168,11 @@ def parse_stats(path: str) -> list:
     return out
 
 
-def parse_arms(path: str) -> list:
+def parse_arms(stats: dict | None) -> list:
     """Per all-reduce state that ran more than its warm-up: each arm's costs (all, and since the
     state's last re-open), median and the centre the learner compares arms by (current regime),
     and whether it was eliminated (why a state probes on: which arms are still alive at the end),
     and the state's recent events (switches, cross-checks, trials: "call what from->to")."""
-    with open(path) as f:
-        stats = json.load(f)["stats"]
     out = []
     for s in stats["states"]["cpu"] if stats else []:
         if s["op"] == "allreduce" and s["probes"] > 0:
@@ -185,12 +187,10 @@ def parse_arms(path: str) -> list:
     return out
 
 
-def parse_rounds(path: str) -> dict:
+def parse_rounds(stats: dict | None) -> dict:
     """The group's consensus rounds: how many were applied, and the last one's price as the CPU
     learner reads it (its control all-reduce's duration, max over ranks:
     stats()["round_cost_us"])."""
-    with open(path) as f:
-        stats = json.load(f)["stats"]
     return {"applied": stats["rounds_applied"],
             "last_price_us": round(stats["round_cost_us"]["cpu"], 1)} if stats else {}
 
@@ -215,9 +215,10 @@ def main() -> None:
     if traced and a.trace and os.path.exists(a.trace):
         rec["trace"] = parse_trace(a.trace, a.steps, rec["world"])
     if a.backend.startswith("dynamiccl") and a.stats and os.path.exists(a.stats):
-        rec["step_trials"] = parse_stats(a.stats)
-        rec["arms"] = parse_arms(a.stats)
-        rec["rounds"] = parse_rounds(a.stats)
+        stats = load_stats(a.stats)
+        rec["step_trials"] = parse_stats(stats)
+        rec["arms"] = parse_arms(stats)
+        rec["rounds"] = parse_rounds(stats)
     print(json.dumps(rec))
 
 
