@@ -785,8 +785,8 @@ void PolicyState::evaluate_trial() {
   // the descent goes on to the next rung. The simulated LLM step's 32 MiB buckets' half-channel
   // cap shortens the step by about the margin, so its trial ends either way by chance, and where
   // it ended without effect the descent stopped short of the quarter, which the state adopts
-  // (benchmarks/sim/step_time.py --seeds 10: 4% of the headroom over the run in one seed of ten,
-  // 20% at worst since).
+  // (benchmarks/sim/step_time.py --seeds 10, before this: 4% of the headroom over the run in one
+  // seed of ten).
   if (trial_.kind == TrialKind::kFootprint && mean < 0) {
     return end_trial("no effect on the step, shorter on average: kept, next rung",
                      TrialEnd::kShorterOnAverage);

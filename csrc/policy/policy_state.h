@@ -201,8 +201,8 @@ constexpr int kMaxTieTrials = 2;
 // stops without a verdict (and resumes its pairs later), and no tie trial opens while a rung waits
 // (StepTrialBoard::footprint_waiting). The rung is the descent's question, a tie trial a near
 // tie's: in the simulated LLM step the 16 MiB buckets' tie trials held the board 38 steps at a time
-// while the 32 MiB buckets' rungs waited (24% of the step oracle's headroom over the run, 43%
-// since).
+// while the 32 MiB buckets' rungs waited (at the scenario's seed, 24% of the step oracle's headroom
+// over the run; 43% with this rule alone).
 // --- Cross-check of a per-call switch ----------------------------------------------------------
 // A challenger that took over on per-call costs (not by a step trial) by less than kTieRatio is
 // judged again from the other side: the previous incumbent is probed among the new incumbent's

@@ -520,9 +520,10 @@ TEST(StepTrials, ARungThatShortensTheStepUnderTheMarginIsAdopted) {
 }
 
 TEST(StepTrials, ARungThatShortensTheStepOnlyOnAverageLeadsToTheNext) {
-  // "half" shortens the step by 4 µs (under a standard error of its first 16 pairs at 5 µs of
-  // noise a step): its trial ends without effect, its pairs' mean below zero. "quarter", 15%
-  // slower per call, shortens the step by 80 µs. (The descent ended at "half": the default kept.)
+  // "half" shortens the step by 4 µs, less than the 3 standard errors its first 16 pairs can tell
+  // at 5 µs of noise a step: its trial ends without effect, its pairs' mean below zero. "quarter",
+  // 15% slower per call, shortens the step by 80 µs. (The descent ended at "half": the default
+  // kept.)
   Learner learner(config(), std::make_shared<FootprintCatalog>());
   const StateStats st = run_states(learner, {{100, 60}, {100, 59}, {115, 40}}, 600, true, nullptr,
                                    7, nullptr, Noise{0.02, 5.0})
