@@ -27,11 +27,9 @@ DEFAULT = ["ddp_overlapped_buckets", "defaults_right_ddp_overlapped", "fsdp2_pre
            "defaults_right_fsdp2_prefetch", "llm_step_tp_pp_dp", "defaults_right_llm_step"]
 
 
-def _run(sc: Scenario, mark_steps: bool, seed: int | None):
+def _run(sc: Scenario, mark_steps: bool):
     data = copy.deepcopy(sc.data)
     data["compute"]["mark_steps"] = mark_steps
-    if seed is not None:
-        data["seed"] = seed
     return _sim.run(_sim.spec_from_dict(data))
 
 
@@ -53,10 +51,10 @@ def _cell(values: list[float], headroom: bool) -> str:
     return cell if headroom else cell + " vs default"
 
 
-def _figures(sc: Scenario, seed: int | None) -> dict[str, float]:
+def _figures(sc: Scenario) -> dict[str, float]:
     """One run of each learner on the same noise draws: mean µs per step, and shares."""
-    per_call = _run(sc, False, seed)
-    aware = _run(sc, True, seed)
+    per_call = _run(sc, False)
+    aware = _run(sc, True)
     d = statistics.fmean(aware.step_time_default_us)
     o = statistics.fmean(aware.step_time_oracle_us)
     p = statistics.fmean(per_call.step_time_learned_us)
@@ -93,7 +91,7 @@ def main() -> int:
             sc = load_scenario(path).with_overrides(args.steps, [], args.prior)
         except ScenarioError as e:
             parser.error(str(e))
-        runs = [_figures(sc, seed) for seed in seeds]
+        runs = [_figures(sc.with_overrides(seed=seed)) for seed in seeds]
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         headroom = med["default"] - med["oracle"] > 1e-9 * med["default"]
         shares = [_cell([r[k] for r in runs], headroom)

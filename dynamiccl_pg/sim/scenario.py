@@ -281,14 +281,16 @@ class Scenario:
 
     def with_overrides(self, steps: int | None = None,
                        heads: list[tuple[str, str, Any]] = (),
-                       prior: str | None = None) -> Scenario:
-        """A copy with `steps`, `prior` and learner settings (role, key, value) replaced,
+                       prior: str | None = None, seed: int | None = None) -> Scenario:
+        """A copy with `steps`, `prior`, `seed` and learner settings (role, key, value) replaced,
         checked again."""
         data = copy.deepcopy(self.data)
         if steps is not None:
             data["steps"] = steps
         if prior is not None:
             data["prior"] = prior
+        if seed is not None:
+            data["seed"] = seed
         for role, key, value in heads:
             data.setdefault("learner", {}).setdefault(role, {})[key] = value
         return parse_scenario(data, self.source)

@@ -260,6 +260,9 @@ def test_rules_relating_keys_are_reported_with_their_paths():
 def test_overrides_are_checked_like_the_file():
     sc = parse_scenario(GOOD).with_overrides(steps=150, heads=[("tp", "probe_budget", 0.1)])
     assert sc.data["steps"] == 150 and sc.data["learner"] == {"tp": {"probe_budget": 0.1}}
+    assert parse_scenario(GOOD).with_overrides(seed=7).data["seed"] == 7
+    with pytest.raises(ScenarioError, match=r"seed"):
+        parse_scenario(GOOD).with_overrides(seed=-1)
     with pytest.raises(ScenarioError,
                        match=r"congestion\[0\].from_step: 100 is not before the end"):
         parse_scenario(GOOD).with_overrides(steps=100)
