@@ -14,6 +14,10 @@ and drift of the machine over seconds, which moves one job against another by mo
 targets on a shared 2-core machine, cancels within it.
 
     python benchmarks/learning_cost.py [--ranks 4] [--bytes 4 4194304] [--repeats 3] [--paired]
+                                       [--load 0]
+
+With `--load N`, N processes spin on the CPU for the whole run: a machine whose cores are busy
+with other work, as a CPU job's are with its compute.
 
 Per size and backend, medians over the repeats of: the wall time per call and rank 0's process
 CPU time per call (all its threads), the whole run's time over gloo's in the same repeat (every
@@ -39,6 +43,7 @@ import torch.multiprocessing as mp
 import dynamiccl_pg
 
 from bench_output import WRONG, Column, Report, count_wrong, pattern, summed
+from busy_machine import busy_machine
 
 BACKENDS = ("gloo", "learn", "off", "measure")  # a plain gloo job, then dynamiccl's modes
 # `measure`: learning with nothing to choose from, so that every call takes the default.
@@ -152,20 +157,25 @@ def main() -> None:
                    help="each dynamiccl backend as a second group of a gloo job, its windows "
                         "alternated with the gloo group's (drift of the machine cancels within "
                         "a job)")
+    p.add_argument("--load", type=int, default=0,
+                   help="processes spinning on the CPU for the whole run (a busy machine)")
     args = p.parse_args()
     for b in args.bytes:
         if b < 4 or b % 4:
             p.error(f"--bytes {b}: accepted: multiples of 4 (float32 elements), >= 4")
-    if args.ranks < 2 or args.repeats < 1 or args.windows < 3:
-        p.error(f"--ranks {args.ranks} --repeats {args.repeats} --windows {args.windows}: "
-                "accepted: ranks >= 2, repeats >= 1, windows >= 3")
+    if args.ranks < 2 or args.repeats < 1 or args.windows < 3 or args.load < 0:
+        p.error(f"--ranks {args.ranks} --repeats {args.repeats} --windows {args.windows} "
+                f"--load {args.load}: accepted: ranks >= 2, repeats >= 1, windows >= 3, load >= 0")
+    with busy_machine(args.load):
+        sys.exit(measure_all(args))
 
+
+def measure_all(args) -> int:
+    """The report; its exit status (non-zero on a wrong value)."""
     out = Report()
     first_settled = args.windows - max(1, args.windows // 3)
     measured = BACKENDS[1:] if args.paired else BACKENDS  # jobs of their own
-    out.header("what learning costs on the wall clock: " + (
-        "a dynamiccl group beside a gloo default group, windows alternated" if args.paired
-        else "one job per backend, default group"), {
+    header = {
         "ranks": args.ranks, "sizes": ", ".join(f"{b} bytes" for b in args.bytes),
         "jobs": f"{args.repeats} per backend and size, in rotating order",
         "windows": f"{args.windows} per job from the first call; settled: the last "
@@ -173,7 +183,12 @@ def main() -> None:
         "cells": "medians over the repeats; ratios to " + (
             "the gloo windows of the same job" if args.paired
             else "gloo's job of the same repeat"),
-    })
+    }
+    if args.load:
+        header["load"] = f"{args.load} processes spinning on the CPU for the whole run"
+    out.header("what learning costs on the wall clock: " + (
+        "a dynamiccl group beside a gloo default group, windows alternated" if args.paired
+        else "one job per backend, default group"), header)
     out.columns(Column("bytes", "d", 9), Column("backend", "s", 7), Column("calls", "d", 6),
                 Column("us/call", ".1f"), Column("cpu_us/call", ".1f"), Column("whole", ".3f"),
                 Column("settled", ".3f"), Column("excess_us", ".0f", 10),
@@ -222,7 +237,7 @@ def main() -> None:
             split = [x / y for x, y in zip(whole[a], whole[b])]
             out.note(f"{nbytes} bytes, {what}: {a} / {b} median {statistics.median(split):.3f}, "
                      "per repeat " + " ".join(f"{w:.3f}" for w in split))
-    sys.exit(out.footer())
+    return out.footer()
 
 
 if __name__ == "__main__":
