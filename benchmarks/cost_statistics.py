@@ -17,9 +17,11 @@ call, and per call the durations' max over ranks (its median: what a winsorized 
 when the tail is heavy; and its mean), their min over ranks (median) and their mean over ranks
 (mean: over a back-to-back loop, each rank's durations add up to the wall time less its gaps
 between calls). A statistic follows the wall clock where its ratio is on the same side of 1 as the
-wall's. With `--load N`, N processes spin on the CPU for the whole run (busy_machine.py). After the
-timed calls one call all-reduces rank-dependent integers whose sum is exact: #wrong counts the
-elements that differ.
+wall's. Per arm it also notes how much windows of 16 calls (a consensus round's) vary, and how
+many pairs of such windows, the arm's beside the default's, would tell the two apart by wall time:
+what a comparison of rounds instead of calls would need. With `--load N`, N processes spin on the
+CPU for the whole run (busy_machine.py). After the timed calls one call all-reduces rank-dependent
+integers whose sum is exact: #wrong counts the elements that differ.
 """
 
 import argparse
@@ -41,6 +43,7 @@ from busy_machine import busy_machine
 
 NOTHING_PROBED = "all.max_candidates=1"
 WARMUP_CALLS = 200
+ROUND_CALLS = 16  # the calls of one consensus round (DYNAMICCL_ROUND_CALLS' default): a window
 
 
 def job(rank: int, world: int, arm: str, folder: str, nbytes: int, calls: int, results) -> None:
@@ -67,15 +70,21 @@ def job(rank: int, world: int, arm: str, folder: str, nbytes: int, calls: int, r
     dist.destroy_process_group()
 
 
-def durations(folder: str, world: int, calls: int) -> list:
-    """Per timed call, its ranks' durations (µs), from the traces the ranks wrote at exit."""
+def traced_calls(folder: str, world: int, calls: int) -> list:
+    """Per rank, the timed calls' trace records, from the traces the ranks wrote at exit."""
     per_rank = []
     for rank in range(world):
         with open(os.path.join(folder, f"trace.rank{rank}.jsonl")) as f:
             records = [json.loads(line) for line in f]
-        mine = [r["dur_us"] for r in records if r["op"] == "allreduce"]
+        mine = [r for r in records if r["op"] == "allreduce"]
         per_rank.append(mine[-calls - 1:-1])  # the timed calls, not the check after them
-    return [list(d) for d in zip(*per_rank)]
+    return per_rank
+
+
+def window_times(records: list) -> list:
+    """Wall time of each run of ROUND_CALLS consecutive calls, from one rank's call starts (µs)."""
+    starts = [r["start_us"] for r in records]
+    return [b - a for a, b in zip(starts[::ROUND_CALLS], starts[ROUND_CALLS::ROUND_CALLS])]
 
 
 def run_job(world: int, arm: str, nbytes: int, calls: int) -> dict:
@@ -85,15 +94,27 @@ def run_job(world: int, arm: str, nbytes: int, calls: int) -> dict:
         mp.start_processes(job, args=(world, arm, folder, nbytes, calls, results), nprocs=world,
                            start_method="spawn")
         wall_us, wrong = results.get()
-        per_call = durations(folder, world, calls)
+        per_rank = traced_calls(folder, world, calls)
+    per_call = [[r["dur_us"] for r in call] for call in zip(*per_rank)]
+    windows = window_times(per_rank[0])
     return {
         "wall": wall_us,
         "max_median": statistics.median(max(d) for d in per_call),
         "max_mean": statistics.mean(max(d) for d in per_call),
         "min_median": statistics.median(min(d) for d in per_call),
         "mean_mean": statistics.mean(statistics.mean(d) for d in per_call),
+        "window_mean": statistics.mean(windows),
+        "window_sd": statistics.stdev(windows),
         "wrong": wrong,
     }
+
+
+def window_pairs(arm: dict, default: dict) -> float:
+    """Pairs of ROUND_CALLS-call windows (the arm's beside the default's) whose mean difference
+    stands 3 standard errors clear of zero, from the two jobs' window means and spreads."""
+    gap = arm["window_mean"] - default["window_mean"]
+    spread = arm["window_sd"] ** 2 + default["window_sd"] ** 2
+    return 9 * spread / gap ** 2 if gap else float("inf")
 
 
 STATISTICS = ("wall", "max_median", "max_mean", "min_median", "mean_mean")
@@ -140,6 +161,13 @@ def main() -> None:
         out.note(f"{arm}: wall per repeat " + " ".join(f"{j['wall']:.0f}" for j in runs[arm])
                  + " us; durations' max over ranks, median per repeat "
                  + " ".join(f"{j['max_median']:.0f}" for j in runs[arm]) + " us")
+        cv = " ".join(f"{j['window_sd'] / j['window_mean']:.2f}" for j in runs[arm])
+        pairs = "" if arm == "default" else (
+            "; pairs of windows beside the default's that tell them apart at 3 standard errors, "
+            "per repeat " + " ".join(f"{window_pairs(j, d):.0f}"
+                                     for j, d in zip(runs[arm], runs["default"])))
+        out.note(f"{arm}: windows of {ROUND_CALLS} calls (a consensus round's), spread / mean per "
+                 f"repeat {cv}{pairs}")
     sys.exit(out.footer())
 
 
