@@ -17,7 +17,7 @@ call, and per call the durations' max over ranks (its median: what a winsorized 
 when the tail is heavy; and its mean), their min over ranks (median) and their mean over ranks
 (mean: over a back-to-back loop, each rank's durations add up to the wall time less its gaps
 between calls). A statistic follows the wall clock where its ratio is on the same side of 1 as the
-wall's. Per arm it also notes how much windows of 16 calls (a consensus round's) vary, and how
+wall's. Per arm it also notes how much windows of a consensus round's calls (16) vary, and how
 many pairs of such windows, the arm's beside the default's, would tell the two apart by wall time:
 what a comparison of rounds instead of calls would need. With `--load N`, N processes spin on the
 CPU for the whole run (busy_machine.py). After the timed calls one call all-reduces rank-dependent
@@ -37,13 +37,14 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import dynamiccl_pg
+from dynamiccl_pg import _C
 
 from bench_output import WRONG, Column, Report, count_wrong, pattern, summed
 from busy_machine import busy_machine
 
 NOTHING_PROBED = "all.max_candidates=1"
 WARMUP_CALLS = 200
-ROUND_CALLS = 16  # the calls of one consensus round (DYNAMICCL_ROUND_CALLS' default): a window
+ROUND_CALLS = _C.backend_defaults()["round_calls"]  # a consensus round's calls: one window
 
 
 def job(rank: int, world: int, arm: str, folder: str, nbytes: int, calls: int, results) -> None:
@@ -136,6 +137,10 @@ def main() -> None:
         p.error(f"--ranks {args.ranks} --bytes {args.bytes} --calls {args.calls} --repeats "
                 f"{args.repeats} --load {args.load}: accepted: ranks >= 2, bytes a multiple of 4 "
                 ">= 4, calls >= 10, repeats >= 1, load >= 0")
+    known = _C.arm_names(_C.Engine.cpu, "allreduce")
+    for arm in args.arms:
+        if arm not in known:
+            p.error(f"--arms {arm}: accepted: {', '.join(known)}")
     arms = ["default"] + [a for a in args.arms if a != "default"]
     out = Report()
     header = {"ranks": args.ranks, "bytes": args.bytes,
