@@ -28,7 +28,8 @@ def stats(group=None) -> dict:
         "mode": pg.mode,
         "prior": pg.prior_path or "analytic",  # what ordered and pruned the arms probed
         "learned_calls": pg.learned_calls,
-        "steps": pg.steps,  # step boundaries (DDP's last bucket, or step())
+        # Step boundaries: DDP's last bucket, or step(), or while neither comes each round's.
+        "steps": pg.steps,
         "rounds_applied": pg.rounds_applied,
         # What the last round cost, as each engine's learner prices measuring (µs).
         "round_cost_us": {name: pg.round_cost_us(e) for name, e in ENGINES.items()},

@@ -95,13 +95,14 @@ void Consensus::complete(uint64_t index, int64_t end_ns) {
   if (cell) cell->add_duration(end_ns - start);
 }
 
-void Consensus::end_call(std::array<Learner*, kNumEngines> learners) {
+bool Consensus::end_call(std::array<Learner*, kNumEngines> learners) {
   if (!failure_.empty()) C10_THROW_ERROR(DistBackendError, failure_);
   const RoundScheduler::Boundary b = schedule_.end_call();
   // Every rank reaches a boundary at the same call index: apply the round in flight (its
   // all-reduce has had K calls to finish), then start the one that just closed.
   if (b.apply) apply_pending(learners);
   if (b.start) start_round(b.first);
+  return b.start;
 }
 
 void Consensus::start_round(uint64_t first) {

@@ -63,8 +63,8 @@ class Consensus {
   void complete(uint64_t index, int64_t end_ns);
   // After the call is issued: at round boundaries, applies the round in flight to `learners` and
   // starts the next all-reduce. Called on the collective's calling thread. Throws (and keeps
-  // throwing) once the ranks were found to disagree.
-  void end_call(std::array<Learner*, kNumEngines> learners);
+  // throwing) once the ranks were found to disagree. True when this call closed a round.
+  bool end_call(std::array<Learner*, kNumEngines> learners);
 
   // Signals, folded into the next round. A step boundary (DDP's last bucket, dynamiccl_pg.step)
   // at the same call index on every rank: the time since the previous one is a step's time.

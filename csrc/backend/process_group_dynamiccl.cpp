@@ -244,6 +244,7 @@ void ProcessGroupDynamicCCL::ensure_learner(EngineKind engine) {
   learner = std::make_unique<Learner>(cfg, catalogs_[index(engine)]);
   // Step numbers are the group's: a learner made later counts the steps already ended.
   for (uint64_t s = consensus_.steps_ended(); s > 0; --s) learner->mark_step();
+  learner->set_rounds_are_steps(rounds_are_steps(), engine == kCpu);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -319,11 +320,18 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
   }
   if (r.learned || r.forced) telemetry_.log_decision(r);
   if (hint.is_last == 1) {
+    if (!framework_marks_steps_) steps_marked();
     framework_marks_steps_ = true;
     step_end_pending_ = true;
   }
   r.start_ns = now_ns();
   return r;
+}
+
+void ProcessGroupDynamicCCL::steps_marked() {
+  for (auto& learner : learners_) {
+    if (learner) learner->set_rounds_are_steps(false, false);
+  }
 }
 
 void ProcessGroupDynamicCCL::end_step() {
@@ -465,8 +473,10 @@ void ProcessGroupDynamicCCL::finish(const Call& c, const CallRecord& rec,
                                     const c10::intrusive_ptr<c10d::Work>& work) {
   if (rec.engine == kNccl && !c.p2p && !nccl_plugin_checked_) agree_on_nccl_plugin();
   // The round boundary (if this call ends a round) runs on every rank here.
-  if (rec.learned) {
-    consensus_.end_call({learners_[index(kCpu)].get(), learners_[index(kNccl)].get()});
+  if (rec.learned &&
+      consensus_.end_call({learners_[index(kCpu)].get(), learners_[index(kNccl)].get()}) &&
+      rounds_are_steps()) {
+    step_end_pending_ = true;  // ends at the next collective, as DDP's step does
   }
   if (coalescing_ && rec.engine == kCpu) coalesced_works_.push_back(work);
 }

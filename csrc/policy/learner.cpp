@@ -339,6 +339,11 @@ void Learner::mark_step() {
   ++t.step;
 }
 
+void Learner::set_rounds_are_steps(bool rounds, bool judged) {
+  impl_->trials->rounds_are_steps = rounds;
+  impl_->trials->rounds_judge = rounds && judged;
+}
+
 uint32_t Learner::epoch() const { return impl_->epoch; }
 
 Mode Learner::mode() const { return impl_->mode; }

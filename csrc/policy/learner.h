@@ -306,6 +306,9 @@ class Learner {
   // The training step ends here: called at the same call index on every rank (DDP's last
   // bucket, dynamiccl_pg.step()). Overlapped states are judged by step time, step by step.
   void mark_step();
+  // The steps are the group's consensus rounds (it marks none of its own), and with `judged` every
+  // state is judged by them (StepTrialBoard::rounds_are_steps). Same on every rank.
+  void set_rounds_are_steps(bool rounds, bool judged);
 
   uint32_t epoch() const;
   Mode mode() const;

@@ -228,6 +228,66 @@ TEST(StepTrials, AnArmThatShortensTheStepIsAdopted) {
   EXPECT_TRUE(std::all_of(last.begin(), last.end(), [](uint16_t a) { return a == 1; }));
 }
 
+// A loop of exposed calls in a group that marks no steps: each consensus round is a step
+// (Learner::set_rounds_are_steps), whose time is what its calls took on the wall clock. Each arm's
+// call is measured at `call_us`, and its window pays `wall_us` a call (on a CPU shared with other
+// work, our schedules measured cheaper per call and ran 1.2-1.6x gloo on every call:
+// benchmarks/results/cost_statistics.md). Returns the state's stats.
+StateStats run_rounds_as_steps(bool rounds_are_steps, const std::vector<ArmTruth>& truth) {
+  Learner learner(config(), std::make_shared<TwoArmCatalog>());
+  learner.set_rounds_are_steps(rounds_are_steps, true);
+  std::mt19937 rng(7);
+  std::normal_distribution<double> noise(0.0, 1.0);
+  CollectiveContext exposed = overlapped_bucket(kBucketBytes);
+  exposed.exposure = Exposure::kExposed;
+  RoundResult round;
+  std::vector<double> ended;  // step (round) times since the last round
+  uint64_t first_step = 0;
+  double window_us = 0;
+  for (int call = 1; call <= 6000; ++call) {
+    const Decision d = learner.decide(exposed);
+    const ArmTruth& arm = truth.at(d.arm);
+    window_us += arm.step_cost_us * std::max(0.2, 1.0 + 0.05 * noise(rng));
+    if (d.measure) {
+      const auto cost = static_cast<float>(arm.call_us * std::max(0.2, 1.0 + 0.02 * noise(rng)));
+      round.calls.push_back({d.state_id, d.arm, cost, d.probe, d.after_probe});
+    }
+    if (call % kRound != 0) continue;
+    round.first_step = first_step;
+    round.step_times_us = ended;
+    first_step += ended.size();
+    ended.clear();
+    learner.apply_round(round);
+    round = RoundResult{};
+    if (rounds_are_steps) {  // the round's boundary ends the step (at the next call, as DDP's)
+      learner.mark_step();
+      ended.push_back(window_us);
+    }
+    window_us = 0;
+  }
+  return learner.stats().at(0);
+}
+
+TEST(StepTrials, WhereRoundsAreStepsAnExposedArmFasterPerCallButSlowerOnTheWallIsNotAdopted) {
+  // "fast" measures half the default per call, and its calls cost the loop twice as much.
+  const std::vector<ArmTruth> truth = {{100, 100}, {50, 200}};
+  const StateStats per_call = run_rounds_as_steps(false, truth);
+  EXPECT_EQ(per_call.exposure, Exposure::kExposed);
+  EXPECT_EQ(per_call.arms.at(per_call.incumbent).name, "fast");  // as without rounds as steps
+  const StateStats st = run_rounds_as_steps(true, truth);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
+  EXPECT_EQ(st.trial.challenger, "fast");
+  EXPECT_EQ(st.trial.verdict.rfind("rejected", 0), 0u) << st.trial.verdict;
+  EXPECT_GT(st.trial.mean_delta_us, 1000);  // 16 calls x 100 µs
+}
+
+TEST(StepTrials, WhereRoundsAreStepsAnExposedArmFasterOnTheWallIsAdopted) {
+  const StateStats st = run_rounds_as_steps(true, {{100, 100}, {50, 50}});
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "fast");
+  EXPECT_EQ(st.trial.verdict, "adopted: shorter steps");
+  EXPECT_LT(st.trial.mean_delta_us, -500);
+}
+
 // A verdict before trial_pairs needs evidence the stronger the fewer the pairs: a clear effect
 // ends its trial early, a faint one is judged on trial_pairs or more, as before.
 TEST(StepTrials, AClearEffectOnTheStepEndsItsTrialEarlyAFaintOneWaitsForTrialPairs) {
