@@ -244,7 +244,10 @@ void ProcessGroupDynamicCCL::ensure_learner(EngineKind engine) {
   learner = std::make_unique<Learner>(cfg, catalogs_[index(engine)]);
   // Step numbers are the group's: a learner made later counts the steps already ended.
   for (uint64_t s = consensus_.steps_ended(); s > 0; --s) learner->mark_step();
-  learner->set_rounds_are_steps(rounds_are_steps(), engine == kCpu);
+  if (rounds_are_steps()) {
+    learner->set_step_source(engine == kCpu ? StepSource::kRoundsJudged
+                                            : StepSource::kRoundsIgnored);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -320,7 +323,7 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
   }
   if (r.learned || r.forced) telemetry_.log_decision(r);
   if (hint.is_last == 1) {
-    if (!framework_marks_steps_) steps_marked();
+    if (rounds_are_steps()) steps_marked();
     framework_marks_steps_ = true;
     step_end_pending_ = true;
   }
@@ -330,7 +333,7 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
 
 void ProcessGroupDynamicCCL::steps_marked() {
   for (auto& learner : learners_) {
-    if (learner) learner->set_rounds_are_steps(false, false);
+    if (learner) learner->set_step_source(StepSource::kMarked);
   }
 }
 

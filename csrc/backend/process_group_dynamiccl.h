@@ -149,7 +149,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   // dynamiccl_pg.step(): the training step ends here, unless the framework marks steps itself
   // (DDP's last bucket does); the same call index on every rank either way.
   void end_step_from_user() {
-    if (!user_marks_steps_) steps_marked();
+    if (rounds_are_steps()) steps_marked();
     user_marks_steps_ = true;
     if (!framework_marks_steps_) end_step();
   }
@@ -225,11 +225,10 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   bool step_end_pending_ = false;       // ... which ends at the next collective
   // Until the framework or the user marks a step, each consensus round is one: what a loop of
   // calls pays is windows of calls, which a call's own duration does not follow on a CPU whose
-  // cores are shared (benchmarks/results/cost_statistics.md). The CPU learner then judges every
-  // state by step (StepTrialBoard::rounds_are_steps), the NCCL learner none.
+  // cores are shared (policy/learner.h, StepSource).
   bool rounds_are_steps() const { return !framework_marks_steps_ && !user_marks_steps_; }
-  void steps_marked();
-  void end_step();  // learners and consensus: a step boundary
+  void steps_marked();  // the learners' steps are marked ones from now on
+  void end_step();      // learners and consensus: a step boundary
   uint64_t seq_collective_ = 0;
   uint64_t seq_p2p_ = 0;
 

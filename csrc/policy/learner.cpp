@@ -339,10 +339,7 @@ void Learner::mark_step() {
   ++t.step;
 }
 
-void Learner::set_rounds_are_steps(bool rounds, bool judged) {
-  impl_->trials->rounds_are_steps = rounds;
-  impl_->trials->rounds_judge = rounds && judged;
-}
+void Learner::set_step_source(StepSource source) { impl_->trials->source = source; }
 
 uint32_t Learner::epoch() const { return impl_->epoch; }
 

@@ -292,6 +292,14 @@ inline constexpr std::array<const char*, 8> kArm = {
     kName, kSamples, kMeanUs, kM2, kAnalyticUs, kEliminated, kStepAdopted, kStepRejected};
 }  // namespace policy_key
 
+// What a group's steps are (Learner::set_step_source). Marked: DDP's last bucket or
+// dynamiccl_pg.step(); overlapped states are judged by them. Rounds: the group marks none and each
+// consensus round is a step, a window of calls; the CPU learner judges every state by them (on
+// cores shared with other work a call's own duration does not follow what a loop pays:
+// benchmarks/results/cost_statistics.md), the NCCL learner none (kernel times, which that sharing
+// does not reach, do follow it).
+enum class StepSource : uint8_t { kMarked, kRoundsJudged, kRoundsIgnored };
+
 class Learner {
  public:
   Learner(LearnerConfig config, std::shared_ptr<const ArmCatalog> catalog);
@@ -306,9 +314,8 @@ class Learner {
   // The training step ends here: called at the same call index on every rank (DDP's last
   // bucket, dynamiccl_pg.step()). Overlapped states are judged by step time, step by step.
   void mark_step();
-  // The steps are the group's consensus rounds (it marks none of its own), and with `judged` every
-  // state is judged by them (StepTrialBoard::rounds_are_steps). Same on every rank.
-  void set_rounds_are_steps(bool rounds, bool judged);
+  // What the group's steps are (StepSource). Same on every rank.
+  void set_step_source(StepSource source);
 
   uint32_t epoch() const;
   Mode mode() const;

@@ -264,12 +264,7 @@ struct StepTrialBoard {
   // The state whose footprint rung waits for the board (-1 none): a running tie trial stops for
   // it and no tie trial opens until it has run (PolicyState::claim_board).
   int32_t footprint_waiting = -1;
-  // The group marks no steps of its own and each consensus round is one (Learner::
-  // set_rounds_are_steps). A step is then a window of calls, by which `rounds_judge` says whether
-  // every state is judged (the CPU learner's), or none (the NCCL learner's: kernel times, which
-  // cores shared with other work do not reach, keep following what a loop pays).
-  bool rounds_are_steps = false;
-  bool rounds_judge = false;
+  StepSource source = StepSource::kMarked;
   bool challenger_at(uint64_t s) const { return ((s - start) & 1) != 0; }
   void open(int32_t state) {
     owner = state;
@@ -549,10 +544,16 @@ class PolicyState {
   uint32_t cross_check_cap() const {
     return std::min<uint32_t>(kCrossCheckCapFactor * need_, SampleWindow::kCapacity);
   }
-  // Overlapped states whose group marks steps judge a challenger by step time.
+  // Whether a challenger is judged by step time (StepSource): overlapped states of a group that
+  // marks steps, every state of a CPU learner whose steps are rounds.
   bool judged_by_step() const {
     if (trials_->step == 0) return false;
-    return trials_->rounds_are_steps ? trials_->rounds_judge : exposure_ == Exposure::kOverlapped;
+    switch (trials_->source) {
+      case StepSource::kMarked: return exposure_ == Exposure::kOverlapped;
+      case StepSource::kRoundsJudged: return true;
+      case StepSource::kRoundsIgnored: return false;
+    }
+    return false;
   }
   // Faster per call while holding no more: it can only shorten the step, so its trial may run
   // (and pay back) while the do-no-harm budget is spent, as long as its pairs show no harm.

@@ -229,13 +229,13 @@ TEST(StepTrials, AnArmThatShortensTheStepIsAdopted) {
 }
 
 // A loop of exposed calls in a group that marks no steps: each consensus round is a step
-// (Learner::set_rounds_are_steps), whose time is what its calls took on the wall clock. Each arm's
+// (StepSource::kRoundsJudged), whose time is what its calls took on the wall clock. Each arm's
 // call is measured at `call_us`, and its window pays `wall_us` a call (on a CPU shared with other
 // work, our schedules measured cheaper per call and ran 1.2-1.6x gloo on every call:
 // benchmarks/results/cost_statistics.md). Returns the state's stats.
 StateStats run_rounds_as_steps(bool rounds_are_steps, const std::vector<ArmTruth>& truth) {
   Learner learner(config(), std::make_shared<TwoArmCatalog>());
-  learner.set_rounds_are_steps(rounds_are_steps, true);
+  if (rounds_are_steps) learner.set_step_source(StepSource::kRoundsJudged);
   std::mt19937 rng(7);
   std::normal_distribution<double> noise(0.0, 1.0);
   CollectiveContext exposed = overlapped_bucket(kBucketBytes);
