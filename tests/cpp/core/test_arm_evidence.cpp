@@ -12,6 +12,7 @@
 #include "contexts.h"
 #include "policy/arm_evidence.h"
 #include "policy/learner.h"
+#include "round_feed.h"
 
 namespace dynamiccl {
 namespace {
@@ -121,8 +122,7 @@ std::vector<StateStats> run_buckets(const Buckets& b) {
   const CollectiveContext bucket = overlapped_bucket(kBucketBytes);
   CollectiveContext last = bucket;
   last.exposure = Exposure::kExposed;
-  RoundResult round;
-  uint64_t calls = 0, first_step = 0;
+  RoundFeed feed;
   for (int step = 0; step < 1500; ++step) {
     double step_us = 5000;
     for (int c = 0; c < (step < b.exposed_from ? 4 : 5); ++c) {
@@ -133,18 +133,11 @@ std::vector<StateStats> run_buckets(const Buckets& b) {
         // A cap runs on its cap, any other arm on all of the communicator's channels.
         const int channels = b.nccl_channels > 0 && d.action.channels > 0 ? d.action.channels
                                                                           : b.nccl_channels;
-        round.calls.push_back({d.state_id, d.arm, static_cast<float>(call_us), d.probe,
-                               d.after_probe, static_cast<uint16_t>(channels)});
+        feed.measured(d, static_cast<float>(call_us), static_cast<uint16_t>(channels));
       }
-      if (++calls % 16 == 0) {
-        round.first_step = first_step;
-        first_step += round.step_times_us.size();
-        learner.apply_round(round);
-        round = RoundResult{};
-      }
+      feed.end_call(learner);
     }
-    learner.mark_step();
-    round.step_times_us.push_back(step_us);
+    feed.end_step(learner, step_us);
   }
   return learner.stats();
 }

@@ -21,11 +21,11 @@
 #include "contexts.h"
 #include "policy/learner.h"
 #include "policy/policy_state.h"  // kMaxTieTrials
+#include "round_feed.h"
 
 namespace dynamiccl {
 namespace {
 
-constexpr int kRound = 16;        // K: calls per consensus round
 constexpr int kCallsPerStep = 4;  // the state's calls (buckets) per step
 constexpr double kComputeUs = 5000;
 constexpr uint64_t kBucketBytes = 1 << 20;  // the overlapped state's calls: 1 MiB DDP buckets
@@ -113,9 +113,7 @@ std::vector<StateStats> run_states(Learner& learner, const std::vector<ArmTruth>
   CollectiveContext exposed = overlapped;
   exposed.effective_bytes = 64 << 10;
   exposed.exposure = Exposure::kExposed;
-  RoundResult round;
-  std::vector<double> ended;  // step times since the last round
-  uint64_t first_step = 0, calls = 0;
+  RoundFeed feed;
   bool last_started = false;
   for (int s = 0; s < steps; ++s) {
     last_started = last_started || (last && last->from(learner));
@@ -133,23 +131,12 @@ std::vector<StateStats> run_states(Learner& learner, const std::vector<ArmTruth>
       step_us += is_last ? call_us : truth.at(d.arm).step_cost_us;
       if (last_arms && !is_last && s == steps - 1) last_arms->push_back(d.arm);
       if (d.measure) {
-        const float cost = static_cast<float>(call_us *
-                                              std::max(0.2, 1.0 + noise_level.call * noise(rng)));
-        round.calls.push_back({d.state_id, d.arm, cost, d.probe, d.after_probe});
+        feed.measured(
+            d, static_cast<float>(call_us * std::max(0.2, 1.0 + noise_level.call * noise(rng))));
       }
-      if (++calls % kRound == 0) {
-        round.first_step = first_step;
-        round.step_times_us = ended;
-        first_step += ended.size();
-        ended.clear();
-        learner.apply_round(round);
-        round = RoundResult{};
-      }
+      feed.end_call(learner);
     }
-    if (mark_steps) {
-      learner.mark_step();
-      ended.push_back(step_us + noise_level.step_us * noise(rng));
-    }
+    if (mark_steps) feed.end_step(learner, step_us + noise_level.step_us * noise(rng));
   }
   return learner.stats();
 }
@@ -240,29 +227,18 @@ StateStats run_rounds_as_steps(bool rounds_are_steps, const std::vector<ArmTruth
   std::normal_distribution<double> noise(0.0, 1.0);
   CollectiveContext exposed = overlapped_bucket(kBucketBytes);
   exposed.exposure = Exposure::kExposed;
-  RoundResult round;
-  std::vector<double> ended;  // step (round) times since the last round
-  uint64_t first_step = 0;
+  RoundFeed feed;
   double window_us = 0;
   for (int call = 1; call <= 6000; ++call) {
     const Decision d = learner.decide(exposed);
     const ArmTruth& arm = truth.at(d.arm);
     window_us += arm.step_cost_us * std::max(0.2, 1.0 + 0.05 * noise(rng));
     if (d.measure) {
-      const auto cost = static_cast<float>(arm.call_us * std::max(0.2, 1.0 + 0.02 * noise(rng)));
-      round.calls.push_back({d.state_id, d.arm, cost, d.probe, d.after_probe});
+      feed.measured(d, static_cast<float>(arm.call_us * std::max(0.2, 1.0 + 0.02 * noise(rng))));
     }
-    if (call % kRound != 0) continue;
-    round.first_step = first_step;
-    round.step_times_us = ended;
-    first_step += ended.size();
-    ended.clear();
-    learner.apply_round(round);
-    round = RoundResult{};
-    if (rounds_are_steps) {  // the round's boundary ends the step (at the next call, as DDP's)
-      learner.mark_step();
-      ended.push_back(window_us);
-    }
+    if (!feed.end_call(learner)) continue;
+    // The round's boundary ends the step (at the next call, as DDP's last bucket does).
+    if (rounds_are_steps) feed.end_step(learner, window_us);
     window_us = 0;
   }
   return learner.stats().at(0);
