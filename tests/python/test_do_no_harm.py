@@ -125,3 +125,34 @@ def test_an_arm_faster_per_call_but_slower_for_the_step_is_not_adopted():
     assert all(e["pairs"] >= 2 and e["mean_delta_us"] > e["stderr_us"] for e in rejected), rejected
     assert not any(e["what"].startswith("adopted") for e in events), events
     assert state["incumbent"] == "default", state
+
+
+def _a_loop_of_calls_next_to_busy_arms(rank, size):
+    # No DDP, no dynamiccl_pg.step(): the group marks no steps, so each consensus round is one.
+    events = []
+    for call in range(1, 801):
+        t = torch.ones(64 * 1024)  # 256 KiB, where our schedules are faster per call
+        dist.all_reduce(t)
+        if call % 50 == 0:
+            [state] = [s for s in dynamiccl_pg.stats()["states"]["cpu"] if s["op"] == "allreduce"]
+            events += [e for e in state["events"] if e not in events]
+    stats = dynamiccl_pg.stats()
+    return state, events, (stats["steps"], stats["rounds_applied"]), dynamiccl_pg.decision_hash()
+
+
+def test_in_a_loop_of_calls_an_arm_faster_per_call_but_slower_on_the_wall_is_not_adopted():
+    # Every schedule of ours costs the caller BUSY_US a call outside the call's own duration (paid
+    # where the step, here a round, ends): per call faster, on the wall clock slower. Without
+    # rounds as steps an exposed state adopts it per call.
+    results = run_ranks(_a_loop_of_calls_next_to_busy_arms, 4, env={
+        "DYNAMICCL_TEST_BUSY_ARM": f"*:{BUSY_US}", "DYNAMICCL_STEP_REGRESSION": "100"},
+        timeout=500)
+    state, events, (steps, rounds), _ = results[0]
+    assert all(r[3] == results[0][3] for r in results), "decisions differ across ranks"
+    assert state["exposure"] == "exposed", state
+    assert rounds > 0 and abs(steps - rounds) <= 1, (steps, rounds)  # a step per round
+    trialed = [e for e in events if e["what"] == "step trial" and e["from"] == "default"]
+    assert trialed, f"no step trial ran: the test shows nothing: {events}"
+    assert any(e["what"].startswith("rejected") for e in events), events
+    assert not any(e["what"].startswith("adopted") for e in events), events
+    assert state["incumbent"] == "default", state
