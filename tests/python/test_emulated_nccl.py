@@ -336,8 +336,12 @@ def test_ddp_learns_the_scenarios_best_arm_on_every_rank(tmp_path):
     for st, _, _ in results:
         [state] = [s for s in st["states"]["nccl"] if s["calls"] > 100]
         chosen = state["incumbent"]
+        # The backend's catalog derives its caps from its own topology. A cap that the scenario's
+        # catalog leaves out holds at least the channels the arm runs on there
+        # (engines/nccl/arm_catalog.cpp), so there it is the uncapped arm (seen: tree/LL128/c2).
+        truth_name = chosen if chosen in truth else chosen.rsplit("/c", 1)[0]
         # The truth of the arm it chose (by algorithm/protocol/cap) is within 10% of the best.
-        assert truth.get(chosen, float("inf")) <= 1.10 * best, (chosen, truth)
+        assert truth.get(truth_name, float("inf")) <= 1.10 * best, (chosen, truth)
         assert truth["default"] > 1.3 * best  # NCCL's own choice was wrong here
 
 
