@@ -254,6 +254,17 @@ void bind_heads(py::module_& m) {
 
 void bind_arms(py::module_& m) {
   m.def(
+      "nccl_arm_uncapped",
+      [](const std::string& name) {
+        Action a;
+        TORCH_CHECK_VALUE(
+            parse_nccl_arm_name(name, &a), "dynamiccl: '", name,
+            "' is not an NCCL arm name: accepted: ALGO/PROTO, optionally /cN and /kNK");
+        return nccl_arm_name(a.algo, a.proto, 0, std::max(0, a.chunk_bytes));
+      },
+      py::arg("name"),
+      "The NCCL arm `name` without its channel cap (the arm a cap at or above its channels runs).");
+  m.def(
       "is_nccl_arm_name",
       [](const std::string& name) {
         Action action;

@@ -339,10 +339,20 @@ def test_ddp_learns_the_scenarios_best_arm_on_every_rank(tmp_path):
         # The backend's catalog derives its caps from its own topology. A cap that the scenario's
         # catalog leaves out holds at least the channels the arm runs on there
         # (engines/nccl/arm_catalog.cpp), so there it is the uncapped arm (seen: tree/LL128/c2).
-        truth_name = chosen if chosen in truth else chosen.rsplit("/c", 1)[0]
+        truth_name = chosen if chosen in truth else _C.nccl_arm_uncapped(chosen)
         # The truth of the arm it chose (by algorithm/protocol/cap) is within 10% of the best.
         assert truth.get(truth_name, float("inf")) <= 1.10 * best, (chosen, truth)
         assert truth["default"] > 1.3 * best  # NCCL's own choice was wrong here
+
+
+
+def test_an_nccl_arm_without_its_cap_keeps_its_algorithm_protocol_and_chunk():
+    from dynamiccl_pg import _C
+    assert _C.nccl_arm_uncapped("tree/LL128/c2") == "tree/LL128"
+    assert _C.nccl_arm_uncapped("ring/Simple/c4/k512K") == "ring/Simple/k512K"
+    assert _C.nccl_arm_uncapped("ring/LL") == "ring/LL"
+    with pytest.raises(ValueError, match="'tree/c2' is not an NCCL arm name"):
+        _C.nccl_arm_uncapped("tree/c2")
 
 
 # ---- bad input ---------------------------------------------------------------------------------
