@@ -26,8 +26,14 @@ constexpr int kNumKeys = kNumRoles * kNumOps * kNumSizeBins * kNumExposures * 2;
 // alone, froze the main job's states at step 20 in 4 of 22 runs).
 constexpr int kFirstRounds = 3;
 // Consecutive regressed rounds before the step-time guard acts: one slow round (a checkpoint
-// write, an evaluation pass) must not freeze a whole job's exploration for good.
+// write, an evaluation pass) must not freeze a whole job's exploration for good. Where the group
+// marks no steps, its rounds are its steps: a round is a few calls, whose time on shared cores is
+// heavy-tailed (4 ranks on 2 cores, a tiny all-reduce's mean per call 2.5x its median), and two
+// slow rounds in a row come by chance (a step time with one round in ten slowed by an exponential
+// tail of the step's mean: 14 of 40 jobs frozen with two, none with three;
+// Learner.TheGuardOnRoundsAsStepsLooksBeyondTheirTail).
 constexpr int kRegressionRounds = 2;
+constexpr int kRegressionRoundsUnmarked = 3;
 // A regressed round is also beyond the step time's own noise: kGuardZ of its round-to-round
 // standard deviation (with the baseline's error), estimated from the last kNoiseRounds rounds.
 // On the main job (4 ranks on 2 cores) rounds of ~5 steps spread 8-13% around their trend while
@@ -204,9 +210,9 @@ struct Learner::Impl {
 
   // Guards (docs/architecture.md, "Guards"), fed only by the rank-reduced signals of the round:
   //  - step time (step_baseline()): after the first kFirstRounds rounds, kRegressionRounds
-  //    consecutive rounds slower than baseline * (1 + step_regression), and beyond the step
-  //    time's noise (regression_bar()), while non-default arms ran (a non-default decision or
-  //    cost in the window) freeze exploration;
+  //    (kRegressionRoundsUnmarked where rounds are the steps) consecutive rounds slower than
+  //    baseline * (1 + step_regression), and beyond the step time's noise (regression_bar()), while
+  //    non-default arms ran (a non-default decision or cost in the window) freeze exploration;
   //  - loss: rounds in which the loss set no new minimum are counted while some state is probing
   //    (a new minimum resets the count); loss_stall_rounds of them freeze exploration.
   // Freezing is for the rest of the run: every state, and every state created later, runs its
@@ -223,7 +229,8 @@ struct Learner::Impl {
         first_times[first_rounds++] = st;
       } else if (nondefault_used) {
         if (st > regression_bar()) {
-          if (++regressed_rounds >= kRegressionRounds) {
+          const bool marked = trials->source == StepSource::kMarked;
+          if (++regressed_rounds >= (marked ? kRegressionRounds : kRegressionRoundsUnmarked)) {
             freeze_all();
             return;
           }

@@ -448,6 +448,44 @@ TEST(Learner, TheStepTimeGuardLooksBeyondTheStepTimesNoise) {
   }
 }
 
+// Jobs (of 40) whose states the step-time guard froze, with step times of 1000 us, 5% noise and,
+// in one round in ten, an exponential tail of the step's mean, and `regression` x the step while
+// another arm runs after the first 1500 calls (1.05 before).
+int jobs_frozen_beside_a_tail(StepSource source, double regression) {
+  int frozen = 0;
+  for (int seed = 1; seed <= 40; ++seed) {
+    Learner l(bulk_config(), catalog_of(5));
+    l.set_step_source(source);
+    Driver d{l, fixed({100, 70, 90, 95, 110})};
+    std::mt19937 rng(seed);
+    std::normal_distribution<double> gauss(0.0, 1.0);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    std::exponential_distribution<double> tail(1.0);
+    d.signals = [&](RoundResult& r, const std::vector<Decision>& w) {
+      const double slower = ran_another_arm(w) ? (d.calls > 1500 ? regression : 1.05) : 1.0;
+      const double slow_round = uniform(rng) < 0.1 ? 1000.0 * tail(rng) : 0.0;
+      r.step_time_us = 1000.0 * slower * (1.0 + 0.05 * gauss(rng)) + slow_round;
+    };
+    d.run(make_ctx(Role::kDataParallel, 1 << 20), 3000);
+    frozen += state_stats(l, 0).frozen ? 1 : 0;
+  }
+  return frozen;
+}
+
+TEST(Learner, TheGuardOnRoundsAsStepsLooksBeyondTheirTail) {
+  // Where the group marks no steps its rounds are the steps, and rounds of a few calls on shared
+  // cores are heavy-tailed: the guard there waits for three regressed rounds in a row, not two.
+  const int marked_idle = jobs_frozen_beside_a_tail(StepSource::kMarked, 1.0);
+  const int rounds_idle = jobs_frozen_beside_a_tail(StepSource::kRoundsJudged, 1.0);
+  const int rounds_regressed = jobs_frozen_beside_a_tail(StepSource::kRoundsJudged, 1.6);
+  std::printf("frozen of 40 with no regression: marked steps %d, rounds as steps %d; "
+              "rounds as steps x1.6 while learning: %d\n",
+              marked_idle, rounds_idle, rounds_regressed);
+  EXPECT_GE(marked_idle, 8);  // two in a row: the tail alone freezes many
+  EXPECT_LE(rounds_idle, 2);
+  EXPECT_GE(rounds_regressed, 30);
+}
+
 TEST(Learner, LossStallDuringExplorationFreezes) {
   auto cat = catalog_of(8);
   LearnerConfig cfg = bulk_config();
