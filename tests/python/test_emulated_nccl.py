@@ -345,7 +345,6 @@ def test_ddp_learns_the_scenarios_best_arm_on_every_rank(tmp_path):
         assert truth["default"] > 1.3 * best  # NCCL's own choice was wrong here
 
 
-
 def test_an_nccl_arm_without_its_cap_keeps_its_algorithm_protocol_and_chunk():
     from dynamiccl_pg import _C
     assert _C.nccl_arm_uncapped("tree/LL128/c2") == "tree/LL128"
