@@ -28,10 +28,10 @@ constexpr int kFirstRounds = 3;
 // Consecutive regressed rounds before the step-time guard acts: one slow round (a checkpoint
 // write, an evaluation pass) must not freeze a whole job's exploration for good. Where the group
 // marks no steps, its rounds are its steps: a round is a few calls, whose time on shared cores is
-// heavy-tailed (4 ranks on 2 cores, a tiny all-reduce's mean per call 2.5x its median), and two
-// slow rounds in a row come by chance (a step time with one round in ten slowed by an exponential
-// tail of the step's mean: 14 of 40 jobs frozen with two, none with three;
-// Learner.TheGuardOnRoundsAsStepsLooksBeyondTheirTail).
+// heavy-tailed (4 ranks on 2 cores: a tiny all-reduce's wall time per call 1.5-1.7x its calls'
+// median duration, benchmarks/results/cost_statistics.md), and two slow rounds in a row come by
+// chance (one round in ten slowed by an exponential tail of the step's mean: 14 of 40 jobs frozen
+// with two, none with three; Learner.TheGuardOnRoundsAsStepsLooksBeyondTheirTail).
 constexpr int kRegressionRounds = 2;
 constexpr int kRegressionRoundsUnmarked = 3;
 // A regressed round is also beyond the step time's own noise: kGuardZ of its round-to-round
