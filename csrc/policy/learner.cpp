@@ -40,6 +40,14 @@ constexpr int kRegressionRoundsUnmarked = 3;
 // probing: 10% alone is inside that.
 constexpr double kGuardZ = 2.0;
 constexpr int kNoiseRounds = 16;
+// A trial's pair is winsorized: its two steps' difference is held within the shorter step, or
+// within kPairClipZ spreads of the difference between successive steps where that is wider
+// (kMadToSigma x their median absolute difference over the last SampleWindow::kCapacity). A step
+// that holds something else (a checkpoint, an evaluation pass, another group's calls) is no arm's
+// doing: in a loop whose rounds are its steps, beside another group's windows of calls, one such
+// pair credited 3.7 s to a state whose budget was 60 ms, which then paid for probes it could not
+// afford. An arm that doubles the step is still charged in full.
+constexpr double kPairClipZ = 5.0;
 
 inline int state_key(int role, int op, int bin, Exposure exposure, bool fused) {
   return (((role * kNumOps + op) * kNumSizeBins + bin) * kNumExposures +
@@ -120,6 +128,9 @@ struct Learner::Impl {
   int first_rounds = 0;
   double last_step_time = 0;      // the previous round's
   SampleWindow step_differences;  // |difference| of successive rounds' step times
+  double last_step_us = NAN;      // the previous step's time (each step, not a round's mean)
+  uint64_t last_step = 0;         // and its number
+  SampleWindow successive_steps;  // |difference| of successive steps' times
   int regressed_rounds = 0;       // consecutive
   double best_loss = INFINITY;
   int stalled_rounds = 0;  // rounds without a new best loss while some state probed
@@ -153,11 +164,18 @@ struct Learner::Impl {
     StepTrialBoard& t = *trials;
     for (size_t i = 0; i < r.step_times_us.size(); ++i) {
       const uint64_t step = r.first_step + i;
+      const double us = r.step_times_us[i];
+      if (std::isfinite(us)) {
+        if (std::isfinite(last_step_us) && last_step + 1 == step) {
+          successive_steps.push(static_cast<float>(std::fabs(us - last_step_us)));
+        }
+        last_step_us = us;
+        last_step = step;
+      }
       while (!t.marks.empty() && t.marks.front().step < step) t.marks.pop_front();
       if (t.marks.empty() || t.marks.front().step != step) continue;
       const StepTrialBoard::Mark mark = t.marks.front();
       t.marks.pop_front();
-      const double us = r.step_times_us[i];
       if (t.owner < 0 || !mark.used || !std::isfinite(us)) {
         t.pending_us = NAN;
       } else if (!t.challenger_at(step)) {
@@ -167,7 +185,12 @@ struct Learner::Impl {
       } else if (std::isfinite(t.pending_us) && t.pending_step + 1 == step) {
         PolicyState& owner = states[t.owner];
         if (!(mark.probed || t.pending_probed) || owner.keeps_probed_pair(t.pending_us, us)) {
-          owner.add_trial_pair(t.pending_us, us);
+          // Winsorized: the longer step is brought within `limit` of the other (kPairClipZ).
+          const double spread = kPairClipZ * kMadToSigma *
+                                successive_steps.median_recent(SampleWindow::kCapacity);
+          const double limit = std::max(spread, std::min(t.pending_us, us));
+          owner.add_trial_pair(std::min(t.pending_us, us + limit),
+                               std::min(us, t.pending_us + limit));
         }
         t.pending_us = NAN;
       }

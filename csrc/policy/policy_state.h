@@ -460,7 +460,7 @@ class PolicyState {
   // winning arm's too.
   bool repays(const ArmSlot& a) const {
     if (a.view.n == 0 || a.step_rejected || (a.view.n == 1 && tail_ > 0) ||
-        (per_call_misleads_ && judged_by_step())) {
+        (per_call_misleads() && judged_by_step())) {
       return false;
     }
     const double half_width = a.view.n == 1 ? kConfidenceZ * slots_[default_slot_].view.spread
@@ -554,6 +554,12 @@ class PolicyState {
       case StepSource::kRoundsIgnored: return false;
     }
     return false;
+  }
+  // Per-call costs are no promise of step time: a trial found so (per_call_misleads_), or the
+  // group's rounds are its steps, judged because per call does not follow the wall clock there
+  // (a loop of tiny calls on shared cores: benchmarks/results/cost_statistics.md).
+  bool per_call_misleads() const {
+    return per_call_misleads_ || trials_->source == StepSource::kRoundsJudged;
   }
   // Faster per call while holding no more: it can only shorten the step, so its trial may run
   // (and pay back) while the do-no-harm budget is spent, as long as its pairs show no harm.
@@ -697,8 +703,9 @@ class PolicyState {
   double on_average_footprint_ = std::numeric_limits<double>::infinity();
   int awaited_rung_ = -1;  // the descent's next rung, awaiting its first cost; -1 none
   int tie_trials_left_ = kMaxTieTrials;  // 0: none until the next adoption
-  // A trial of an arm faster per call found it lengthens the step: this state's per-call savings
-  // are not step savings, so nothing it does counts as paying back any more (pays_back, repays).
+  // A trial of an arm faster per call found it lengthens the step, or cost step time on a spent
+  // budget: this state's per-call savings are not step savings, so nothing it does counts as
+  // paying back any more (pays_back, repays).
   bool per_call_misleads_ = false;
   // A step trial that stopped without a verdict: its challenger, to trial again once it may.
   int retry_challenger_ = -1;

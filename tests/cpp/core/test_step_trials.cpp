@@ -220,15 +220,24 @@ TEST(StepTrials, AnArmThatShortensTheStepIsAdopted) {
 // call is measured at `call_us`, and its window pays `wall_us` a call (on a CPU shared with other
 // work, our schedules measured cheaper per call and ran 1.2-1.6x gloo on every call:
 // benchmarks/results/cost_statistics.md). Returns the state's stats.
-StateStats run_rounds_as_steps(bool rounds_are_steps, const std::vector<ArmTruth>& truth) {
+// `round_noise`: Gaussian noise on each round's wall time, relative (a round of 16 tiny calls on
+// 4 ranks sharing 2 cores varies by about 45% of its mean). With `gaps`, every `every`-th round
+// also holds `us` of something else (another group's calls, an evaluation pass).
+struct RoundGaps {
+  int every = 0;
+  double us = 0;
+};
+StateStats run_rounds_as_steps(bool rounds_are_steps, const std::vector<ArmTruth>& truth,
+                               double round_noise = 0, uint32_t seed = 7, RoundGaps gaps = {}) {
   Learner learner(config(), std::make_shared<TwoArmCatalog>());
   if (rounds_are_steps) learner.set_step_source(StepSource::kRoundsJudged);
-  std::mt19937 rng(7);
+  std::mt19937 rng(seed);
   std::normal_distribution<double> noise(0.0, 1.0);
   CollectiveContext exposed = overlapped_bucket(kBucketBytes);
   exposed.exposure = Exposure::kExposed;
   RoundFeed feed;
   double window_us = 0;
+  int rounds = 0;
   for (int call = 1; call <= 6000; ++call) {
     const Decision d = learner.decide(exposed);
     const ArmTruth& arm = truth.at(d.arm);
@@ -238,7 +247,11 @@ StateStats run_rounds_as_steps(bool rounds_are_steps, const std::vector<ArmTruth
     }
     if (!feed.end_call(learner)) continue;
     // The round's boundary ends the step (at the next call, as DDP's last bucket does).
-    if (rounds_are_steps) feed.end_step(learner, window_us);
+    const bool gap = gaps.every > 0 && ++rounds % gaps.every == 0;
+    if (rounds_are_steps) {
+      feed.end_step(learner, window_us * std::max(0.2, 1.0 + round_noise * noise(rng)) +
+                                 (gap ? gaps.us : 0.0));
+    }
     window_us = 0;
   }
   return learner.stats().at(0);
@@ -293,6 +306,74 @@ TEST(StepTrials, NoEffectOnTheStepKeepsTheDefault) {
 bool has_event(const StateStats& st, const std::string& what) {
   return std::any_of(st.events.begin(), st.events.end(),
                      [&](const StateEvent& e) { return e.what == what; });
+}
+
+constexpr const char* kStoppedForCost =
+    "stopped: its pairs cost step time on a spent do-no-harm budget";
+
+// The trial of an arm faster per call runs on a spent budget because its pairs were to repay it.
+// In step noise that hides its harm from the rejection bar for many pairs, pairs that show the
+// step longer stop it instead: the state spends less beyond its budget.
+TEST(StepTrials, AFasterArmWhosePairsCostOnASpentBudgetStops) {
+  constexpr int kSeeds = 20;
+  int adopted = 0, stopped = 0;
+  std::vector<double> spent;  // extra over budget, per seed
+  for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
+    Learner learner(config(), std::make_shared<TwoArmCatalog>());
+    // "fast" halves the call and costs the step 1.2 ms more (4 calls x 300 µs), in 1.5 ms of
+    // noise a step; the budget is 4.8 ms (1% of 1,200 steps' 4 calls of 100 µs).
+    const StateStats st = run_states(learner, {{100, 10}, {50, 310}}, 1200, true, nullptr, seed,
+                                     nullptr, Noise{0.02, 1500})
+                              .at(0);
+    spent.push_back(st.extra_us / st.budget_us);
+    adopted += st.arms.at(st.incumbent).name == "fast";
+    stopped += has_event(st, kStoppedForCost);
+  }
+  std::sort(spent.begin(), spent.end());
+  const double median = spent[kSeeds / 2];
+  std::printf("extra over budget: median %.2f; adopted: %d, stopped: %d of %d\n", median, adopted,
+              stopped, kSeeds);
+  EXPECT_GE(stopped, kSeeds / 2);  // the rule acted
+  EXPECT_LE(median, 2.0);          // 3.1 when such trials ran on (17 pairs, or rejected)
+  EXPECT_EQ(adopted, 0);
+}
+
+// Where rounds are the steps, per call does not follow the wall clock (that is why they are
+// judged): a faster arm's trial does not pay back, and waits for the budget like any other.
+TEST(StepTrials, WhereRoundsAreStepsAFasterArmsTrialWaitsForTheBudget) {
+  constexpr int kSeeds = 20;
+  int over_budget = 0, adopted = 0, trialed = 0;
+  for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
+    // "fast" measures half the default per call; its rounds take 30% longer on the wall, in 45%
+    // noise a round (4 B, 4 ranks on 2 cores).
+    const StateStats st = run_rounds_as_steps(true, {{100, 100}, {50, 130}}, 0.45, seed);
+    over_budget += st.extra_us > 1.25 * st.budget_us;
+    adopted += st.arms.at(st.incumbent).name == "fast";
+    trialed += has_event(st, "step trial");
+  }
+  std::printf("over 1.25x the budget: %d, adopted: %d, trialed: %d of %d\n", over_budget, adopted,
+              trialed, kSeeds);
+  EXPECT_GE(trialed, kSeeds / 2);
+  EXPECT_LE(over_budget, 1);  // 6 of 20 when its trial paid back
+  EXPECT_LE(adopted, 1);
+}
+
+// A round that holds something else is no arm's doing: an arm faster per call without effect on
+// the wall, in rounds of which every seventh also holds 100 rounds' time of other work, is
+// neither adopted nor credited (or charged) that work in its state's ledger.
+TEST(StepTrials, WhereRoundsAreStepsARoundHoldingOtherWorkIsNoArmsDoing) {
+  constexpr int kSeeds = 20;
+  int adopted = 0, ledger_off = 0;
+  for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
+    const StateStats st = run_rounds_as_steps(true, {{100, 100}, {50, 100}}, 0.1, seed,
+                                              RoundGaps{7, 160000});
+    adopted += st.arms.at(st.incumbent).name == "fast";
+    ledger_off += std::fabs(st.extra_us) > 2 * st.budget_us;
+  }
+  std::printf("adopted: %d, ledger beyond twice the budget either way: %d of %d\n", adopted,
+              ledger_off, kSeeds);
+  EXPECT_LE(adopted, 1);
+  EXPECT_LE(ledger_off, 1);  // 20 of 20 before pairs were winsorized (one gap credited)
 }
 
 // Over an emulated WAN (CPU, 4 ranks, DDP) the buckets adopted tree by a step trial, then rd,
@@ -822,8 +903,9 @@ TEST(StepTrials, PairsBesideAnotherStatesProbesDoNotAdoptAnArmWithoutEffect) {
 
 // Futility (kFutilityLook): on a noisy machine a trial of an arm without effect on the step ends
 // at a third of max_trial_pairs about half the time instead of running them all (CPU, 4 ranks,
-// DDP: ~220 calls of the bucket state each, while an arm with 30% shorter steps waited), and an
-// arm with an effect the full trial can tell from the noise is still adopted.
+// DDP: ~220 calls of the bucket state each, while an arm with 30% shorter steps waited), or
+// stops sooner where its pairs show the step longer on a spent budget, and an arm with an effect
+// the full trial can tell from the noise is still adopted.
 TEST(StepTrials, AFutileTrialEndsEarlyAndAnEffectTheTrialCanTellIsStillAdopted) {
   constexpr int kSeeds = 40;
   std::vector<uint64_t> null_pairs;
@@ -835,7 +917,9 @@ TEST(StepTrials, AFutileTrialEndsEarlyAndAnEffectTheTrialCanTellIsStillAdopted) 
       const StateStats bucket = noisy_bucket({{100, 300}, {50, fast_step_cost}}, 1200, seed);
       if (fast_step_cost == 0) {
         adopted += bucket.arms.at(bucket.incumbent).name == "fast";
-      } else if (bucket.trial.verdict == "no effect on the step: kept") {
+      } else if (bucket.trial.verdict != "running" &&
+                 bucket.trial.verdict != "adopted: shorter steps") {
+        // No effect, or (the budget spent, as the pairs may spend it) stopped or rejected.
         null_pairs.push_back(bucket.trial.pairs);
       }
     }
