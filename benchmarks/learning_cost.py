@@ -11,7 +11,10 @@ With `--paired`, each dynamiccl backend is instead a second group of a job whose
 gloo (the two groups a job running dynamiccl beside its default group has), and the two groups'
 windows alternate (gloo first in even pairs, second in odd ones): each job is its own baseline,
 and drift of the machine over seconds, which moves one job against another by more than the
-targets on a shared 2-core machine, cancels within it.
+targets on a shared 2-core machine, cancels within it. The gloo row is then the method's control:
+a second plain gloo group beside the default one, measured the same way, so that what being the
+second group of a job costs is not read as the wrapper's or the learner's (`vs_control`: each
+backend's median over the control's).
 
     python benchmarks/learning_cost.py [--ranks 4] [--bytes 4 4194304] [--repeats 3] [--paired]
                                        [--load 0]
@@ -95,7 +98,9 @@ def job(rank: int, world: int, backend: str, paired: bool, store_path: str, nbyt
     if backend == "gloo" or paired:
         dist.init_process_group("gloo", store=store, rank=rank, world_size=world)
         gloo = dist.group.WORLD
-        if paired:
+        if paired and backend == "gloo":  # the control: a second plain gloo group
+            measured = dist.new_group(backend="gloo")
+        elif paired:
             measured = dist.new_group(backend="dynamiccl", pg_options=dynamiccl_options(backend))
     else:
         dist.init_process_group("dynamiccl", store=store, rank=rank, world_size=world,
@@ -174,14 +179,14 @@ def measure_all(args) -> int:
     """The report; its exit status (non-zero on a wrong value)."""
     out = Report()
     first_settled = args.windows - max(1, args.windows // 3)
-    measured = BACKENDS[1:] if args.paired else BACKENDS  # jobs of their own
     header = {
         "ranks": args.ranks, "sizes": ", ".join(f"{b} bytes" for b in args.bytes),
         "jobs": f"{args.repeats} per backend and size, in rotating order",
         "windows": f"{args.windows} per job from the first call; settled: the last "
                    f"{args.windows - first_settled}",
         "cells": "medians over the repeats; ratios to " + (
-            "the gloo windows of the same job" if args.paired
+            "the gloo windows of the same job; gloo: a second plain gloo group (the control); "
+            "vs_control: whole over the control's" if args.paired
             else "gloo's job of the same repeat"),
     }
     if args.load:
@@ -193,40 +198,42 @@ def measure_all(args) -> int:
                 Column("us/call", ".1f"), Column("cpu_us/call", ".1f"), Column("whole", ".3f"),
                 Column("settled", ".3f"), Column("excess_us", ".0f", 10),
                 Column("ledger_us", ".0f", 10), Column("ledger/excess", ".2f", 13),
-                Column(WRONG, "d"))
+                Column("vs_control", ".3f", 10), Column(WRONG, "d"))
     for nbytes in args.bytes:
         calls = args.calls if nbytes < (1 << 20) else args.big_calls
         total = calls * args.windows
-        runs = {b: [] for b in measured}
+        runs = {b: [] for b in BACKENDS}
         for r in range(args.repeats):
-            shift = r % len(measured)
-            for backend in measured[shift:] + measured[:shift]:
+            shift = r % len(BACKENDS)
+            for backend in BACKENDS[shift:] + BACKENDS[:shift]:
                 runs[backend].append(run_job(args.ranks, backend, args.paired, nbytes,
                                              args.windows, calls))
-        # Each job's baseline: its own gloo windows (--paired), or gloo's job of the repeat.
-        baseline = {b: [j.gloo_us for j in runs[b]] if args.paired
-                    else [g.window_us for g in runs["gloo"]] for b in BACKENDS[1:]}
         checked = args.repeats * args.ranks * nbytes // 4
-        # gloo's own row: its job of each repeat, or (--paired) the gloo windows of the off jobs.
-        gloo_jobs = runs.get("gloo", [])
-        gloo_cpu = [j.gloo_cpu_us for b in BACKENDS[1:] for j in runs[b]] if args.paired else [
-            j.cpu_us for j in gloo_jobs]
-        out.row(nbytes, "gloo", total, statistics.median(sum(g) / total for g in baseline["off"]),
-                statistics.median(gloo_cpu) / total, None, None, None, None, None,
-                sum(j.wrong for j in gloo_jobs), checked=checked)
+        gloo_jobs = runs["gloo"]
+        if not args.paired:  # gloo's own row: its job of each repeat, every other's baseline
+            out.row(nbytes, "gloo", total, statistics.median(sum(g.window_us) / total
+                                                             for g in gloo_jobs),
+                    statistics.median(j.cpu_us / total for j in gloo_jobs), None, None, None,
+                    None, None, None, sum(j.wrong for j in gloo_jobs), checked=checked)
         whole = {}
-        for backend in BACKENDS[1:]:
-            jobs, base = runs[backend], baseline[backend]
+        for backend in BACKENDS if args.paired else BACKENDS[1:]:
+            jobs = runs[backend]
+            # Each job's baseline: its own gloo windows (--paired), or gloo's job of the repeat.
+            base = [j.gloo_us for j in jobs] if args.paired else [g.window_us for g in gloo_jobs]
             whole[backend] = [sum(j.window_us) / sum(g) for j, g in zip(jobs, base)]
             tail = [sum(j.window_us[first_settled:]) / sum(g[first_settled:])
                     for j, g in zip(jobs, base)]
             ex = statistics.median(sum(j.window_us) - sum(g) for j, g in zip(jobs, base))
             led = statistics.median(j.ledger_us for j in jobs)
+            vs_control = (statistics.median(whole[backend]) / statistics.median(whole["gloo"])
+                          if args.paired else None)
             out.row(nbytes, backend, total, statistics.median(sum(j.window_us) / total
                                                               for j in jobs),
                     statistics.median(j.cpu_us / total for j in jobs),
-                    statistics.median(whole[backend]), statistics.median(tail), ex, led,
-                    led / ex if ex > 0 else None, sum(j.wrong for j in jobs), checked=checked)
+                    statistics.median(whole[backend]), statistics.median(tail),
+                    ex, led if backend != "gloo" else None,
+                    led / ex if ex > 0 and backend != "gloo" else None, vs_control,
+                    sum(j.wrong for j in jobs), checked=checked)
             out.note(f"{nbytes} bytes, {backend}: whole per repeat "
                      + " ".join(f"{w:.3f}" for w in whole[backend]))
             for note in jobs[-1].notes:
