@@ -738,27 +738,17 @@ void PolicyState::evaluate_trial() {
   }
   const uint64_t pairs = trial_.deltas.count();
   if (!group_->allows(0)) {
-    const double mean = trial_.deltas.mean(), se = trial_.stderr_us();
-    const bool costs = pairs >= 2 && mean > 0;
-    if (costs && mean - kTrialZ * se > 0) return reject_for_longer_steps();
-    // Pairs that show the step longer beyond a standard error (two or three pairs of an arm that
-    // shortens the step a little show it longer by chance more often than that).
-    const bool shows_longer = costs && mean - se > 0;
-    // A faster arm's trial runs on a spent budget because its pairs were to repay it. Pairs that
-    // show the step longer do not: per-call savings are no promise of step savings here, so the
-    // trial stops, and resumes its pairs once the budget allows. (4 B, 4 ranks on 2 cores, rounds
-    // as steps: trials of arms faster per call ran 16 pairs at +30-45% of a round, under the bar
-    // above in that noise, and their states spent twice their budget.)
-    if (shows_longer && pays_back(trial_.challenger, trial_.kind)) {
-      per_call_misleads_ = true;
-      return end_trial("stopped: its pairs cost step time on a spent do-no-harm budget",
-                       TrialEnd::kStopped);
+    const bool costs = pairs >= 2 && trial_.deltas.mean() > 0;
+    if (costs && trial_.deltas.mean() - kTrialZ * trial_.stderr_us() > 0) {
+      return reject_for_longer_steps();
     }
-    // A footprint rung is rejected only when its pairs show the step longer: a rung that shortens
-    // the step by a few tenths of a percent shows it longer on average in two or three pairs by
-    // chance (the simulated LLM step's 16 and 32 MiB buckets' rungs were rejected so), and
-    // stopped, it resumes its pairs once the budget allows.
-    const bool rejects = trial_.kind == TrialKind::kFootprint ? shows_longer : costs;
+    // A footprint rung is rejected only when its pairs show the step longer beyond a standard
+    // error: a rung that shortens the step by a few tenths of a percent shows it longer in two or
+    // three pairs by chance (the simulated LLM step's 16 and 32 MiB buckets' rungs were rejected
+    // so), and stopped, it resumes its pairs once the budget allows.
+    const bool rejects = trial_.kind == TrialKind::kFootprint
+                             ? costs && trial_.deltas.mean() - trial_.stderr_us() > 0
+                             : costs;
     if (!pays_back(trial_.challenger, trial_.kind)) {
       return rejects ? end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kRejected)
                      : end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);

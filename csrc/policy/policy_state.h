@@ -703,9 +703,8 @@ class PolicyState {
   double on_average_footprint_ = std::numeric_limits<double>::infinity();
   int awaited_rung_ = -1;  // the descent's next rung, awaiting its first cost; -1 none
   int tie_trials_left_ = kMaxTieTrials;  // 0: none until the next adoption
-  // A trial of an arm faster per call found it lengthens the step, or cost step time on a spent
-  // budget: this state's per-call savings are not step savings, so nothing it does counts as
-  // paying back any more (pays_back, repays).
+  // A trial of an arm faster per call found it lengthens the step: this state's per-call savings
+  // are not step savings, so nothing it does counts as paying back any more (pays_back, repays).
   bool per_call_misleads_ = false;
   // A step trial that stopped without a verdict: its challenger, to trial again once it may.
   int retry_challenger_ = -1;

@@ -308,36 +308,6 @@ bool has_event(const StateStats& st, const std::string& what) {
                      [&](const StateEvent& e) { return e.what == what; });
 }
 
-constexpr const char* kStoppedForCost =
-    "stopped: its pairs cost step time on a spent do-no-harm budget";
-
-// The trial of an arm faster per call runs on a spent budget because its pairs were to repay it.
-// In step noise that hides its harm from the rejection bar for many pairs, pairs that show the
-// step longer stop it instead: the state spends less beyond its budget.
-TEST(StepTrials, AFasterArmWhosePairsCostOnASpentBudgetStops) {
-  constexpr int kSeeds = 20;
-  int adopted = 0, stopped = 0;
-  std::vector<double> spent;  // extra over budget, per seed
-  for (uint32_t seed = 1; seed <= kSeeds; ++seed) {
-    Learner learner(config(), std::make_shared<TwoArmCatalog>());
-    // "fast" halves the call and costs the step 1.2 ms more (4 calls x 300 µs), in 1.5 ms of
-    // noise a step; the budget is 4.8 ms (1% of 1,200 steps' 4 calls of 100 µs).
-    const StateStats st = run_states(learner, {{100, 10}, {50, 310}}, 1200, true, nullptr, seed,
-                                     nullptr, Noise{0.02, 1500})
-                              .at(0);
-    spent.push_back(st.extra_us / st.budget_us);
-    adopted += st.arms.at(st.incumbent).name == "fast";
-    stopped += has_event(st, kStoppedForCost);
-  }
-  std::sort(spent.begin(), spent.end());
-  const double median = spent[kSeeds / 2];
-  std::printf("extra over budget: median %.2f; adopted: %d, stopped: %d of %d\n", median, adopted,
-              stopped, kSeeds);
-  EXPECT_GE(stopped, kSeeds / 2);  // the rule acted
-  EXPECT_LE(median, 2.0);          // 3.1 when such trials ran on (17 pairs, or rejected)
-  EXPECT_EQ(adopted, 0);
-}
-
 // Where rounds are the steps, per call does not follow the wall clock (that is why they are
 // judged): a faster arm's trial does not pay back, and waits for the budget like any other.
 TEST(StepTrials, WhereRoundsAreStepsAFasterArmsTrialWaitsForTheBudget) {
@@ -903,9 +873,8 @@ TEST(StepTrials, PairsBesideAnotherStatesProbesDoNotAdoptAnArmWithoutEffect) {
 
 // Futility (kFutilityLook): on a noisy machine a trial of an arm without effect on the step ends
 // at a third of max_trial_pairs about half the time instead of running them all (CPU, 4 ranks,
-// DDP: ~220 calls of the bucket state each, while an arm with 30% shorter steps waited), or
-// stops sooner where its pairs show the step longer on a spent budget, and an arm with an effect
-// the full trial can tell from the noise is still adopted.
+// DDP: ~220 calls of the bucket state each, while an arm with 30% shorter steps waited), and an
+// arm with an effect the full trial can tell from the noise is still adopted.
 TEST(StepTrials, AFutileTrialEndsEarlyAndAnEffectTheTrialCanTellIsStillAdopted) {
   constexpr int kSeeds = 40;
   std::vector<uint64_t> null_pairs;
@@ -917,9 +886,7 @@ TEST(StepTrials, AFutileTrialEndsEarlyAndAnEffectTheTrialCanTellIsStillAdopted) 
       const StateStats bucket = noisy_bucket({{100, 300}, {50, fast_step_cost}}, 1200, seed);
       if (fast_step_cost == 0) {
         adopted += bucket.arms.at(bucket.incumbent).name == "fast";
-      } else if (bucket.trial.verdict != "running" &&
-                 bucket.trial.verdict != "adopted: shorter steps") {
-        // No effect, or (the budget spent, as the pairs may spend it) stopped or rejected.
+      } else if (bucket.trial.verdict == "no effect on the step: kept") {
         null_pairs.push_back(bucket.trial.pairs);
       }
     }
