@@ -153,6 +153,9 @@ def test_in_a_loop_of_calls_an_arm_faster_per_call_but_slower_on_the_wall_is_not
     assert rounds > 0 and abs(steps - rounds) <= 1, (steps, rounds)  # a step per round
     trialed = [e for e in events if e["what"] == "step trial" and e["from"] == "default"]
     assert trialed, f"no step trial ran: the test shows nothing: {events}"
-    assert any(e["what"].startswith("rejected") for e in events), events
+    # Rejected on its pairs, or stopped where the budget is spent (in such a loop a faster arm's
+    # trial pays nothing back, so it waits for the budget).
+    assert any(e["what"].startswith(("rejected", "stopped: the do-no-harm budget is spent"))
+               for e in events), events
     assert not any(e["what"].startswith("adopted") for e in events), events
     assert state["incumbent"] == "default", state
