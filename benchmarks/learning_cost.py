@@ -60,7 +60,6 @@ class Job(NamedTuple):
     wrong: int
     notes: list
     gloo_us: list  # --paired: the gloo windows alternated with them in the same job
-    gloo_cpu_us: float  # and rank 0's process CPU time over those
 
 
 def probed_arms(state):
@@ -136,8 +135,7 @@ def job(rank: int, world: int, backend: str, paired: bool, store_path: str, nbyt
     wrong = torch.tensor([count_wrong(check, summed(nbytes // 4, world))])
     dist.all_reduce(wrong)
     if rank == 0:
-        results.put(Job(window_us, cpu["measured"], ledger, int(wrong.item()), notes, gloo_us,
-                        cpu["gloo"]))
+        results.put(Job(window_us, cpu["measured"], ledger, int(wrong.item()), notes, gloo_us))
     dist.destroy_process_group()
 
 
