@@ -141,7 +141,7 @@ def main() -> None:
         out.row(m, statistics.median(j[2] for j in first + second), *wall,
                 math.sqrt(wall[0] * wall[1]), math.sqrt(cpu[0] * cpu[1]),
                 sum(j[3] for j in first + second), checked=checked)
-        for name, js in (("the gloo groups", first), (f"the {m} groups", second)):
+        for name, js in (("the plain gloo groups", first), (f"the measured {m} groups", second)):
             out.note(f"{m}, {name} created first: per job " + " ".join(f"{j[0]:.3f}" for j in js))
     sys.exit(out.footer())
 
