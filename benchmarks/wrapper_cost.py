@@ -28,7 +28,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
 import torch
 import torch.distributed as dist
@@ -37,7 +36,7 @@ import torch.multiprocessing as mp
 from alternated_windows import wrong_values
 from bench_output import WRONG, Column, Report
 from busy_machine import busy_machine
-from learning_cost import dynamiccl_options
+from learning_cost import dynamiccl_options, timed_window
 
 MODES = ("gloo", "off", "measure")
 WARMUP_CALLS = 300
@@ -48,15 +47,6 @@ def new_group(mode: str):
     if mode == "gloo":
         return dist.new_group(backend="gloo")
     return dist.new_group(backend="dynamiccl", pg_options=dynamiccl_options(mode))
-
-
-def timed_window(t, calls: int, group) -> tuple:
-    """(wall s, process CPU s) of `calls` all-reduces on `group`, after a barrier on it."""
-    dist.barrier(group=group)
-    cpu, start = time.process_time(), time.perf_counter()
-    for _ in range(calls):
-        dist.all_reduce(t, group=group)
-    return time.perf_counter() - start, time.process_time() - cpu
 
 
 def job(rank: int, world: int, mode: str, gloo_first: bool, nbytes: int, windows: int,
@@ -71,7 +61,7 @@ def job(rank: int, world: int, mode: str, gloo_first: bool, nbytes: int, windows
     for groups in kinds.values():  # warmed in the order they were created
         for group in groups:
             timed_window(t, WARMUP_CALLS, group)
-    totals = {kind: [0.0, 0.0] for kind in kinds}  # wall s, CPU s
+    totals = {kind: [0.0, 0.0] for kind in kinds}  # wall us, CPU us
     # Strict alternation, every window after one of the other kind: a window right after one
     # on the same group runs faster, so no kind may have more such windows than the other.
     for w in range(windows):
@@ -83,7 +73,7 @@ def job(rank: int, world: int, mode: str, gloo_first: bool, nbytes: int, windows
     if rank == 0:
         results.put((totals["measured"][0] / totals["gloo"][0],
                      totals["measured"][1] / totals["gloo"][1],
-                     totals["gloo"][0] / (windows * calls) * 1e6, wrong))
+                     totals["gloo"][0] / (windows * calls), wrong))
     dist.destroy_process_group()
 
 
