@@ -7,9 +7,9 @@ job's default group is gloo; it holds two gloo groups and two of the mode measur
 plain gloo again, the method's control; `off`: the wrapper forwarding every call; `measure`:
 learning with one arm, so every call is decided, measured and rounded as in `learn` and none
 probed). A group keeps its own luck for the whole job (per job, one plain gloo group runs
-0.85-1.07x another), so each kind's two groups are used in turn. Windows of W calls alternate
+0.90-1.08x another), so each kind's two groups are used in turn. Windows of W calls alternate
 strictly (every window follows one of the other kind): on the 2-core machine a window right after
-one on the same group runs about 4% faster, and a pattern that gives one kind more such windows
+one on the same group runs 3-6% faster, and a pattern that gives one kind more such windows
 reads as that kind's speed. Half the jobs create and warm up the gloo groups first, half the
 measured ones; the two orders' medians are combined by their geometric mean. Timed on rank 0.
 
@@ -28,6 +28,7 @@ import os
 import statistics
 import sys
 import tempfile
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -41,6 +42,13 @@ from learning_cost import dynamiccl_options, timed_window
 MODES = ("gloo", "off", "measure")
 WARMUP_CALLS = 300
 GROUPS_PER_KIND = 2
+
+
+class Job(NamedTuple):
+    wall: float  # the measured groups' wall time over the gloo groups', rank 0
+    cpu: float  # the same for rank 0's process CPU time
+    gloo_us: float  # a gloo call's wall time
+    wrong: int
 
 
 def new_group(mode: str):
@@ -71,9 +79,9 @@ def job(rank: int, world: int, mode: str, gloo_first: bool, nbytes: int, windows
             totals[kind][1] += cpu
     wrong = sum(wrong_values(g, rank, world, nbytes) for g in kinds["gloo"] + kinds["measured"])
     if rank == 0:
-        results.put((totals["measured"][0] / totals["gloo"][0],
-                     totals["measured"][1] / totals["gloo"][1],
-                     totals["gloo"][0] / (windows * calls), wrong))
+        results.put(Job(totals["measured"][0] / totals["gloo"][0],
+                        totals["measured"][1] / totals["gloo"][1],
+                        totals["gloo"][0] / (windows * calls), wrong))
     dist.destroy_process_group()
 
 
@@ -126,13 +134,13 @@ def main() -> None:
     checked = args.jobs * 2 * 2 * GROUPS_PER_KIND * args.ranks * args.bytes // 4
     for m in args.modes:
         first, second = jobs[(m, True)], jobs[(m, False)]
-        wall = [statistics.median(j[0] for j in js) for js in (first, second)]
-        cpu = [statistics.median(j[1] for j in js) for js in (first, second)]
-        out.row(m, statistics.median(j[2] for j in first + second), *wall,
+        wall = [statistics.median(j.wall for j in js) for js in (first, second)]
+        cpu = [statistics.median(j.cpu for j in js) for js in (first, second)]
+        out.row(m, statistics.median(j.gloo_us for j in first + second), *wall,
                 math.sqrt(wall[0] * wall[1]), math.sqrt(cpu[0] * cpu[1]),
-                sum(j[3] for j in first + second), checked=checked)
+                sum(j.wrong for j in first + second), checked=checked)
         for name, js in (("the plain gloo groups", first), (f"the measured {m} groups", second)):
-            out.note(f"{m}, {name} created first: per job " + " ".join(f"{j[0]:.3f}" for j in js))
+            out.note(f"{m}, {name} created first: per job " + " ".join(f"{j.wall:.3f}" for j in js))
     sys.exit(out.footer())
 
 
