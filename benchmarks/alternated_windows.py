@@ -36,8 +36,9 @@ import torch.multiprocessing as mp
 import dynamiccl_pg
 from dynamiccl_pg import _C
 
-from bench_output import WRONG, Column, Report, count_wrong, pattern, summed
+from bench_output import WRONG, Column, Report
 from busy_machine import busy_machine
+from timed_allreduce import wrong_values
 
 NOTHING_PROBED = "all.max_candidates=1"
 WARMUP_CALLS = 200
@@ -50,15 +51,6 @@ def timed(group, t, calls: int) -> float:
     for _ in range(calls):
         dist.all_reduce(t, group=group)
     return (time.perf_counter() - start) * 1e6
-
-
-def wrong_values(group, rank: int, world: int, nbytes: int) -> int:
-    """Elements of an exact rank-dependent sum that came out wrong, over all ranks."""
-    check = pattern(rank, nbytes // 4, world)
-    dist.all_reduce(check, group=group)
-    wrong = torch.tensor([count_wrong(check, summed(nbytes // 4, world))])
-    dist.all_reduce(wrong)
-    return int(wrong.item())
 
 
 def job(rank: int, world: int, arm: str, nbytes: int, calls: int, windows: list, store_path: str,

@@ -36,7 +36,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from typing import NamedTuple
 
 import torch
@@ -47,6 +46,7 @@ import dynamiccl_pg
 
 from bench_output import WRONG, Column, Report, count_wrong, pattern, summed
 from busy_machine import busy_machine
+from timed_allreduce import timed_window
 
 BACKENDS = ("gloo", "learn", "off", "measure")  # a plain gloo job, then dynamiccl's modes
 # `measure`: learning with nothing to choose from, so that every call takes the default.
@@ -76,15 +76,6 @@ def dynamiccl_options(backend: str):
     if backend == "measure":
         return dynamiccl_pg.Options(mode="learn", heads=NOTHING_PROBED)
     return dynamiccl_pg.Options(mode=backend)
-
-
-def timed_window(t, calls: int, group) -> tuple:
-    """(wall µs, process CPU µs) of `calls` all-reduces on `group`, after a barrier on it."""
-    dist.barrier(group=group)
-    cpu, start = time.process_time(), time.perf_counter()
-    for _ in range(calls):
-        dist.all_reduce(t, group=group)
-    return (time.perf_counter() - start) * 1e6, (time.process_time() - cpu) * 1e6
 
 
 def job(rank: int, world: int, backend: str, paired: bool, store_path: str, nbytes: int,

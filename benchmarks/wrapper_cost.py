@@ -34,10 +34,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from alternated_windows import wrong_values
 from bench_output import WRONG, Column, Report
 from busy_machine import busy_machine
-from learning_cost import dynamiccl_options, timed_window
+from learning_cost import dynamiccl_options
+from timed_allreduce import timed_window, wrong_values
 
 MODES = ("gloo", "off", "measure")
 WARMUP_CALLS = 300
