@@ -1,6 +1,7 @@
 // What one state's measured arms say about the others' prices (the group's states share it, like
-// the do-no-harm budget and the step trial board). Only in the dearer direction: evidence delays
-// or drops a first probe, it never hurries one.
+// the do-no-harm budget and the step trial board). An arm's word only ever raises a price: it
+// delays or drops a first probe. A cap's word may lower one, and a dearer word wins over any
+// cheaper one.
 //
 // Two words, both about the calls of one op and size bin (the same calls, told apart by their
 // exposure or priority):
@@ -14,12 +15,16 @@
 //   data-parallel group) `ring/Simple/c2`, priced at 2x `ring/Simple`, ran 15.5x, and the
 //   footprint descent walked on to the next cap, priced as wrongly. Measured against the arm it
 //   caps (same algorithm and protocol on every channel), so that what the prior misjudges of
-//   those is not taken for the channel count, it prices every cap holding no more.
-// A word counts beyond kEvidenceFactor times the prior's ratio: within it, costs say nothing the
-// prior's own error does not. A re-open of the state that said it drops its costs, and the word
-// with them, except for an arm that was far beyond the default (kFarBeyondRatio): the re-open parks
-// it without measuring it again, and a word withdrawn with its costs let every state of the calls
-// pay that probe again, the one that said it too.
+//   those is not taken for the channel count, it prices every cap holding no more. The same holds
+//   the other way: a bandwidth-bound call loses little to a cap that the prior prices by the
+//   bandwidth it gives up. In the simulated LLM step the half-channel cap ran at 1.0-1.08x the
+//   default against a price of 1.87x, and the quarter, priced at 3.5x and running at 1.05x, waited
+//   for the do-no-harm budget of a 3.5x first probe before the footprint descent could try it.
+// A word counts beyond kEvidenceFactor times the prior's ratio, or below its inverse for a cap:
+// within it, costs say nothing the prior's own error does not. A re-open of the state that said
+// it drops its costs, and the word with them, except for an arm that was far beyond the default
+// (kFarBeyondRatio): the re-open parks it without measuring it again, and a word withdrawn with
+// its costs let every state of the calls pay that probe again, the one that said it too.
 #pragma once
 
 #include <cstdint>
@@ -36,15 +41,16 @@ class ArmEvidenceBoard {
   // State `state` measured `arm` (holding `footprint` of the default) in calls of (op, size_bin):
   // at `arm_factor` x the price its prior gave it relative to the default and, for a cap, at
   // `cap_factor` x relative to the arm it caps. Replaces that state's earlier word on the arm;
-  // factors within kEvidenceFactor withdraw it.
+  // factors within kEvidenceFactor of 1 (either way) withdraw it.
   void post(uint32_t state, uint16_t arm, OpKind op, int size_bin, double footprint,
             double arm_factor, double cap_factor);
   // What measured costs of `arm` in (op, size_bin) say of its price (another state's, or, for an
   // arm far beyond, the asking state's before a re-open): the largest factor posted for it, 1 when
   // there is none.
   double arm_factor(OpKind op, int size_bin, uint16_t arm) const;
-  // What measured caps say of an arm holding `footprint` (< 1) in (op, size_bin): the largest
-  // factor posted for a cap holding at least as much, 1 when there is none.
+  // What measured caps say of an arm holding `footprint` (< 1) in (op, size_bin): among the factors
+  // posted for caps holding at least as much, the largest if one is above 1, else the smallest;
+  // 1 when there is none.
   double cap_factor(OpKind op, int size_bin, double footprint) const;
 
  private:

@@ -225,10 +225,13 @@ void PolicyState::exchange_evidence() {
     const double same_arm = evidence_->arm_factor(op_, size_bin_, a.arm);
     const double caps = a.footprint < 1.0 ? evidence_->cap_factor(op_, size_bin_, a.footprint)
                                           : 1.0;
-    const double f = std::max(same_arm, caps);
+    // A dearer word wins over a cheaper one.
+    const double f = same_arm > 1.0 ? std::max(same_arm, caps) : caps;
     if (f == a.evidence_factor) continue;
     if (a.evidence_factor == 1.0) {
-      note(same_arm >= caps ? "priced by its measured costs" : "priced by a measured cap",
+      note(f < 1.0            ? "priced lower by a measured cap"
+           : same_arm >= caps ? "priced by its measured costs"
+                              : "priced by a measured cap",
            incumbent_, i);
     }
     a.evidence_factor = f;
@@ -575,6 +578,9 @@ constexpr uint64_t kMaxTrialStepsPerPair = 16;
 // faster per call without effect on the step ran their 48 pairs, ~220 calls of the bucket state,
 // while rd, 30% shorter steps, waited.)
 constexpr double kFutilityLook = 1.0 / 3;
+// A footprint rung that ends shorter on average and is the descent's last runs on, once, to this
+// many times the pairs, without the futility look while its pairs show the step shorter.
+constexpr uint64_t kLastRungPairsScale = 2;
 
 // Faster per call (not a footprint or tie trial) while holding no more of the machine.
 bool PolicyState::pays_back(int challenger, TrialKind kind) const {
@@ -610,6 +616,7 @@ void PolicyState::open_trial(int challenger, TrialKind kind) {
   const bool resume = challenger == stopped_.challenger && incumbent_ == stopped_.incumbent &&
                       kind == trial_.kind;
   stopped_ = {};
+  last_rung_ = -1;  // it runs on now, or another rung came first
   RunningStats deltas = trial_.deltas, incumbent_steps = trial_.incumbent_steps;
   trial_ = Trial{};
   if (resume) {
@@ -628,16 +635,20 @@ void PolicyState::open_trial(int challenger, TrialKind kind) {
 
 // The descent: among the arms holding at most kFootprintStep of the incumbent's footprint, the
 // one holding the most (the smallest step down; ties to the better prior, the slots' order).
-// It continues from each adopted arm, and below a rung that shortened the step only on average;
-// it ends at the first trial whose pairs do not show the step shorter, or when no rung qualifies
-// by its costs (nor may yet, by costs still to come). A rung waiting for its first cost is the
-// state's next first probe (awaited_rung_).
+// It continues from each adopted arm; below a rung that shortened the step only on average; and
+// below a rung that showed nothing, to a rung that ties per call by its costs (kTieRatio): freeing
+// more for nothing per call can show what freeing less did not (the simulated LLM step's 16 MiB
+// buckets' half-channel cap), while a rung slower per call would only cost where the default is
+// right. A last rung shorter on average runs on once, to kLastRungPairsScale x the pairs. It ends
+// at a trial that shows the step longer, at a second trial that shows nothing, or when no rung
+// qualifies by its costs (nor may yet, by costs still to come). A rung waiting for its first cost
+// is the state's next first probe (awaited_rung_).
 void PolicyState::propose_footprint_trial() {
   awaited_rung_ = -1;
   if (footprint_done_ || trial_.challenger >= 0) return claim_board(false);
   const ArmSlot& inc = slots_[incumbent_];
   // Below the incumbent, and below a rung that shortened the step only on average.
-  const double ceiling = kFootprintStep * std::min(inc.footprint, on_average_footprint_);
+  const double ceiling = kFootprintStep * std::min(inc.footprint, passed_rung_footprint_);
   int best = -1;
   // A rung the prior rules out that has no cost yet (probed now, or woken later): its first
   // costs may qualify it, so the descent does not end on the prior's word.
@@ -650,9 +661,12 @@ void PolicyState::propose_footprint_trial() {
     // Per call: its costs, or before its first the prior's ratio to the incumbent's.
     const double per_call = c.stats.count() > 0 ? c.view.center / inc.view.center
                                                 : priced_us(c) / inc.prior_us;
-    if (!(per_call <= kFootprintMaxSlowdown)) {
-      // Not one whose price comes from measured costs: that is evidence, not the prior's word.
-      if (c.stats.count() == 0 && c.evidence_factor == 1.0 &&
+    // Below a rung that showed nothing, only a rung that ties by its own costs.
+    const double most = free_rungs_only_ ? (c.stats.count() > 0 ? kTieRatio : 0.0)
+                                         : kFootprintMaxSlowdown;
+    if (!(per_call <= most)) {
+      // Not one priced dearer by measured costs: that is evidence, not the prior's word.
+      if (c.stats.count() == 0 && c.evidence_factor <= 1.0 &&
           (awaited < 0 || c.footprint > slots_[awaited].footprint)) {
         awaited = i;
       }
@@ -668,8 +682,16 @@ void PolicyState::propose_footprint_trial() {
     // buckets). The re-open ranked arms per call; the rung is the step's question.
     if (awaited >= 0) slots_[awaited].parked = false;
   }
+  // With no rung below it, the last one whose trial ended shorter on average runs on, once.
+  const bool run_on = best < 0 && awaited < 0 && last_rung_ >= 0 && !slots_[last_rung_].unavailable;
+  if (run_on) best = last_rung_;
   const bool ready = best >= 0 && may_open_trial(best, TrialKind::kFootprint);
-  if (trials_->owner < 0 && ready) return open_trial(best, TrialKind::kFootprint);
+  if (trials_->owner < 0 && ready) {
+    if (run_on) slots_[best].step_rejected = false;
+    open_trial(best, TrialKind::kFootprint);
+    trial_.extended = run_on;
+    return;
+  }
   claim_board(ready);
   if (trials_->owner < 0 && best < 0 && awaited < 0) footprint_done_ = true;
 }
@@ -758,7 +780,8 @@ void PolicyState::evaluate_trial() {
   // One called in most steps whose pairs were left out (probes elsewhere on a noisy machine) has
   // not shown anything against its challenger: it ends without a verdict, much later.
   const uint64_t steps = trials_->step > trials_->start ? trials_->step - trials_->start : 1;
-  const uint64_t max_pairs = static_cast<uint64_t>(head_.max_trial_pairs);
+  const uint64_t max_pairs = static_cast<uint64_t>(head_.max_trial_pairs) *
+                             (trial_.extended ? kLastRungPairsScale : 1);
   if (pairs < max_pairs && steps > 4 * max_pairs) {
     if (2 * trials_->used_steps < steps) {
       return end_trial("stopped: too few steps with the state's calls", TrialEnd::kRejected);
@@ -779,7 +802,8 @@ void PolicyState::evaluate_trial() {
   const double bar = trial_.kind == TrialKind::kFootprint ? 0.0 : margin;
   if (mean + z * se < -bar) return end_trial("adopted: shorter steps", TrialEnd::kAdopted);
   if (mean - z * se > 0) return reject_for_longer_steps();
-  const bool futile = pairs >= kFutilityLook * head_.max_trial_pairs && mean > -margin;
+  const bool futile = pairs >= kFutilityLook * head_.max_trial_pairs && mean > -margin &&
+                      !(trial_.extended && mean < 0);
   if (!futile && pairs < max_pairs) return;
   // A rung whose pairs show the step shorter only on average says that freeing more may show it:
   // the descent goes on to the next rung. The simulated LLM step's 32 MiB buckets' half-channel
@@ -791,7 +815,7 @@ void PolicyState::evaluate_trial() {
     return end_trial("no effect on the step, shorter on average: kept, next rung",
                      TrialEnd::kShorterOnAverage);
   }
-  end_trial("no effect on the step: kept", TrialEnd::kRejected);
+  end_trial("no effect on the step: kept", TrialEnd::kNoEffect);
 }
 
 // A faster arm that lengthens the step shows that this state's per-call savings are not step
@@ -820,7 +844,9 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
   if (adopt) {
     slots_[incumbent_].step_rejected = true;  // the trial found it lengthens the step
     incumbent_ = c;
-    on_average_footprint_ = std::numeric_limits<double>::infinity();
+    passed_rung_footprint_ = std::numeric_limits<double>::infinity();
+    last_rung_ = -1;
+    free_rungs_only_ = false;
     slots_[c].eliminated = false;
     slots_[c].step_adopted = true;
     tie_trials_left_ = kMaxTieTrials;  // ties are judged afresh beside the new incumbent
@@ -829,7 +855,15 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
   } else {
     slots_[c].step_rejected = true;
     if (end == TrialEnd::kShorterOnAverage) {
-      on_average_footprint_ = slots_[c].footprint;
+      passed_rung_footprint_ = slots_[c].footprint;
+      if (!trial_.extended) {
+        last_rung_ = c;
+        stopped_ = {c, incumbent_};  // its pairs go on if it runs again
+      }
+    } else if (end == TrialEnd::kNoEffect && trial_.kind == TrialKind::kFootprint &&
+               !free_rungs_only_) {
+      passed_rung_footprint_ = slots_[c].footprint;
+      free_rungs_only_ = true;
     } else if (trial_.kind == TrialKind::kFootprint) {
       footprint_done_ = true;
     }

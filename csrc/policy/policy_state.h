@@ -579,8 +579,9 @@ class PolicyState {
   // verdict on it; a step trial's challenger is trialed again once the board and the budget
   // allow (retry_stopped_trial), a footprint trial's once the descent proposes it. Shorter on
   // average: a footprint rung whose pairs showed the step shorter, not confidently, is rejected,
-  // and the descent goes on below it.
-  enum class TrialEnd { kAdopted, kRejected, kStopped, kShorterOnAverage };
+  // and the descent goes on below it (or, with no rung below, runs on once). No effect: rejected;
+  // a footprint rung's descent goes on only to a rung that ties per call.
+  enum class TrialEnd { kAdopted, kRejected, kStopped, kShorterOnAverage, kNoEffect };
   void end_trial(const char* verdict, TrialEnd end);
   // The arm at slot `i` can never run for this state again (`why`: the events' and the trial's
   // word for it).
@@ -696,12 +697,17 @@ class PolicyState {
     TrialEvidence evidence() const { return {deltas.count(), deltas.mean(), stderr_us()}; }
     const char* verdict = "";
     TrialKind kind = TrialKind::kFaster;
+    bool extended = false;  // a last rung's second run (kLastRungPairsScale)
   } trial_;
   bool footprint_done_ = false;  // a footprint trial did not shorten the step: no more of them
-  // The footprint of the last rung that shortened the step only on average (the next holds less);
-  // infinite when none since the incumbent came.
-  double on_average_footprint_ = std::numeric_limits<double>::infinity();
+  // The footprint of the last rung trialed and not adopted, that shortened the step only on average
+  // or showed nothing (the next holds less); infinite when none since the incumbent came.
+  double passed_rung_footprint_ = std::numeric_limits<double>::infinity();
   int awaited_rung_ = -1;  // the descent's next rung, awaiting its first cost; -1 none
+  // The rung whose trial ended shorter on average, run on if no rung below it qualifies; -1 none.
+  int last_rung_ = -1;
+  // A rung's trial showed nothing: the descent goes on only to rungs that tie per call (kTieRatio).
+  bool free_rungs_only_ = false;
   int tie_trials_left_ = kMaxTieTrials;  // 0: none until the next adoption
   // A trial of an arm faster per call found it lengthens the step: this state's per-call savings
   // are not step savings, so nothing it does counts as paying back any more (pays_back, repays).

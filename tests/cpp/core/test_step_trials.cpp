@@ -625,6 +625,58 @@ TEST(StepTrials, ARungThatShortensTheStepOnlyOnAverageLeadsToTheNext) {
   EXPECT_TRUE(has_event(st, "adopted: shorter steps"));
 }
 
+// How many trials of `arm` the state opened.
+int footprint_trials_of(const StateStats& st, uint16_t arm) {
+  return static_cast<int>(
+      std::count_if(st.events.begin(), st.events.end(), [&](const StateEvent& e) {
+        return e.what == "footprint trial" && e.to_arm == arm;
+      }));
+}
+
+TEST(StepTrials, ARungWithoutEffectLeadsOnToARungThatTiesPerCall) {
+  // "half" costs what the default costs per call and frees nothing the step shows: its trial
+  // ends without effect (at this seed its pairs' mean is not below zero). "quarter" ties per call
+  // too and frees the compute: a rung that ties per call can only shorten the step more than the
+  // one above it, so the descent goes on to it. (The descent ended at "half": the simulated LLM
+  // step's 16 MiB buckets kept the default so in three seeds of ten.)
+  Learner learner(config(), std::make_shared<FootprintCatalog>());
+  const StateStats st =
+      run_states(learner, {{100, 60}, {100, 60}, {100, 20}}, 600, true, nullptr, 3).at(0);
+  EXPECT_TRUE(has_event(st, "no effect on the step: kept"));
+  EXPECT_EQ(footprint_trials_of(st, 2), 1);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "quarter") << st.trial.verdict;
+}
+
+TEST(StepTrials, ARungWithoutEffectDoesNotLeadOnToARungSlowerPerCall) {
+  // As above, but "quarter" is 20% slower per call, beyond a tie (kTieRatio): where the rung above
+  // it showed nothing (at this seed its pairs' mean is not below zero), the descent ends, whatever
+  // "quarter" would do for the step (in a defaults-right state a second rung's trial would only
+  // cost).
+  Learner learner(config(), std::make_shared<FootprintCatalog>());
+  const StateStats st =
+      run_states(learner, {{100, 60}, {100, 60}, {120, 20}}, 600, true, nullptr, 10).at(0);
+  EXPECT_TRUE(has_event(st, "no effect on the step: kept"));
+  EXPECT_EQ(footprint_trials_of(st, 2), 0);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
+}
+
+TEST(StepTrials, TheLastRungShorterOnlyOnAverageRunsOnOnceAndIsAdopted) {
+  // "half" shortens the step clearly and is adopted. "quarter", the descent's last rung, ties with
+  // it per call and shortens the step by 4 µs more, under what 16 pairs can tell at 5 µs of noise:
+  // its trial ends at the futility look, shorter on average. Run on once, to twice the pairs and
+  // without the futility look while its pairs show the step shorter, it is adopted. (It ended
+  // there and the state kept "half": the simulated LLM step's 16 MiB buckets, whose quarter frees
+  // 0.2% of the step.)
+  Learner learner(config(), std::make_shared<FootprintCatalog>());
+  const StateStats st = run_states(learner, {{100, 60}, {100, 40}, {100, 39}}, 800, true, nullptr,
+                                   1, nullptr, Noise{0.02, 5.0})
+                            .at(0);
+  EXPECT_TRUE(has_event(st, "no effect on the step, shorter on average: kept, next rung"));
+  EXPECT_EQ(footprint_trials_of(st, 2), 2);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "quarter") << st.trial.verdict;
+  EXPECT_GT(st.trial.pairs, 16u);  // past the futility look (a third of max_trial_pairs)
+}
+
 // "default", its near tie "tie" (another algorithm, holding as much), and "half" (half of it).
 class TieAndRungCatalog : public NamedArmsCatalog {
  public:
