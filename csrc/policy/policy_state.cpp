@@ -647,7 +647,7 @@ void PolicyState::propose_footprint_trial() {
   awaited_rung_ = -1;
   if (footprint_done_ || trial_.challenger >= 0) return claim_board(false);
   const ArmSlot& inc = slots_[incumbent_];
-  // Below the incumbent, and below a rung that shortened the step only on average.
+  // Below the incumbent, and below the last rung trialed and not adopted (passed_rung_footprint_).
   const double ceiling = kFootprintStep * std::min(inc.footprint, passed_rung_footprint_);
   int best = -1;
   // A rung the prior rules out that has no cost yet (probed now, or woken later): its first
