@@ -638,7 +638,7 @@ TEST(StepTrials, ARungWithoutEffectLeadsOnToARungThatTiesPerCall) {
   // ends without effect (at this seed its pairs' mean is not below zero). "quarter" ties per call
   // too and frees the compute: a rung that ties per call can only shorten the step more than the
   // one above it, so the descent goes on to it. (The descent ended at "half": the simulated LLM
-  // step's 16 MiB buckets kept the default so in three seeds of ten.)
+  // step's 16 MiB buckets kept the default so in seven seeds of ten, benchmarks/sim/step_time.md.)
   Learner learner(config(), std::make_shared<FootprintCatalog>());
   const StateStats st =
       run_states(learner, {{100, 60}, {100, 60}, {100, 20}}, 600, true, nullptr, 3).at(0);
