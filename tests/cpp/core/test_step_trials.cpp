@@ -637,8 +637,8 @@ TEST(StepTrials, ARungWithoutEffectLeadsOnToARungThatTiesPerCall) {
   // "half" costs what the default costs per call and frees nothing the step shows: its trial
   // ends without effect (at this seed its pairs' mean is not below zero). "quarter" ties per call
   // too and frees the compute: a rung that ties per call can only shorten the step more than the
-  // one above it, so the descent goes on to it. (The descent ended at "half": the simulated LLM
-  // step's 16 MiB buckets kept the default so in seven seeds of ten, benchmarks/sim/step_time.md.)
+  // one above it, so the descent goes on to it. (The descent ended at "half": so the simulated LLM
+  // step's 16 MiB buckets kept the default at seed 1, benchmarks/sim/step_time.md.)
   Learner learner(config(), std::make_shared<FootprintCatalog>());
   const StateStats st =
       run_states(learner, {{100, 60}, {100, 60}, {100, 20}}, 600, true, nullptr, 3).at(0);
