@@ -636,13 +636,13 @@ void PolicyState::open_trial(int challenger, TrialKind kind) {
 // The descent: among the arms holding at most kFootprintStep of the incumbent's footprint, the
 // one holding the most (the smallest step down; ties to the better prior, the slots' order).
 // It continues from each adopted arm; below a rung that shortened the step only on average; and
-// below a rung that showed nothing, to a rung that ties per call by its costs (kTieRatio): freeing
-// more for nothing per call can show what freeing less did not (the simulated LLM step's 16 MiB
-// buckets' half-channel cap), while a rung slower per call would only cost where the default is
-// right. A last rung shorter on average runs on once, to kLastRungPairsScale x the pairs. It ends
-// at a trial that shows the step longer, at a second trial that shows nothing, or when no rung
-// qualifies by its costs (nor may yet, by costs still to come). A rung waiting for its first cost
-// is the state's next first probe (awaited_rung_).
+// below an inconclusive rung (TrialEnd::kInconclusive), to a rung that ties per call by its costs
+// (kTieRatio): freeing more for nothing per call can show what freeing less did not (the simulated
+// LLM step's 16 MiB buckets' half-channel cap), while a rung slower per call would only cost where
+// the default is right. A last rung shorter on average runs on once, to kLastRungPairsScale x the
+// pairs. It ends at a trial that confidently shows the step longer, at a second inconclusive one,
+// or when no rung qualifies by its costs (nor may yet, by costs still to come). A rung waiting for
+// its first cost is the state's next first probe (awaited_rung_).
 void PolicyState::propose_footprint_trial() {
   awaited_rung_ = -1;
   if (footprint_done_ || trial_.challenger >= 0) return claim_board(false);
@@ -767,13 +767,17 @@ void PolicyState::evaluate_trial() {
     // A footprint rung is rejected only when its pairs show the step longer beyond a standard
     // error: a rung that shortens the step by a few tenths of a percent shows it longer in two or
     // three pairs by chance (the simulated LLM step's 16 and 32 MiB buckets' rungs were rejected
-    // so), and stopped, it resumes its pairs once the budget allows.
+    // so), and stopped, it resumes its pairs once the budget allows. Rejected so, it says as
+    // little as a trial without effect: the descent goes on to a rung that ties per call (at one
+    // seed of ten the 16 MiB buckets' `ring/LL128/c16` was rejected so, and the state kept the
+    // default, short of `ring/Simple/c8`).
     const bool rejects = trial_.kind == TrialKind::kFootprint
                              ? costs && trial_.deltas.mean() - trial_.stderr_us() > 0
                              : costs;
     if (!pays_back(trial_.challenger, trial_.kind)) {
-      return rejects ? end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kRejected)
-                     : end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);
+      return rejects
+                 ? end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kInconclusive)
+                 : end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);
     }
   }
   // A state that stopped being called in most steps would hold the group's only trial forever.
@@ -815,7 +819,7 @@ void PolicyState::evaluate_trial() {
     return end_trial("no effect on the step, shorter on average: kept, next rung",
                      TrialEnd::kShorterOnAverage);
   }
-  end_trial("no effect on the step: kept", TrialEnd::kNoEffect);
+  end_trial("no effect on the step: kept", TrialEnd::kInconclusive);
 }
 
 // A faster arm that lengthens the step shows that this state's per-call savings are not step
@@ -860,7 +864,7 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
         last_rung_ = c;
         stopped_ = {c, incumbent_};  // its pairs go on if it runs again
       }
-    } else if (end == TrialEnd::kNoEffect && trial_.kind == TrialKind::kFootprint &&
+    } else if (end == TrialEnd::kInconclusive && trial_.kind == TrialKind::kFootprint &&
                !free_rungs_only_) {
       passed_rung_footprint_ = slots_[c].footprint;
       free_rungs_only_ = true;

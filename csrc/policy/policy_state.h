@@ -579,9 +579,10 @@ class PolicyState {
   // verdict on it; a step trial's challenger is trialed again once the board and the budget
   // allow (retry_stopped_trial), a footprint trial's once the descent proposes it. Shorter on
   // average: a footprint rung whose pairs showed the step shorter, not confidently, is rejected,
-  // and the descent goes on below it (or, with no rung below, runs on once). No effect: rejected;
-  // a footprint rung's descent goes on only to a rung that ties per call.
-  enum class TrialEnd { kAdopted, kRejected, kStopped, kShorterOnAverage, kNoEffect };
+  // and the descent goes on below it (or, with no rung below, runs on once). Inconclusive (no
+  // effect, or rejected on a spent budget by its pairs' mean and a standard error): rejected; the
+  // descent goes on past a footprint rung only to a rung that ties per call.
+  enum class TrialEnd { kAdopted, kRejected, kStopped, kShorterOnAverage, kInconclusive };
   void end_trial(const char* verdict, TrialEnd end);
   // The arm at slot `i` can never run for this state again (`why`: the events' and the trial's
   // word for it).
@@ -706,7 +707,8 @@ class PolicyState {
   int awaited_rung_ = -1;  // the descent's next rung, awaiting its first cost; -1 none
   // The rung whose trial ended shorter on average, run on if no rung below it qualifies; -1 none.
   int last_rung_ = -1;
-  // A rung's trial showed nothing: the descent goes on only to rungs that tie per call (kTieRatio).
+  // A rung's trial was inconclusive: the descent goes on only to rungs that tie per call
+  // (kTieRatio).
   bool free_rungs_only_ = false;
   int tie_trials_left_ = kMaxTieTrials;  // 0: none until the next adoption
   // A trial of an arm faster per call found it lengthens the step: this state's per-call savings

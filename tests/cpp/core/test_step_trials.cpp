@@ -647,6 +647,21 @@ TEST(StepTrials, ARungWithoutEffectLeadsOnToARungThatTiesPerCall) {
   EXPECT_EQ(st.arms.at(st.incumbent).name, "quarter") << st.trial.verdict;
 }
 
+TEST(StepTrials, ARungRejectedOnASpentBudgetLeadsOnToARungThatTiesPerCall) {
+  // "half" is 20% slower per call and lengthens the step by as much; "quarter" ties with the
+  // default per call and frees the compute. At this seed the do-no-harm budget is spent during
+  // "half"'s trial and its pairs show the step longer by a standard error: rejected. That says as
+  // little as a trial without effect, so the descent goes on to "quarter", which ties per call.
+  // (It ended at "half": the simulated LLM step's 16 MiB buckets so kept the default at one seed
+  // of ten, benchmarks/sim/step_time.md.)
+  Learner learner(config(), std::make_shared<FootprintCatalog>());
+  const StateStats st =
+      run_states(learner, {{100, 100}, {120, 120}, {100, 20}}, 600, true, nullptr, 2).at(0);
+  EXPECT_TRUE(has_event(st, "rejected: the do-no-harm budget is spent"));
+  EXPECT_EQ(footprint_trials_of(st, 2), 1);
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "quarter") << st.trial.verdict;
+}
+
 TEST(StepTrials, ARungWithoutEffectDoesNotLeadOnToARungSlowerPerCall) {
   // As above, but "quarter" is 20% slower per call, beyond a tie (kTieRatio): where the rung above
   // it showed nothing (at this seed its pairs' mean is not below zero), the descent ends, whatever
