@@ -598,31 +598,10 @@ TEST(StepTrials, AFootprintThatDoesNotShortenTheStepKeepsTheDefault) {
             2);
 }
 
-TEST(StepTrials, ARungThatShortensTheStepUnderTheMarginIsAdopted) {
-  // As in the simulated LLM step, where bandwidth saturates at a quarter of the channels: "half"
-  // costs what the default costs per call and shortens the step by 20 µs (0.38%, under the 0.5%
-  // margin), confidently; "quarter" is 3x slower per call (no rung). (The default was kept.)
+// One overlapped state descending FootprintCatalog's rungs over `steps` marked steps: its stats.
+StateStats descend(const std::vector<ArmTruth>& truth, int steps, uint32_t seed, Noise noise = {}) {
   Learner learner(config(), std::make_shared<FootprintCatalog>());
-  const StateStats st = run_states(learner, {{100, 60}, {100, 55}, {300, 0}}, 600, true, nullptr, 7,
-                                   nullptr, Noise{0.02, 5.0})
-                            .at(0);
-  EXPECT_EQ(st.arms.at(st.incumbent).name, "half") << st.trial.verdict;
-  EXPECT_EQ(st.trial.verdict, "adopted: shorter steps");
-  EXPECT_NEAR(st.trial.mean_delta_us, -20, 6);
-}
-
-TEST(StepTrials, ARungThatShortensTheStepOnlyOnAverageLeadsToTheNext) {
-  // "half" shortens the step by 4 µs, less than the 3 standard errors its first 16 pairs can tell
-  // at 5 µs of noise a step: its trial ends without effect, its pairs' mean below zero. "quarter",
-  // 15% slower per call, shortens the step by 80 µs. (The descent ended at "half": the default
-  // kept.)
-  Learner learner(config(), std::make_shared<FootprintCatalog>());
-  const StateStats st = run_states(learner, {{100, 60}, {100, 59}, {115, 40}}, 600, true, nullptr,
-                                   7, nullptr, Noise{0.02, 5.0})
-                            .at(0);
-  EXPECT_EQ(st.arms.at(st.incumbent).name, "quarter");
-  EXPECT_TRUE(has_event(st, "no effect on the step, shorter on average: kept, next rung"));
-  EXPECT_TRUE(has_event(st, "adopted: shorter steps"));
+  return run_states(learner, truth, steps, true, nullptr, seed, nullptr, noise).at(0);
 }
 
 // How many trials of `arm` the state opened.
@@ -633,15 +612,34 @@ int footprint_trials_of(const StateStats& st, uint16_t arm) {
       }));
 }
 
+TEST(StepTrials, ARungThatShortensTheStepUnderTheMarginIsAdopted) {
+  // As in the simulated LLM step, where bandwidth saturates at a quarter of the channels: "half"
+  // costs what the default costs per call and shortens the step by 20 µs (0.38%, under the 0.5%
+  // margin), confidently; "quarter" is 3x slower per call (no rung). (The default was kept.)
+  const StateStats st = descend({{100, 60}, {100, 55}, {300, 0}}, 600, 7, Noise{0.02, 5.0});
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "half") << st.trial.verdict;
+  EXPECT_EQ(st.trial.verdict, "adopted: shorter steps");
+  EXPECT_NEAR(st.trial.mean_delta_us, -20, 6);
+}
+
+TEST(StepTrials, ARungThatShortensTheStepOnlyOnAverageLeadsToTheNext) {
+  // "half" shortens the step by 4 µs, less than the 3 standard errors its first 16 pairs can tell
+  // at 5 µs of noise a step: its trial ends without effect, its pairs' mean below zero. "quarter",
+  // 15% slower per call, shortens the step by 80 µs. (The descent ended at "half": the default
+  // kept.)
+  const StateStats st = descend({{100, 60}, {100, 59}, {115, 40}}, 600, 7, Noise{0.02, 5.0});
+  EXPECT_EQ(st.arms.at(st.incumbent).name, "quarter");
+  EXPECT_TRUE(has_event(st, "no effect on the step, shorter on average: kept, next rung"));
+  EXPECT_TRUE(has_event(st, "adopted: shorter steps"));
+}
+
 TEST(StepTrials, ARungWithoutEffectLeadsOnToARungThatTiesPerCall) {
   // "half" costs what the default costs per call and frees nothing the step shows: its trial
   // ends without effect (at this seed its pairs' mean is not below zero). "quarter" ties per call
   // too and frees the compute: a rung that ties per call can only shorten the step more than the
   // one above it, so the descent goes on to it. (The descent ended at "half": so the simulated LLM
   // step's 16 MiB buckets kept the default at seed 1, benchmarks/sim/step_time.md.)
-  Learner learner(config(), std::make_shared<FootprintCatalog>());
-  const StateStats st =
-      run_states(learner, {{100, 60}, {100, 60}, {100, 20}}, 600, true, nullptr, 3).at(0);
+  const StateStats st = descend({{100, 60}, {100, 60}, {100, 20}}, 600, 3);
   EXPECT_TRUE(has_event(st, "no effect on the step: kept"));
   EXPECT_EQ(footprint_trials_of(st, 2), 1);
   EXPECT_EQ(st.arms.at(st.incumbent).name, "quarter") << st.trial.verdict;
@@ -654,9 +652,7 @@ TEST(StepTrials, ARungRejectedOnASpentBudgetLeadsOnToARungThatTiesPerCall) {
   // little as a trial without effect, so the descent goes on to "quarter", which ties per call.
   // (It ended at "half": the simulated LLM step's 16 MiB buckets so kept the default at one seed
   // of ten, benchmarks/sim/step_time.md.)
-  Learner learner(config(), std::make_shared<FootprintCatalog>());
-  const StateStats st =
-      run_states(learner, {{100, 100}, {120, 120}, {100, 20}}, 600, true, nullptr, 2).at(0);
+  const StateStats st = descend({{100, 100}, {120, 120}, {100, 20}}, 600, 2);
   EXPECT_TRUE(has_event(st, "rejected: the do-no-harm budget is spent"));
   EXPECT_EQ(footprint_trials_of(st, 2), 1);
   EXPECT_EQ(st.arms.at(st.incumbent).name, "quarter") << st.trial.verdict;
@@ -667,9 +663,7 @@ TEST(StepTrials, ARungWithoutEffectDoesNotLeadOnToARungSlowerPerCall) {
   // it showed nothing (at this seed its pairs' mean is not below zero), the descent ends, whatever
   // "quarter" would do for the step (in a defaults-right state a second rung's trial would only
   // cost).
-  Learner learner(config(), std::make_shared<FootprintCatalog>());
-  const StateStats st =
-      run_states(learner, {{100, 60}, {100, 60}, {120, 20}}, 600, true, nullptr, 10).at(0);
+  const StateStats st = descend({{100, 60}, {100, 60}, {120, 20}}, 600, 10);
   EXPECT_TRUE(has_event(st, "no effect on the step: kept"));
   EXPECT_EQ(footprint_trials_of(st, 2), 0);
   EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
@@ -682,10 +676,7 @@ TEST(StepTrials, TheLastRungShorterOnlyOnAverageRunsOnOnceAndIsAdopted) {
   // without the futility look while its pairs show the step shorter, it is adopted. (It ended
   // there and the state kept "half": the simulated LLM step's 16 MiB buckets, whose quarter frees
   // 0.2% of the step.)
-  Learner learner(config(), std::make_shared<FootprintCatalog>());
-  const StateStats st = run_states(learner, {{100, 60}, {100, 40}, {100, 39}}, 800, true, nullptr,
-                                   1, nullptr, Noise{0.02, 5.0})
-                            .at(0);
+  const StateStats st = descend({{100, 60}, {100, 40}, {100, 39}}, 800, 1, Noise{0.02, 5.0});
   EXPECT_TRUE(has_event(st, "no effect on the step, shorter on average: kept, next rung"));
   EXPECT_EQ(footprint_trials_of(st, 2), 2);
   EXPECT_EQ(st.arms.at(st.incumbent).name, "quarter") << st.trial.verdict;
