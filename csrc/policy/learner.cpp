@@ -158,8 +158,9 @@ struct Learner::Impl {
     return static_cast<int32_t>(id);
   }
 
-  // The step times of the round: each pair of the trial's steps (incumbent, then challenger)
-  // gives its state one paired difference. Steps without the state's calls pair with nothing.
+  // The step times of the round: each pair of a trial's steps (incumbent, then challenger, its
+  // lane's lag apart) gives its state one paired difference. Steps without the state's calls pair
+  // with nothing.
   void take_step_times(const RoundResult& r) {
     StepTrialBoard& t = *trials;
     for (size_t i = 0; i < r.step_times_us.size(); ++i) {
@@ -176,24 +177,29 @@ struct Learner::Impl {
       if (t.marks.empty() || t.marks.front().step != step) continue;
       const StepTrialBoard::Mark mark = t.marks.front();
       t.marks.pop_front();
-      if (t.owner < 0 || !mark.used || !std::isfinite(us)) {
-        t.pending_us = NAN;
-      } else if (!t.challenger_at(step)) {
-        t.pending_us = us;
-        t.pending_step = step;
-        t.pending_probed = mark.probed;
-      } else if (std::isfinite(t.pending_us) && t.pending_step + 1 == step) {
-        PolicyState& owner = states[t.owner];
-        if (!(mark.probed || t.pending_probed) || owner.keeps_probed_pair(t.pending_us, us)) {
-          // Winsorized: the longer step is brought within `limit` of the other (kPairClipZ).
-          const double spread = kPairClipZ * kMadToSigma *
-                                successive_steps.median_recent(SampleWindow::kCapacity);
-          const double limit = std::max(spread, std::min(t.pending_us, us));
-          owner.add_trial_pair(std::min(t.pending_us, us + limit),
-                               std::min(us, t.pending_us + limit));
-        }
-        t.pending_us = NAN;
+      for (int j = 0; j < kTrialLanes; ++j) {
+        if (mark.used[j]) take_lane_step(t.lanes[j], step, us, mark.probed);
       }
+    }
+  }
+
+  void take_lane_step(TrialLane& lane, uint64_t step, double us, bool probed) {
+    TrialLane::Pending& incumbent = lane.pending[(step - lane.start) % lane.lag];
+    if (lane.owner < 0 || !std::isfinite(us)) {
+      incumbent = {};
+    } else if (!lane.challenger_at(step)) {
+      incumbent = {us, step, probed};
+    } else if (std::isfinite(incumbent.us) && incumbent.step + lane.lag == step) {
+      PolicyState& owner = states[lane.owner];
+      if (!(probed || incumbent.probed) || owner.keeps_probed_pair(incumbent.us, us)) {
+        // Winsorized: the longer step is brought within `limit` of the other (kPairClipZ).
+        const double spread = kPairClipZ * kMadToSigma *
+                              successive_steps.median_recent(SampleWindow::kCapacity);
+        const double limit = std::max(spread, std::min(incumbent.us, us));
+        owner.add_trial_pair(std::min(incumbent.us, us + limit),
+                             std::min(us, incumbent.us + limit));
+      }
+      incumbent = {};
     }
   }
 
@@ -360,11 +366,18 @@ void Learner::apply_round(const RoundResult& round) {
 
 void Learner::mark_step() {
   StepTrialBoard& t = *impl_->trials;
-  if (t.owner >= 0 && t.step >= t.start) {
-    t.marks.push_back({t.step, t.used, t.probed});
-    t.used_steps += t.used;
+  StepTrialBoard::Mark mark{t.step, {}, t.probed};
+  bool trialed = false;
+  for (int j = 0; j < kTrialLanes; ++j) {
+    TrialLane& lane = t.lanes[j];
+    if (lane.running_at(t.step)) {
+      mark.used[j] = lane.used;
+      lane.used_steps += lane.used;
+      trialed = true;
+    }
+    lane.used = false;
   }
-  t.used = false;
+  if (trialed) t.marks.push_back(mark);
   t.probed = false;
   ++t.step;
 }

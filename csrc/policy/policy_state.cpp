@@ -467,7 +467,8 @@ void PolicyState::switch_to_cheapest(double keep) {
   if (best < 0) return;
   if (judged_by_step()) {
     // Faster on its own is not enough when compute runs beside the call: the step decides.
-    if (trial_.challenger < 0 && trials_->owner < 0 && may_open_trial(best, TrialKind::kFaster)) {
+    if (trial_.challenger < 0 && trials_->free_lane() >= 0 &&
+        may_open_trial(best, TrialKind::kFaster)) {
       open_trial(best, TrialKind::kFaster);
     } else if (stalled) {
       retry_challenger_ = best;  // the state may converge before the board is free
@@ -596,7 +597,7 @@ bool PolicyState::may_open_trial(int challenger, TrialKind kind) const {
 
 void PolicyState::retry_stopped_trial() {
   const int c = retry_challenger_;
-  if (c < 0 || trial_.challenger >= 0 || trials_->owner >= 0) return;
+  if (c < 0 || trial_.challenger >= 0 || trials_->free_lane() < 0) return;
   if (c == incumbent_ || slots_[c].step_rejected || slots_[c].unavailable) {
     retry_challenger_ = -1;
   } else if (may_open_trial(c, TrialKind::kFaster)) {
@@ -612,7 +613,8 @@ void PolicyState::retry_stopped_trial() {
 // step).
 void PolicyState::open_trial(int challenger, TrialKind kind) {
   claim_board(false);
-  trials_->open(static_cast<int32_t>(id_));
+  lane_ = trials_->free_lane();
+  trials_->open(lane_, static_cast<int32_t>(id_));
   const bool resume = challenger == stopped_.challenger && incumbent_ == stopped_.incumbent &&
                       kind == trial_.kind;
   stopped_ = {};
@@ -686,14 +688,14 @@ void PolicyState::propose_footprint_trial() {
   const bool run_on = best < 0 && awaited < 0 && last_rung_ >= 0 && !slots_[last_rung_].unavailable;
   if (run_on) best = last_rung_;
   const bool ready = best >= 0 && may_open_trial(best, TrialKind::kFootprint);
-  if (trials_->owner < 0 && ready) {
+  if (trials_->free_lane() >= 0 && ready) {
     if (run_on) slots_[best].step_rejected = false;
     open_trial(best, TrialKind::kFootprint);
     trial_.extended = run_on;
     return;
   }
   claim_board(ready);
-  if (trials_->owner < 0 && best < 0 && awaited < 0) footprint_done_ = true;
+  if (!trials_->busy() && best < 0 && awaited < 0) footprint_done_ = true;
 }
 
 void PolicyState::claim_board(bool wants) {
@@ -707,7 +709,7 @@ void PolicyState::claim_board(bool wants) {
 // None qualifying now ends nothing: an arm woken after the state converged, or measured again
 // since, may qualify by its later costs.
 void PolicyState::propose_tie_trial() {
-  if (tie_trials_left_ == 0 || trial_.challenger >= 0 || trials_->owner >= 0 ||
+  if (tie_trials_left_ == 0 || trial_.challenger >= 0 || trials_->busy() ||
       trials_->footprint_waiting >= 0) {
     return;
   }
@@ -780,14 +782,15 @@ void PolicyState::evaluate_trial() {
                  : end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);
     }
   }
-  // A state that stopped being called in most steps would hold the group's only trial forever.
+  // A state that stopped being called in most steps would hold its lane of the board forever.
   // One called in most steps whose pairs were left out (probes elsewhere on a noisy machine) has
   // not shown anything against its challenger: it ends without a verdict, much later.
-  const uint64_t steps = trials_->step > trials_->start ? trials_->step - trials_->start : 1;
+  const TrialLane& lane = trials_->lanes[lane_];
+  const uint64_t steps = trials_->step > lane.start ? trials_->step - lane.start : 1;
   const uint64_t max_pairs = static_cast<uint64_t>(head_.max_trial_pairs) *
                              (trial_.extended ? kLastRungPairsScale : 1);
   if (pairs < max_pairs && steps > 4 * max_pairs) {
-    if (2 * trials_->used_steps < steps) {
+    if (2 * lane.used_steps < steps) {
       return end_trial("stopped: too few steps with the state's calls", TrialEnd::kRejected);
     }
     if (steps > kMaxTrialStepsPerPair * max_pairs) {
@@ -836,7 +839,8 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
   const bool adopt = end == TrialEnd::kAdopted;
   trial_.challenger = -1;
   trial_.verdict = verdict;
-  trials_->close();
+  trials_->close(lane_);
+  lane_ = -1;
   note(verdict, incumbent_, adopt ? c : incumbent_);
   events_.back().trial = trial_.evidence();
   if (end == TrialEnd::kStopped) {

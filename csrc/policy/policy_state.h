@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <deque>
@@ -229,52 +230,83 @@ constexpr double kSkewRatio = 1.5;
 // or a near-tie per call (a tie trial).
 enum class TrialKind : uint8_t { kFaster, kFootprint, kTie };
 
-// The step trials of a group's learner (docs/architecture.md, "Step trials"). One overlapped
-// state at a time runs one: from the step after it opens, the state runs its incumbent on even
-// steps and the challenger on odd ones, and each (even, odd) pair of step times, max over ranks,
-// gives one paired difference. One trial at a time, so a pair's difference is that state's. A
+// The step trials of a group's learner (docs/architecture.md, "Step trials"). Up to kTrialLanes
+// overlapped states run one at once, each on its own lane. From the step after it opens, a lane's
+// state runs its incumbent and its challenger in blocks of `lag` steps, alternated: lane 0 every
+// other step, lane 1 every other pair of steps. Each (incumbent, challenger) pair of steps `lag`
+// apart, step times max over ranks, gives its state one paired difference. The lanes' patterns
+// are orthogonal: a lane-0 pair (s, s+1) lies inside one of lane 1's blocks (the lanes' starts
+// share a parity), and a lane-1 pair (s, s+2) spans steps in which lane 0 ran the same arm, so a
+// pair's difference is its own state's. (In the simulated LLM step the 32 MiB buckets' rung
+// waited 32 steps for the 16 MiB buckets' trial, which then waited 45 steps for it.) A
 // pair with a step in which some state probed, and steps more than kProbedPairTolerance apart, is
 // left out while the trial has fewer than kFirstLookPairs pairs, and afterwards only when its
 // difference also lies beyond kProbedPairZ standard deviations of the trial's pairs from their
 // mean: a probe of a slow arm (over a second, seen on a GPU) lands in one step of a pair and
 // would be taken for the challenger's doing, while probes of near-ties barely move a step. Probes
-// beside a trial are split between its two kinds of step (claim_probe_step), so the pairs they
-// touch are no more the challenger's doing than the incumbent's. (An arm 2x faster per call
-// shortened the main job's steps 30%, 4 ranks on 2 cores: every probed pair was more than 10%
-// apart and left out, and its trial took 50-95 steps for 7-25 pairs.)
+// beside trials are spread over their kinds of step (claim_probe_step), so the pairs they touch
+// are no more the challenger's doing than the incumbent's. (An arm 2x faster per call shortened
+// the main job's steps 30%, 4 ranks on 2 cores: every probed pair was more than 10% apart and
+// left out, and its trial took 50-95 steps for 7-25 pairs.)
 // `step` counts Learner::mark_step() calls: the same on every rank.
 constexpr double kProbedPairTolerance = 0.1;
 constexpr double kProbedPairZ = 3.0;
-struct StepTrialBoard {
-  uint64_t step = 0;        // the current step's number
+constexpr int kTrialLanes = 2;
+struct TrialLane {
   int32_t owner = -1;       // the state on trial; -1 none
+  uint64_t lag = 1;         // steps from a pair's incumbent step to its challenger step
   uint64_t start = 0;       // the trial's first step
   uint64_t used_steps = 0;  // the trial's ended steps in which the owner ran
   bool used = false;        // the owner ran in the current step
-  bool probed = false;      // some state probed in the current step
+  // Incumbent steps awaiting their challenger step, one per step of a block.
+  struct Pending {
+    double us = NAN;
+    uint64_t step = 0;
+    bool probed = false;
+  };
+  std::array<Pending, 2> pending;
+  bool running_at(uint64_t s) const { return owner >= 0 && s >= start; }
+  bool challenger_at(uint64_t s) const { return (((s - start) / lag) & 1) != 0; }
+};
+struct StepTrialBoard {
+  uint64_t step = 0;    // the current step's number
+  bool probed = false;  // some state probed in the current step
+  std::array<TrialLane, kTrialLanes> lanes;
   struct Mark {
     uint64_t step;
-    bool used;
+    std::array<bool, kTrialLanes> used;  // by lane: its owner ran in the step
     bool probed;
   };
-  std::deque<Mark> marks;   // the trial's ended steps whose times have not arrived
-  double pending_us = NAN;  // time of the pair's incumbent step, awaiting its challenger step
-  uint64_t pending_step = 0;
-  bool pending_probed = false;
-  // The state whose footprint rung waits for the board (-1 none): a running tie trial stops for
+  std::deque<Mark> marks;  // the trials' ended steps whose times have not arrived
+  // The state whose footprint rung waits for a free lane (-1 none): a running tie trial stops for
   // it and no tie trial opens until it has run (PolicyState::claim_board).
   int32_t footprint_waiting = -1;
   StepSource source = StepSource::kMarked;
-  bool challenger_at(uint64_t s) const { return ((s - start) & 1) != 0; }
-  void open(int32_t state) {
-    owner = state;
-    start = step + 1;  // the current step began before the trial: it is not part of it
-    used_steps = 0;
-    used = false;
-    marks.clear();
-    pending_us = NAN;
+  StepTrialBoard() { lanes[1].lag = 2; }
+  bool busy() const {
+    for (const TrialLane& l : lanes) {
+      if (l.owner >= 0) return true;
+    }
+    return false;
   }
-  void close() { owner = -1; }
+  int free_lane() const {
+    for (int i = 0; i < kTrialLanes; ++i) {
+      if (lanes[i].owner < 0) return i;
+    }
+    return -1;
+  }
+  void open(int lane, int32_t state) {
+    TrialLane& l = lanes[lane];
+    const TrialLane& other = lanes[1 - lane];
+    l.owner = state;
+    l.start = step + 1;  // the current step began before the trial: it is not part of it
+    if (other.owner >= 0 && ((l.start - other.start) & 1) != 0) ++l.start;
+    l.used_steps = 0;
+    l.used = false;
+    l.pending = {};
+    for (Mark& m : marks) m.used[lane] = false;  // steps of the lane's previous trial
+  }
+  void close(int lane) { lanes[lane].owner = -1; }
 };
 
 class PolicyState {
@@ -517,20 +549,27 @@ class PolicyState {
   int trial_call(bool* measure) {
     *measure = true;
     ++measured_calls_;
-    if (trials_->step < trials_->start) return incumbent_;
-    trials_->used = true;
-    return trials_->challenger_at(trials_->step) ? trial_.challenger : incumbent_;
+    TrialLane& lane = trials_->lanes[lane_];
+    if (trials_->step < lane.start) return incumbent_;
+    lane.used = true;
+    return lane.challenger_at(trials_->step) ? trial_.challenger : incumbent_;
   }
   // While another state's step trial runs, the group's steps alternate between its incumbent and
   // its challenger, and a call's cost depends on which ran beside it (on a CPU the default runs on
   // Gloo's threads, our schedules queue on ours). A state probing every other call would take all
   // its probes in steps of one kind and all its incumbent's costs in both: a WAN run adopted tree,
   // measured 3x faster than rd that way, for a 1.4x longer step. So probes taken during a trial
-  // alternate between the two kinds of step. True when a probe may run in this step, which it
-  // then claims: the next probe during a trial goes to the other kind.
+  // go to the kinds of step in turn (with two trials, four kinds: each lane's arm). True when a
+  // probe may run in this step, which it then claims: the next probe goes to the next kind.
   bool claim_probe_step() {
-    if (trials_->owner < 0 || trials_->step < trials_->start) return true;
-    if (trials_->challenger_at(trials_->step) != ((trial_time_probes_ & 1) != 0)) return false;
+    uint32_t kinds = 1, kind = 0;
+    for (const TrialLane& l : trials_->lanes) {
+      if (!l.running_at(trials_->step)) continue;
+      kind += kinds * l.challenger_at(trials_->step);
+      kinds *= 2;
+    }
+    if (kinds == 1) return true;
+    if (kind != trial_time_probes_ % kinds) return false;
     ++trial_time_probes_;
     return true;
   }
@@ -677,8 +716,8 @@ class PolicyState {
   uint32_t check_ppm_ = 0;   // rate of the default's rollback checks (halves when they confirm
   CallCredit check_credit_;  // the incumbent, down to kMinCheckPpm)
   std::vector<StateEvent> events_;
-  // The step trial (overlapped states): the challenger's slot while one runs, -1 otherwise.
-  StepTrialBoard* trials_;
+  StepTrialBoard* trials_;      // the group's step trials
+  int lane_ = -1;               // the board's lane of this state's running trial
   ArmEvidenceBoard* evidence_;  // what the group's measured arms say (arm_evidence.h)
   bool has_caps_ = false;       // some candidate holds less than the default
   // Channels of the default's call (states with channel caps): as the prior's model derives

@@ -690,37 +690,40 @@ class TieAndRungCatalog : public NamedArmsCatalog {
   double footprint(OpKind, uint16_t arm, uint64_t) const override { return arm == 2 ? 0.5 : 1.0; }
 };
 
-// In the simulated LLM step the 16 MiB buckets' tie trials held the board 38 steps at a time
-// while the 32 MiB buckets' next rung, the one that shortens the step, waited.
-TEST(StepTrials, ATieTrialGivesTheBoardToAnotherStatesFootprintRung) {
-  Learner learner(config(), std::make_shared<TieAndRungCatalog>());
-  // A (1 MiB buckets): "tie" ties with the default on the step, "half" is far slower per call.
-  // B (4 MiB, from the step A's tie trial runs): "half", 10% slower per call, shortens the step.
-  const std::vector<ArmTruth> a_truth = {{100, 100}, {99, 100}, {300, 300}};
-  const std::vector<ArmTruth> b_truth = {{100, 100}, {300, 300}, {110, 40}};
-  const CollectiveContext a = overlapped_bucket(1 << 20), b = overlapped_bucket(4 << 20);
-  std::mt19937 rng(5);
+// Overlapped bucket states of one group, kCallsPerStep calls a step each, from the step their
+// `from` first holds (checked before each step on the learner's stats).
+struct Bucket {
+  uint64_t bytes;
+  std::vector<ArmTruth> truth;
+  std::function<bool(const std::vector<StateStats>&)> from = [](const auto&) { return true; };
+};
+
+// Runs `steps` steps of `buckets`; `each_step` sees the stats before each step. Returns the
+// stats by state id (the buckets' first-call order).
+std::vector<StateStats> run_buckets(
+    std::shared_ptr<const ArmCatalog> catalog, const std::vector<Bucket>& buckets, int steps,
+    uint32_t seed, const std::function<void(const std::vector<StateStats>&)>& each_step = nullptr,
+    const LearnerConfig& cfg = config()) {
+  Learner learner(cfg, std::move(catalog));
+  std::mt19937 rng(seed);
   std::normal_distribution<double> noise(0.0, 1.0);
-  bool b_started = false;
-  std::string a_verdict_when_b_trial_opened;
-  for (int step = 0; step < 1500; ++step) {
+  std::vector<bool> started(buckets.size(), false);
+  for (int step = 0; step < steps; ++step) {
     const std::vector<StateStats> st = learner.stats();
-    b_started = b_started || (!st.empty() && st[0].trial.verdict == "running");
-    if (st.size() == 2 && st[1].trial.verdict == "running" &&
-        a_verdict_when_b_trial_opened.empty()) {
-      a_verdict_when_b_trial_opened = st[0].trial.verdict;
-    }
+    if (each_step) each_step(st);
+    for (size_t b = 0; b < buckets.size(); ++b) started[b] = started[b] || buckets[b].from(st);
     RoundResult round;
     double step_us = kComputeUs;
-    for (int c = 0; c < 2 * kCallsPerStep; ++c) {
-      const bool is_b = c % 2 == 1;
-      if (is_b && !b_started) continue;
-      const Decision d = learner.decide(is_b ? b : a);
-      const ArmTruth& t = (is_b ? b_truth : a_truth).at(d.arm);
-      step_us += t.step_cost_us;
-      if (d.measure) {
-        const float cost = static_cast<float>(t.call_us * (1.0 + 0.003 * noise(rng)));
-        round.calls.push_back({d.state_id, d.arm, cost, d.probe, d.after_probe});
+    for (int c = 0; c < kCallsPerStep; ++c) {
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        if (!started[b]) continue;
+        const Decision d = learner.decide(overlapped_bucket(buckets[b].bytes));
+        const ArmTruth& t = buckets[b].truth.at(d.arm);
+        step_us += t.step_cost_us;
+        if (d.measure) {
+          const float cost = static_cast<float>(t.call_us * (1.0 + 0.003 * noise(rng)));
+          round.calls.push_back({d.state_id, d.arm, cost, d.probe, d.after_probe});
+        }
       }
     }
     learner.mark_step();
@@ -728,11 +731,120 @@ TEST(StepTrials, ATieTrialGivesTheBoardToAnotherStatesFootprintRung) {
     round.step_times_us = {step_us + 20.0 * noise(rng)};
     learner.apply_round(round);
   }
-  const std::vector<StateStats> st = learner.stats();
+  return learner.stats();
+}
+
+bool trial_running(const std::vector<StateStats>& st, size_t id) {
+  return st.size() > id && st[id].trial.verdict == "running";
+}
+
+// In the simulated LLM step the 32 MiB buckets' rung waited 32 steps for the 16 MiB buckets'
+// trial, which then waited 45 steps for it: the group's trials run two at once, on orthogonal
+// step patterns (StepTrialBoard).
+TEST(StepTrials, TwoStatesTrialsRunAtOnceAndEachIsJudgedByItsOwnEffect) {
+  // A's "half" shortens the step by 4 x 30 us; B's (from the step A's trial runs) lengthens it by
+  // 4 x 30 us. Each is 10% slower per call than its default; "quarter" is far slower.
+  const std::vector<Bucket> buckets = {
+      {1 << 20, {{100, 100}, {110, 70}, {300, 300}}},
+      {4 << 20, {{100, 100}, {110, 130}, {300, 300}}, [](const std::vector<StateStats>& st) {
+         return trial_running(st, 0);
+       }}};
+  for (uint32_t seed : {3u, 5u, 7u}) {
+    bool overlapped = false;
+    const std::vector<StateStats> st = run_buckets(
+        std::make_shared<FootprintCatalog>(), buckets, 600, seed,
+        [&](const std::vector<StateStats>& s) {
+          overlapped = overlapped || (trial_running(s, 0) && trial_running(s, 1));
+        });
+    ASSERT_EQ(st.size(), 2u);
+    EXPECT_TRUE(overlapped) << seed;
+    EXPECT_EQ(st[0].arms.at(st[0].incumbent).name, "half") << seed << " " << st[0].trial.verdict;
+    EXPECT_EQ(st[1].arms.at(st[1].incumbent).name, "default") << seed << " " << st[1].trial.verdict;
+    // Each verdict rests on its own state's effect, not on the other's: a pair of A's steps ran
+    // one arm of B, and a pair of B's one arm of A.
+    for (const auto& [s, effect] : {std::pair{&st[0], -120.0}, std::pair{&st[1], 120.0}}) {
+      const auto v = std::find_if(s->events.rbegin(), s->events.rend(),
+                                  [](const StateEvent& e) { return e.trial.pairs > 0; });
+      ASSERT_NE(v, s->events.rend()) << seed;
+      EXPECT_NEAR(v->trial.mean_delta_us, effect, 4 * v->trial.stderr_us + 10) << seed << v->what;
+    }
+  }
+}
+
+// Whichever steps the two trials open at, a pair of one lane's steps runs one arm of the other's.
+TEST(StepTrials, EachLanesPairsRunOneArmOfTheOtherLane) {
+  for (uint64_t first = 0; first < 4; ++first) {
+    for (uint64_t second = first; second < first + 6; ++second) {
+      for (int first_lane = 0; first_lane < kTrialLanes; ++first_lane) {
+        StepTrialBoard board;
+        board.step = first;
+        board.open(first_lane, 0);
+        board.step = second;
+        board.open(1 - first_lane, 1);
+        const TrialLane& a = board.lanes[0];
+        const TrialLane& b = board.lanes[1];
+        for (uint64_t s = std::max(a.start, b.start); s < second + 40; ++s) {
+          if (!a.challenger_at(s) && a.challenger_at(s + a.lag)) {
+            EXPECT_EQ(b.challenger_at(s), b.challenger_at(s + a.lag)) << first << " " << second;
+          }
+          if (!b.challenger_at(s) && b.challenger_at(s + b.lag)) {
+            EXPECT_EQ(a.challenger_at(s), a.challenger_at(s + b.lag)) << first << " " << second;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(StepTrials, ATieTrialRunsBesideAnotherStatesFootprintRung) {
+  // A: "tie" ties with the default on the step, "half" is far slower per call. B (from the step
+  // A's tie trial runs): "half", 10% slower per call, shortens the step.
+  std::string a_verdict_when_b_trial_opened;
+  const std::vector<StateStats> st = run_buckets(
+      std::make_shared<TieAndRungCatalog>(),
+      {{1 << 20, {{100, 100}, {99, 100}, {300, 300}}},
+       {4 << 20,
+        {{100, 100}, {300, 300}, {110, 40}},
+        [](const std::vector<StateStats>& s) { return trial_running(s, 0); }}},
+      1500, 5, [&](const std::vector<StateStats>& s) {
+        if (trial_running(s, 1) && a_verdict_when_b_trial_opened.empty()) {
+          a_verdict_when_b_trial_opened = s[0].trial.verdict;
+        }
+      });
   ASSERT_EQ(st.size(), 2u);
-  // B's footprint trial opened as soon as A's tie trial stopped for it, and adopted "half".
-  EXPECT_EQ(a_verdict_when_b_trial_opened, "stopped: a footprint trial goes first");
+  EXPECT_EQ(a_verdict_when_b_trial_opened, "running");
   EXPECT_EQ(st[1].arms.at(st[1].incumbent).name, "half") << st[1].trial.verdict;
+  EXPECT_FALSE(has_event(st[0], "stopped: a footprint trial goes first"));
+  EXPECT_NE(st[0].trial.verdict, "running");
+}
+
+// With both lanes busy, a tie trial gives its lane to another state's footprint rung.
+TEST(StepTrials, ATieTrialGivesItsLaneToAFootprintRungWhenBothLanesAreBusy) {
+  // A's tie trial runs; B (from then) trials a rung without effect on the step; C (from the step
+  // B's trial runs) has a rung that shortens the step. A budget that B's and A's trials do not
+  // spend before C's rung is ready.
+  LearnerConfig cfg = config();
+  cfg.heads[static_cast<int>(Role::kDataParallel)].regret_budget = 0.1;
+  std::string a_verdict_when_c_trial_opened;
+  const std::vector<StateStats> st = run_buckets(
+      std::make_shared<TieAndRungCatalog>(),
+      {{1 << 20, {{100, 100}, {99, 100}, {300, 300}}},
+       {4 << 20,
+        {{100, 100}, {300, 300}, {105, 100}},
+        [](const std::vector<StateStats>& s) { return trial_running(s, 0); }},
+       {16 << 20,
+        {{100, 100}, {300, 300}, {110, 40}},
+        [](const std::vector<StateStats>& s) { return trial_running(s, 1); }}},
+      1500, 5,
+      [&](const std::vector<StateStats>& s) {
+        if (trial_running(s, 2) && a_verdict_when_c_trial_opened.empty()) {
+          a_verdict_when_c_trial_opened = s[0].trial.verdict;
+        }
+      },
+      cfg);
+  ASSERT_EQ(st.size(), 3u);
+  EXPECT_EQ(a_verdict_when_c_trial_opened, "stopped: a footprint trial goes first");
+  EXPECT_EQ(st[2].arms.at(st[2].incumbent).name, "half") << st[2].trial.verdict;
   // A's tie trial ran again afterwards, to a verdict.
   const std::vector<StateEvent>& ev = st[0].events;
   const auto stop = std::find_if(ev.begin(), ev.end(), [](const StateEvent& e) {
