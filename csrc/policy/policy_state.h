@@ -198,12 +198,13 @@ constexpr double kTieRatio = 1.1;
 // the state kept the default, while `hd`, 6% cheaper per call and never trialed, was adopted by
 // step or tie trials in the other runs: 39.2 ms a step against 34.0-34.7.
 constexpr int kMaxTieTrials = 2;
-// A footprint rung ready while another state's tie trial holds the board goes first: the tie trial
-// stops without a verdict (and resumes its pairs later), and no tie trial opens while a rung waits
+// A tie trial opens only while no other trial runs. A footprint rung ready while both lanes of the
+// board are held, one by another state's tie trial, goes first: the tie trial stops without a
+// verdict (and resumes its pairs later), and no tie trial opens while a rung waits
 // (StepTrialBoard::footprint_waiting). The rung is the descent's question, a tie trial a near
-// tie's: in the simulated LLM step the 16 MiB buckets' tie trials held the board 38 steps at a time
-// while the 32 MiB buckets' rungs waited (at the scenario's seed, 24% of the step oracle's headroom
-// over the run; 43% with this rule alone).
+// tie's: in the simulated LLM step, when the board had one lane, the 16 MiB buckets' tie trials
+// held it 38 steps at a time while the 32 MiB buckets' rungs waited (at the scenario's seed, 24%
+// of the step oracle's headroom over the run; 43% with this rule alone).
 // --- Cross-check of a per-call switch ----------------------------------------------------------
 // A challenger that took over on per-call costs (not by a step trial) by less than kTieRatio is
 // judged again from the other side: the previous incumbent is probed among the new incumbent's
@@ -251,7 +252,7 @@ enum class TrialKind : uint8_t { kFaster, kFootprint, kTie };
 // `step` counts Learner::mark_step() calls: the same on every rank.
 constexpr double kProbedPairTolerance = 0.1;
 constexpr double kProbedPairZ = 3.0;
-constexpr int kTrialLanes = 2;
+constexpr int kTrialLanes = 2;  // lag 1 and 2: a third would need lag 4, its start aligned to both
 struct TrialLane {
   int32_t owner = -1;       // the state on trial; -1 none
   uint64_t lag = 1;         // steps from a pair's incumbent step to its challenger step
@@ -607,8 +608,8 @@ class PolicyState {
   void retry_stopped_trial();
   void open_trial(int challenger, TrialKind kind);
   void propose_footprint_trial();
-  // A footprint rung ready while another state's trial holds the board claims it (true), or
-  // gives up a claim it no longer needs (false).
+  // A footprint rung ready while other states' trials hold both lanes claims the next free one
+  // (true), or gives up a claim it no longer needs (false).
   void claim_board(bool wants);
   void propose_tie_trial();
   void evaluate_trial();
