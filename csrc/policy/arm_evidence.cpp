@@ -27,9 +27,12 @@ double ArmEvidenceBoard::arm_factor(OpKind op, int size_bin, uint16_t arm) const
 double ArmEvidenceBoard::cap_factor(OpKind op, int size_bin, double footprint) const {
   double dearer = 1.0, cheaper = 1.0;
   for (const Entry& e : entries_) {
-    if (e.op == op && e.size_bin == size_bin && e.footprint >= footprint) {
+    if (e.op != op || e.footprint < footprint) continue;
+    if (e.size_bin == size_bin) {
       dearer = std::max(dearer, e.cap_factor);
       cheaper = std::min(cheaper, e.cap_factor);
+    } else if (e.size_bin + 1 == size_bin) {
+      cheaper = std::min(cheaper, e.cap_factor);  // the bin below: its cheaper word only
     }
   }
   return dearer > 1.0 ? dearer : cheaper;

@@ -3,8 +3,8 @@
 // delays or drops a first probe. A cap's word may lower one, and a dearer word wins over any
 // cheaper one.
 //
-// Two words, both about the calls of one op and size bin (the same calls, told apart by their
-// exposure or priority):
+// Two words, about the calls of one op and size bin (the same calls, told apart by their
+// exposure or priority), and a cap's cheaper word about the next size bin too:
 // - An arm's own costs. The calls are the same whatever their exposure, so an arm one state
 //   measured far beyond its price is as far beyond it for the others. Over NCCL's socket
 //   transport (benchmarks/gpu/results.md, (f)) `ring/LL`, priced at 1.9x the default, ran 17x,
@@ -20,6 +20,12 @@
 //   bandwidth it gives up. In the simulated LLM step the half-channel cap ran at 1.0-1.08x the
 //   default against a price of 1.87x, and the quarter, priced at 3.5x and running at 1.05x, waited
 //   for the do-no-harm budget of a 3.5x first probe before the footprint descent could try it.
+//   A cap far cheaper than its price says so of the calls twice as large as well: a channel's
+//   throughput grows with the message, so the channels that saturate the links for a call
+//   saturate them for one twice its size (not for one half its size, nor across the latency-bound
+//   sizes far below, where every cap is cheap). A dearer word stays with its own bin. In the
+//   simulated LLM step the 32 MiB buckets' first cap probe waited for the do-no-harm budget until
+//   step 42, eleven steps after the 16 MiB buckets' caps had run far below their price.
 // A word counts beyond kEvidenceFactor times the prior's ratio, or below its inverse for a cap:
 // within it, costs say nothing the prior's own error does not. A re-open of the state that said
 // it drops its costs, and the word with them, except for an arm that was far beyond the default
@@ -49,8 +55,8 @@ class ArmEvidenceBoard {
   // there is none.
   double arm_factor(OpKind op, int size_bin, uint16_t arm) const;
   // What measured caps say of an arm holding `footprint` (< 1) in (op, size_bin): among the factors
-  // posted for caps holding at least as much, the largest if one is above 1, else the smallest;
-  // 1 when there is none.
+  // posted for caps holding at least as much, the largest if one is above 1, else the smallest
+  // (of those, also the factors below 1 posted in size_bin - 1); 1 when there is none.
   double cap_factor(OpKind op, int size_bin, double footprint) const;
 
  private:

@@ -58,6 +58,24 @@ TEST(ArmEvidence, ACapMeasuredFarCheaperThanItsPriceLowersThePriceOfCapsHoldingN
   EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 27, 0.25), 1.0);
 }
 
+TEST(ArmEvidence, ACapsCheaperWordAlsoPricesTheCapsOfCallsTwiceAsLarge) {
+  ArmEvidenceBoard board;
+  board.post(/*state=*/0, /*arm=*/3, OpKind::kAllReduce, 24, /*footprint=*/0.5,
+             /*arm_factor=*/1.0, /*cap_factor=*/0.5);
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 25, 0.25), 0.5);  // the next bin
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 25, 0.75), 1.0);  // holds more: not said
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 26, 0.25), 1.0);  // two bins up: not said
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 23, 0.25), 1.0);  // smaller calls: not said
+  EXPECT_EQ(board.cap_factor(OpKind::kAllGather, 25, 0.25), 1.0);  // another op
+  // A dearer word of the bin itself wins over it; one of the bin below says nothing there.
+  board.post(1, 3, OpKind::kAllReduce, 25, 0.5, 1.0, 3.0);
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 25, 0.25), 3.0);
+  board.post(1, 3, OpKind::kAllReduce, 25, 0.5, 1.0, 1.0);
+  board.post(2, 4, OpKind::kAllReduce, 24, 0.5, 1.0, 3.0);
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 24, 0.25), 3.0);
+  EXPECT_EQ(board.cap_factor(OpKind::kAllReduce, 25, 0.25), 0.5);
+}
+
 TEST(ArmEvidence, AnArmsFactorPricesTheSameArmInTheSameOpAndSizeBin) {
   ArmEvidenceBoard board;
   board.post(/*state=*/0, /*arm=*/2, OpKind::kAllReduce, 27, /*footprint=*/1.0,
