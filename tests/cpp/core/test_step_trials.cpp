@@ -738,6 +738,20 @@ bool trial_running(const std::vector<StateStats>& st, size_t id) {
   return st.size() > id && st[id].trial.verdict == "running";
 }
 
+// A Bucket's `from`: once state `id`'s trial runs.
+std::function<bool(const std::vector<StateStats>&)> once_trial_runs(size_t id) {
+  return [id](const std::vector<StateStats>& st) { return trial_running(st, id); };
+}
+
+// An `each_step` of run_buckets(): state 0's trial verdict at the first step state `id`'s trial
+// runs, into `*verdict`.
+std::function<void(const std::vector<StateStats>&)> verdict_of_0_when_trial_runs(
+    size_t id, std::string* verdict) {
+  return [id, verdict](const std::vector<StateStats>& st) {
+    if (trial_running(st, id) && verdict->empty()) *verdict = st[0].trial.verdict;
+  };
+}
+
 // In the simulated LLM step the 32 MiB buckets' rung waited 32 steps for the 16 MiB buckets'
 // trial, which then waited 45 steps for it: the group's trials run two at once, on orthogonal
 // step patterns (StepTrialBoard).
@@ -746,9 +760,7 @@ TEST(StepTrials, TwoStatesTrialsRunAtOnceAndEachIsJudgedByItsOwnEffect) {
   // 4 x 30 us. Each is 10% slower per call than its default; "quarter" is far slower.
   const std::vector<Bucket> buckets = {
       {1 << 20, {{100, 100}, {110, 70}, {300, 300}}},
-      {4 << 20, {{100, 100}, {110, 130}, {300, 300}}, [](const std::vector<StateStats>& st) {
-         return trial_running(st, 0);
-       }}};
+      {4 << 20, {{100, 100}, {110, 130}, {300, 300}}, once_trial_runs(0)}};
   for (uint32_t seed : {3u, 5u, 7u}) {
     bool overlapped = false;
     const std::vector<StateStats> st = run_buckets(
@@ -803,14 +815,8 @@ TEST(StepTrials, ATieTrialRunsBesideAnotherStatesFootprintRung) {
   const std::vector<StateStats> st = run_buckets(
       std::make_shared<TieAndRungCatalog>(),
       {{1 << 20, {{100, 100}, {99, 100}, {300, 300}}},
-       {4 << 20,
-        {{100, 100}, {300, 300}, {110, 40}},
-        [](const std::vector<StateStats>& s) { return trial_running(s, 0); }}},
-      1500, 5, [&](const std::vector<StateStats>& s) {
-        if (trial_running(s, 1) && a_verdict_when_b_trial_opened.empty()) {
-          a_verdict_when_b_trial_opened = s[0].trial.verdict;
-        }
-      });
+       {4 << 20, {{100, 100}, {300, 300}, {110, 40}}, once_trial_runs(0)}},
+      1500, 5, verdict_of_0_when_trial_runs(1, &a_verdict_when_b_trial_opened));
   ASSERT_EQ(st.size(), 2u);
   EXPECT_EQ(a_verdict_when_b_trial_opened, "running");
   EXPECT_EQ(st[1].arms.at(st[1].incumbent).name, "half") << st[1].trial.verdict;
@@ -829,19 +835,9 @@ TEST(StepTrials, ATieTrialGivesItsLaneToAFootprintRungWhenBothLanesAreBusy) {
   const std::vector<StateStats> st = run_buckets(
       std::make_shared<TieAndRungCatalog>(),
       {{1 << 20, {{100, 100}, {99, 100}, {300, 300}}},
-       {4 << 20,
-        {{100, 100}, {300, 300}, {105, 100}},
-        [](const std::vector<StateStats>& s) { return trial_running(s, 0); }},
-       {16 << 20,
-        {{100, 100}, {300, 300}, {110, 40}},
-        [](const std::vector<StateStats>& s) { return trial_running(s, 1); }}},
-      1500, 5,
-      [&](const std::vector<StateStats>& s) {
-        if (trial_running(s, 2) && a_verdict_when_c_trial_opened.empty()) {
-          a_verdict_when_c_trial_opened = s[0].trial.verdict;
-        }
-      },
-      cfg);
+       {4 << 20, {{100, 100}, {300, 300}, {105, 100}}, once_trial_runs(0)},
+       {16 << 20, {{100, 100}, {300, 300}, {110, 40}}, once_trial_runs(1)}},
+      1500, 5, verdict_of_0_when_trial_runs(2, &a_verdict_when_c_trial_opened), cfg);
   ASSERT_EQ(st.size(), 3u);
   EXPECT_EQ(a_verdict_when_c_trial_opened, "stopped: a footprint trial goes first");
   EXPECT_EQ(st[2].arms.at(st[2].incumbent).name, "half") << st[2].trial.verdict;
