@@ -24,8 +24,9 @@
 //   throughput grows with the message, so the channels that saturate the links for a call
 //   saturate them for one twice its size (not for one half its size, nor across the latency-bound
 //   sizes far below, where every cap is cheap). A dearer word stays with its own bin. In the
-//   simulated LLM step the 32 MiB buckets' first cap probe waited for the do-no-harm budget until
-//   step 42, eleven steps after the 16 MiB buckets' caps had run far below their price.
+//   simulated LLM step (a trace of its rounds) the 32 MiB buckets' first cap probe waited for the
+//   do-no-harm budget until step 42, eleven steps after the 16 MiB buckets' caps had run far
+//   below their price.
 // A word counts beyond kEvidenceFactor times the prior's ratio, or below its inverse for a cap:
 // within it, costs say nothing the prior's own error does not. A re-open of the state that said
 // it drops its costs, and the word with them, except for an arm that was far beyond the default

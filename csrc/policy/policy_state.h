@@ -238,8 +238,9 @@ enum class TrialKind : uint8_t { kFaster, kFootprint, kTie };
 // apart, step times max over ranks, gives its state one paired difference. The lanes' patterns
 // are orthogonal: a lane-0 pair (s, s+1) lies inside one of lane 1's blocks (the lanes' starts
 // share a parity), and a lane-1 pair (s, s+2) spans steps in which lane 0 ran the same arm, so a
-// pair's difference is its own state's. (In the simulated LLM step the 32 MiB buckets' rung
-// waited 32 steps for the 16 MiB buckets' trial, which then waited 45 steps for it.) A
+// pair's difference is its own state's. (In the simulated LLM step, by a trace of its rounds, the
+// 32 MiB buckets' rung waited 32 steps for the 16 MiB buckets' trial, which then waited 45 steps
+// for it.) A
 // pair with a step in which some state probed, and steps more than kProbedPairTolerance apart, is
 // left out while the trial has fewer than kFirstLookPairs pairs, and afterwards only when its
 // difference also lies beyond kProbedPairZ standard deviations of the trial's pairs from their
