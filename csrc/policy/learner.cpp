@@ -178,7 +178,8 @@ struct Learner::Impl {
       const StepTrialBoard::Mark mark = t.marks.front();
       t.marks.pop_front();
       for (int j = 0; j < kTrialLanes; ++j) {
-        if (mark.used[j]) take_lane_step(t.lanes[j], step, us, mark.probed);
+        // The step's time without what its exposed probes' own calls added to it.
+        if (mark.used[j]) take_lane_step(t.lanes[j], step, us - mark.probe_extra_us, mark.probed);
       }
     }
   }
@@ -312,6 +313,7 @@ Decision Learner::decide(const CollectiveContext& ctx) {
   bool probe = false, measure = false;
   ArmSlot& a = s.slot(s.choose(m.mode, &probe, &measure));
   m.trials->probed |= probe;
+  if (probe) m.trials->probes.push_back({m.trials->step, static_cast<uint32_t>(id)});
   ++a.calls;
   ++a.issued;
   m.window_nondefault += a.arm != kDefaultArm;
@@ -346,6 +348,11 @@ void Learner::apply_round(const RoundResult& round) {
     // cost, which kept hopeless challengers from being eliminated, and so probed on (kSkewRatio).
     const bool skewed = c.after_probe && m.long_probe;
     m.long_probe = c.probe && timed && s.long_probe(c.cost_us);
+    // Untimed, it added nothing its step can be cleared of; taken all the same, so that the costs
+    // that follow pair with their own probes.
+    if (c.probe) {
+      m.trials->take_probe_cost(c.state_id, timed ? s.probe_step_extra_us(c.arm, c.cost_us) : 0.0);
+    }
     if (!timed) {
       if (c.probe) s.release_probe(c.arm);  // no rank could time it: it will never arrive
       continue;
@@ -366,7 +373,7 @@ void Learner::apply_round(const RoundResult& round) {
 
 void Learner::mark_step() {
   StepTrialBoard& t = *impl_->trials;
-  StepTrialBoard::Mark mark{t.step, {}, t.probed};
+  StepTrialBoard::Mark mark{t.step, {}, t.probed, t.probe_extra_us};
   bool trialed = false;
   for (int j = 0; j < kTrialLanes; ++j) {
     TrialLane& lane = t.lanes[j];
@@ -379,6 +386,7 @@ void Learner::mark_step() {
   }
   if (trialed) t.marks.push_back(mark);
   t.probed = false;
+  t.probe_extra_us = 0;
   ++t.step;
 }
 

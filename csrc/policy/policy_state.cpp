@@ -748,6 +748,14 @@ void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_ste
   group_->spent_us += delta_us;
 }
 
+double PolicyState::probe_step_extra_us(uint16_t arm, float cost_us) const {
+  const int i = slot_of(arm);
+  const ArmView& incumbent = slots_[incumbent_].view;
+  if (exposure_ != Exposure::kExposed || i < 0 || incumbent.n == 0) return 0.0;
+  return std::clamp<double>(cost_us, slots_[i].view.clip_lo, slots_[i].view.clip_hi) -
+         incumbent.center;
+}
+
 // The verdict: adopted when the challenger confidently shortens the step by kStepTrialMargin of
 // it (a footprint rung: by anything); rejected when it confidently lengthens it (on a spent budget,
 // from the second pair on; otherwise from kFirstLookPairs on, on evidence that must be the stronger

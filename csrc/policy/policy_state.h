@@ -273,13 +273,37 @@ struct TrialLane {
 struct StepTrialBoard {
   uint64_t step = 0;    // the current step's number
   bool probed = false;  // some state probed in the current step
+  // What the current step's exposed probes added to it, as their costs arrive (take_probe_cost).
+  double probe_extra_us = 0;
   std::array<TrialLane, kTrialLanes> lanes;
   struct Mark {
     uint64_t step;
     std::array<bool, kTrialLanes> used;  // by lane: its owner ran in the step
     bool probed;
+    double probe_extra_us;
   };
   std::deque<Mark> marks;  // the trials' ended steps whose times have not arrived
+  // Probes whose costs have not arrived, in decision order: their step and state.
+  struct Probe {
+    uint64_t step;
+    uint32_t state;
+  };
+  std::deque<Probe> probes;
+  // A probe's cost arrived (they arrive in decision order; one whose outcome never came is passed
+  // over): what it added to its step, counted against the step's time in its trial pairs.
+  void take_probe_cost(uint32_t state, double extra_us) {
+    while (!probes.empty() && probes.front().state != state) probes.pop_front();
+    if (probes.empty()) return;
+    const uint64_t s = probes.front().step;
+    probes.pop_front();
+    if (s == step) {
+      probe_extra_us += extra_us;
+      return;
+    }
+    for (Mark& m : marks) {
+      if (m.step == s) m.probe_extra_us += extra_us;
+    }
+  }
   // The state whose footprint rung waits for a free lane (-1 none): a running tie trial stops for
   // it and no tie trial opens until it has run (PolicyState::claim_board).
   int32_t footprint_waiting = -1;
@@ -383,6 +407,10 @@ class PolicyState {
 
   // One paired step difference of this state's trial (challenger minus incumbent, µs).
   void add_trial_pair(double incumbent_step_us, double challenger_step_us);
+  // What a probe of this state added to its step beyond the incumbent (StepTrialBoard): an
+  // exposed call's cost over the incumbent's centre, winsorized as the arm's centre sees it
+  // (0 before the incumbent has a cost); an overlapped call's, nothing the step shows by it.
+  double probe_step_extra_us(uint16_t arm, float cost_us) const;
   // Whether a pair with a probed step counts in this state's trial (StepTrialBoard).
   bool keeps_probed_pair(double incumbent_step_us, double challenger_step_us) const;
   // A probe whose cost will never come (the engine could not time it): its committed extra is
