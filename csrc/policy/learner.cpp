@@ -313,7 +313,7 @@ Decision Learner::decide(const CollectiveContext& ctx) {
   bool probe = false, measure = false;
   ArmSlot& a = s.slot(s.choose(m.mode, &probe, &measure));
   m.trials->probed |= probe;
-  if (probe) m.trials->probes.push_back({m.trials->step, static_cast<uint32_t>(id)});
+  if (probe) m.trials->note_probe(static_cast<uint32_t>(id));
   ++a.calls;
   ++a.issued;
   m.window_nondefault += a.arm != kDefaultArm;

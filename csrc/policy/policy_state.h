@@ -283,12 +283,18 @@ struct StepTrialBoard {
     double probe_extra_us;
   };
   std::deque<Mark> marks;  // the trials' ended steps whose times have not arrived
-  // Probes whose costs have not arrived, in decision order: their step and state.
+  // Probes whose costs have not arrived, in decision order: their step and state. Costs come a
+  // round or two later; past kMaxProbesAwaited, the oldest is taken for one that never will.
   struct Probe {
     uint64_t step;
     uint32_t state;
   };
+  static constexpr size_t kMaxProbesAwaited = 1024;
   std::deque<Probe> probes;
+  void note_probe(uint32_t state) {
+    if (probes.size() == kMaxProbesAwaited) probes.pop_front();
+    probes.push_back({step, state});
+  }
   // A probe's cost arrived (they arrive in decision order; one whose outcome never came is passed
   // over): what it added to its step, counted against the step's time in its trial pairs.
   void take_probe_cost(uint32_t state, double extra_us) {
