@@ -1009,10 +1009,8 @@ TEST(StepTrials, APairIsTakenWithoutWhatAnotherStatesExposedProbesAddedToItsStep
                              another_algorithm));
     // The bucket: "fast" shortens the step by 4 x 15 µs; the others are slow for it. The last
     // bucket, from the step the bucket's trial runs: five arms 1.5-3.5x slower, each probed.
-    const LastBucket last{{200, 210, 300, 400, 500, 600, 700}, [](const Learner& l) {
-                            const std::vector<StateStats> st = l.stats();
-                            return !st.empty() && st[0].trial.verdict == "running";
-                          }};
+    const LastBucket last{{200, 210, 300, 400, 500, 600, 700},
+                          [](const Learner& l) { return trial_running(l.stats(), 0); }};
     const std::vector<StateStats> st = run_states(
         learner, {{100, 100}, {50, 85}, {300, 300}, {300, 300}, {300, 300}, {300, 300}, {300, 300}},
         400, true, &last, seed);
