@@ -6,7 +6,9 @@ call timed on rank 0 (wall clock around the call, what the job pays); rank 0's t
 distance after the group's last probe, and each group's mean is set against the mean of the calls
 long after any probe (65 calls or more, or before the first): the excess of the calls near a
 probe is what the probe costs beyond its own call, which the learner's ledger (`extra_us`) does
-not charge. Repeats are jobs of their own.
+not charge. The same calls by their offset from the consensus round each probe's window starts (a
+probe is measured, so its window of K calls starts a round) say where that excess lands. Repeats
+are jobs of their own.
 
     python benchmarks/probe_aftermath.py [--ranks 4] [--bytes 4] [--calls 8000] [--repeats 2]
 """
@@ -90,6 +92,28 @@ def by_distance(walls: list, probes: list) -> dict:
     return grouped
 
 
+# Calls around the consensus round a probe's window starts (every K learned calls, K =
+# DYNAMICCL_ROUND_CALLS), by offset from it: (label, first, last); 0 is the call that starts it.
+ROUND_OFFSETS = (("starts it", 0, 0), ("1st after", 1, 1), ("2nd after", 2, 2),
+                 ("3rd-Kth after", 3, None))
+
+
+def by_round(walls: list, probes: list, k: int) -> dict:
+    """Call times (µs) by offset from the call that starts the round of a probe's window (the
+    window's last call), within the window after it; the probes themselves left out."""
+    grouped = {label: [] for label, _, _ in ROUND_OFFSETS}
+    starts = {(i // k + 1) * k - 1 for i, probe in enumerate(probes) if probe}
+    for i, (wall, probe) in enumerate(zip(walls, probes)):
+        start = max((b for b in starts if b <= i <= b + k), default=None)
+        if probe or start is None:
+            continue
+        offset = i - start
+        label = next(lab for lab, first, last in ROUND_OFFSETS
+                     if first <= offset and (last is None or offset <= last))
+        grouped[label].append(wall)
+    return grouped
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--ranks", type=int, default=4)
@@ -103,6 +127,7 @@ def main() -> None:
         p.error(f"--ranks {args.ranks} --repeats {args.repeats} --calls {args.calls}: "
                 "accepted: ranks >= 2, repeats >= 1, calls >= 100")
 
+    k = int(os.environ.get("DYNAMICCL_ROUND_CALLS", "16"))
     out = Report()
     out.header("what a probe costs the calls after it: a learn job's calls by distance after the "
                "last probe", {
@@ -134,6 +159,11 @@ def main() -> None:
         out.note(f"job {r}: {n_probes} probes; calls within 64 after a probe, probes included, "
                  f"cost {near_ms:.1f} ms over the baseline ({near_ms * 1e3 / max(n_probes, 1):.0f}"
                  f" µs a probe); the ledger charged {res['ledger_us'] / 1e3:.1f} ms")
+        rounds = by_round(res["walls"], res["probe"], k)
+        excess = {label: statistics.fmean(w) - base for label, w in rounds.items() if w}
+        out.note(f"job {r}: around the round each probe's window starts, over the baseline: " +
+                 ", ".join(f"{label} {e:+.0f} µs" for label, e in excess.items()) +
+                 " a call")
     sys.exit(out.footer())
 
 
