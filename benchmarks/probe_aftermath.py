@@ -92,24 +92,23 @@ def by_distance(walls: list, probes: list) -> dict:
     return grouped
 
 
-# Calls around the consensus round a probe's window starts (every K learned calls, K =
-# DYNAMICCL_ROUND_CALLS), by offset from it: (label, first, last); 0 is the call that starts it.
+# Calls around the consensus round a probe's window starts, by offset from the call that starts
+# it (the window's last): (label, first, last), within the window after it.
 ROUND_OFFSETS = (("starts it", 0, 0), ("1st after", 1, 1), ("2nd after", 2, 2),
                  ("3rd-Kth after", 3, None))
 
 
 def by_round(walls: list, probes: list, k: int) -> dict:
-    """Call times (µs) by offset from the call that starts the round of a probe's window (the
-    window's last call), within the window after it; the probes themselves left out."""
+    """Call times (µs) by offset from the call that starts the round of a probe's window (rounds
+    close every k learned calls); the probes themselves left out."""
     grouped = {label: [] for label, _, _ in ROUND_OFFSETS}
     starts = {(i // k + 1) * k - 1 for i, probe in enumerate(probes) if probe}
     for i, (wall, probe) in enumerate(zip(walls, probes)):
-        start = max((b for b in starts if b <= i <= b + k), default=None)
-        if probe or start is None:
+        start = (i + 1) // k * k - 1  # the last window's end at or before this call
+        if probe or start not in starts:
             continue
-        offset = i - start
         label = next(lab for lab, first, last in ROUND_OFFSETS
-                     if first <= offset and (last is None or offset <= last))
+                     if first <= i - start and (last is None or i - start <= last))
         grouped[label].append(wall)
     return grouped
 
@@ -127,7 +126,7 @@ def main() -> None:
         p.error(f"--ranks {args.ranks} --repeats {args.repeats} --calls {args.calls}: "
                 "accepted: ranks >= 2, repeats >= 1, calls >= 100")
 
-    k = int(os.environ.get("DYNAMICCL_ROUND_CALLS", "16"))
+    k = dynamiccl_pg.config.resolve()["round_calls"]  # DYNAMICCL_ROUND_CALLS, or the core's default
     out = Report()
     out.header("what a probe costs the calls after it: a learn job's calls by distance after the "
                "last probe", {

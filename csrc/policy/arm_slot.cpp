@@ -10,7 +10,7 @@ void ArmSlot::add(float cost_us) {
   window.push(cost_us);
   lowest = std::min(lowest, cost_us);
   if (cost_us > view.outlier_hi) ++outliers;
-  trimmed.add(std::clamp<double>(cost_us, view.clip_lo, view.clip_hi));
+  trimmed.add(view.winsorized(cost_us));
   ++unsummarized;
   waited = 0;
   dirty = true;
@@ -56,7 +56,7 @@ void ArmSlot::refresh() {
       for (int i = r.n - 1; i >= 0; --i) {
         const double x = window.recent(i);
         outliers += x > v.outlier_hi;
-        trimmed.add(std::clamp(x, v.clip_lo, v.clip_hi));
+        trimmed.add(v.winsorized(x));
       }
     }
   }

@@ -5,6 +5,7 @@
 // and snapshots.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -43,6 +44,8 @@ struct ArmView {
   double clip_hi = INFINITY;
   double outlier_hi = INFINITY;  // costs above it count as outliers
   uint64_t n = 0;                // costs the centre rests on
+  // A cost as the centre takes it.
+  double winsorized(double cost_us) const { return std::clamp(cost_us, clip_lo, clip_hi); }
 };
 
 // One candidate arm of a state.

@@ -312,7 +312,6 @@ Decision Learner::decide(const CollectiveContext& ctx) {
   PolicyState& s = m.states[id];
   bool probe = false, measure = false;
   ArmSlot& a = s.slot(s.choose(m.mode, &probe, &measure));
-  m.trials->probed |= probe;
   if (probe) m.trials->note_probe(static_cast<uint32_t>(id));
   ++a.calls;
   ++a.issued;

@@ -283,8 +283,7 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
   // A trial's challenger is charged by the step time it costs (add_trial_pair), not per call.
   // An arm adopted by a step trial shortens the step: its per-call excess is not a cost.
   if (i != default_slot_ && ref_us_ > 0 && i != trial_.challenger) {
-    double extra = std::clamp<double>(cost_us, a.view.clip_lo, a.view.clip_hi) - ref_us_ +
-                   (probe ? probe_measure_us_ : 0.0);
+    double extra = a.view.winsorized(cost_us) - ref_us_ + (probe ? probe_measure_us_ : 0.0);
     if (a.step_adopted) extra = std::min(extra, 0.0);
     extra_us_ += extra;
     group_->spent_us += extra;  // savings (negative) count as credit
@@ -752,8 +751,7 @@ double PolicyState::probe_step_extra_us(uint16_t arm, float cost_us) const {
   const int i = slot_of(arm);
   const ArmView& incumbent = slots_[incumbent_].view;
   if (exposure_ != Exposure::kExposed || i < 0 || incumbent.n == 0) return 0.0;
-  return std::clamp<double>(cost_us, slots_[i].view.clip_lo, slots_[i].view.clip_hi) -
-         incumbent.center;
+  return slots_[i].view.winsorized(cost_us) - incumbent.center;
 }
 
 // The verdict: adopted when the challenger confidently shortens the step by kStepTrialMargin of

@@ -292,6 +292,7 @@ struct StepTrialBoard {
   static constexpr size_t kMaxProbesAwaited = 1024;
   std::deque<Probe> probes;
   void note_probe(uint32_t state) {
+    probed = true;
     if (probes.size() == kMaxProbesAwaited) probes.pop_front();
     probes.push_back({step, state});
   }
@@ -307,7 +308,10 @@ struct StepTrialBoard {
       return;
     }
     for (Mark& m : marks) {
-      if (m.step == s) m.probe_extra_us += extra_us;
+      if (m.step == s) {
+        m.probe_extra_us += extra_us;
+        return;
+      }
     }
   }
   // The state whose footprint rung waits for a free lane (-1 none): a running tie trial stops for

@@ -991,10 +991,10 @@ TEST(StepTrials, AnotherStatesProbeNeitherStopsNorSkewsATrialThatPaysBack) {
   EXPECT_NEAR(b.trial.mean_delta_us, -200, 60);
 }
 
-// In the simulated LLM step a rung's pairs spread 217 µs against 65 µs between steps, most of it
-// pairs in one of whose steps another state probed an arm slower per call. An exposed call adds
-// its cost to its step, so a pair is taken without what such probes' own calls added over their
-// incumbent (StepTrialBoard::take_probe_cost).
+// In the simulated LLM step a rung's pairs spread 217 µs against 65 µs between steps (a trace of
+// its trials, benchmarks/sim/step_time.md), most of it pairs in one of whose steps another state
+// probed an arm slower per call. An exposed call adds its cost to its step, so a pair is taken
+// without what such probes' own calls added over their incumbent (StepTrialBoard::take_probe_cost).
 TEST(StepTrials, APairIsTakenWithoutWhatAnotherStatesExposedProbesAddedToItsSteps) {
   constexpr uint32_t kSeeds = 10;
   LearnerConfig cfg = config();
