@@ -6,9 +6,9 @@ call judged by its own duration: the learner is not told where steps end), the s
 
 Prints a Markdown table (mean µs per step over the whole run, and the share of the oracle's
 headroom over the default that each learner captured, over the whole run and, for the step-aware
-learner, over the run's last quarter: once it has settled). With `--seeds N` each scenario runs
-with seeds 1..N instead of its own, and each cell is the median over them, the share captured
-followed by its range."""
+learner, over the run's last quarter: once it has settled), then each scenario's step noise.
+With `--seeds N` each scenario runs with seeds 1..N instead of its own, and each cell is the
+median over them, the share captured followed by its range."""
 
 from __future__ import annotations
 
@@ -62,9 +62,12 @@ def _figures(sc: Scenario) -> dict[str, float]:
     last = len(aware.step_time_learned_us) * 3 // 4
     d4, o4, a4 = (statistics.fmean(series[last:]) for series in (
         aware.step_time_default_us, aware.step_time_oracle_us, aware.step_time_learned_us))
+    steps = aware.step_time_default_us
     return {"default": d, "per_call": p, "aware": a, "oracle": o, "headroom": (d - o) / d,
             "per_call_captured": _captured(p, d, o), "aware_captured": _captured(a, d, o),
-            "aware_last": _captured(a4, d4, o4)}
+            "aware_last": _captured(a4, d4, o4),
+            # What a step trial's pair of steps differs by with nothing changed.
+            "noise": statistics.pstdev(b - a for a, b in zip(steps, steps[1:]))}
 
 
 def main() -> int:
@@ -83,6 +86,7 @@ def main() -> int:
     print("| scenario | default µs/step | per-call learner | step-aware learner | step oracle | "
           "headroom | per-call captured | step-aware captured | step-aware, last quarter |")
     print("|---|---|---|---|---|---|---|---|---|")
+    noise = []
     for path in paths:
         if not os.path.exists(path):
             print(f"| {os.path.basename(path)} | (no such scenario) ||||||||")
@@ -98,6 +102,10 @@ def main() -> int:
                   for k in ("per_call_captured", "aware_captured", "aware_last")]
         print(f"| {sc.name} | {med['default']:.1f} | {med['per_call']:.1f} | {med['aware']:.1f} | "
               f"{med['oracle']:.1f} | {med['headroom']:.2%} | " + " | ".join(shares) + " |")
+        noise.append(f"{sc.name} {min(r['noise'] for r in runs):.0f}-"
+                     f"{max(r['noise'] for r in runs):.0f}")
+    print("\nStep noise under NCCL's default (standard deviation of successive steps' difference, "
+          "µs, over the seeds): " + ", ".join(noise))
     return 0
 
 
