@@ -78,6 +78,7 @@ py::dict state_stats_to_py(const StateStats& s) {
   for (const auto& e : s.events) {
     py::dict ed;
     ed["call"] = e.call;
+    ed["step"] = e.step;
     ed["what"] = e.what;
     ed["from"] = name_of(e.from_arm);
     ed["to"] = name_of(e.to_arm);

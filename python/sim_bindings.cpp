@@ -33,6 +33,7 @@ void bind_results(py::module_& m) {
       .def_readonly("rounds", &CostTotals::rounds);
   py::class_<StateResult::Event>(m, "StateEvent")
       .def_readonly("call", &StateResult::Event::call)
+      .def_readonly("step", &StateResult::Event::step)
       .def_readonly("what", &StateResult::Event::what)
       .def_readonly("from_arm", &StateResult::Event::from)
       .def_readonly("to_arm", &StateResult::Event::to);

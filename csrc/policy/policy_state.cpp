@@ -1084,7 +1084,8 @@ void PolicyState::unsettle() {
 
 void PolicyState::note(const char* what, int from_slot, int to_slot) {
   if (events_.size() == kMaxEvents) events_.erase(events_.begin());
-  events_.push_back(StateEvent{calls_, what, slots_[from_slot].arm, slots_[to_slot].arm, {}});
+  events_.push_back(
+      StateEvent{calls_, trials_->step, what, slots_[from_slot].arm, slots_[to_slot].arm, {}});
 }
 
 // An arm whose single-cost elimination awaits confirmation first; else the best available

@@ -500,7 +500,7 @@ struct SimRunner::Impl {
           r.incumbent = name(st.incumbent);
           r.alarms = st.alarms;
           for (const StateEvent& e : st.events) {
-            r.events.push_back({e.call, e.what, name(e.from_arm), name(e.to_arm)});
+            r.events.push_back({e.call, e.step, e.what, name(e.from_arm), name(e.to_arm)});
           }
         }
         if (t.last_site >= 0) {

@@ -48,6 +48,7 @@ struct StateResult {
   // them in a job.
   struct Event {
     uint64_t call = 0;
+    uint64_t step = 0;
     std::string what, from, to;
   };
   std::vector<Event> events;

@@ -118,8 +118,8 @@ def summarize(sc: Scenario, res, wall_s: float) -> dict[str, Any]:
             "alarms": s.alarms, "totals": _totals(s.totals),
             "after_convergence": _totals(s.after_convergence),
             # as stats() reports a state's events in a job
-            "events": [{"call": e.call, "what": e.what, "from": e.from_arm, "to": e.to_arm}
-                       for e in s.events],
+            "events": [{"call": e.call, "step": e.step, "what": e.what, "from": e.from_arm,
+                        "to": e.to_arm} for e in s.events],
         } for s in res.states],
         "congestion": sc.data.get("congestion", []),
         "series": {  # per step, rounded to 0.1 us to keep the files small

@@ -125,6 +125,9 @@ def test_an_arm_faster_per_call_but_slower_for_the_step_is_not_adopted():
     assert all(e["pairs"] >= 2 and e["mean_delta_us"] > e["stderr_us"] for e in rejected), rejected
     assert not any(e["what"].startswith("adopted") for e in events), events
     assert state["incumbent"] == "default", state
+    # Each event says in which of DDP's steps it came.
+    steps = [e["step"] for e in events]
+    assert steps == sorted(steps) and 0 < steps[-1] <= 400, events
 
 
 def _a_loop_of_calls_next_to_busy_arms(rank, size):

@@ -491,7 +491,19 @@ TEST(StepTrials, TheDescentStartsWhileArmsWokenLaterAreProbed) {
     return e.what == "adopted: shorter steps";
   });
   ASSERT_NE(adopted, st.events.end());
-  EXPECT_LT(adopted->call, 600u);  // 150 steps (304 calls here)
+  EXPECT_LT(adopted->step, 150u);
+}
+
+// A state's events say in which of the group's steps they happened, beside the state's call count:
+// where a state makes several calls a step, the timeline a reader needs is in steps.
+TEST(StepTrials, EventsCarryTheStepTheyHappenedIn) {
+  Learner learner(config(), std::make_shared<PricedFootprintCatalog>());
+  const StateStats st = run_steps(learner, {{100, 60}, {120, 20}, {125, 80}}, 600, true);
+  ASSERT_GE(st.events.size(), 3u);
+  for (const StateEvent& e : st.events) {
+    // run_steps: kCallsPerStep calls, then the step's end; an event comes during a call.
+    EXPECT_EQ(e.step, (e.call - 1) / kCallsPerStep) << e.what << " at call " << e.call;
+  }
 }
 
 // Four arms holding what the default holds and, last, "half": the prior prices all but the default
