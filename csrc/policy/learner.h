@@ -170,7 +170,7 @@ struct TrialEvidence {
 // Something that changed a state's course, for people reading what the learner did.
 struct StateEvent {
   uint64_t call = 0;  // the state's call count when it happened
-  uint64_t step = 0;  // and the group's step number (steps marked before it; 0 without steps)
+  uint64_t step = 0;  // and the group's steps ended before it (Learner::mark_step)
   std::string what;   // "converged", "switched", "reopened...", "settled", "rollback...", ...
   uint16_t from_arm = kDefaultArm;  // the incumbent before and after
   uint16_t to_arm = kDefaultArm;

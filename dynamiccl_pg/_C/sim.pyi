@@ -119,6 +119,9 @@ class StateEvent:
     def from_arm(self) -> str:
         ...
     @property
+    def step(self) -> int:
+        ...
+    @property
     def to_arm(self) -> str:
         ...
     @property
