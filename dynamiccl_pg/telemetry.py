@@ -121,7 +121,22 @@ def format_summary(group=None) -> str:
         if stale:
             lines.append(f"{'':<14}* the default's cost before the state's last re-open, "
                          "which did not measure it again")
+        lines += [_last_step_trial(engine, st) for st in states if "step_trial" in st]
     return "\n".join(lines)
+
+
+def _last_step_trial(engine: str, st: dict) -> str:
+    """The state's last step trial: the arm tried, its verdict ("running" while it runs) and what
+    it rests on (the step's mean change, challenger minus incumbent), and in which step the
+    verdict came when the state still holds its event."""
+    t = st["step_trial"]
+    when = [e["step"] for e in st["events"]
+            if e.get("pairs") == t["pairs"] and e.get("mean_delta_us") == t["mean_delta_us"]]
+    return (f"last step trial ({engine}): {st['role']} {st['op']} >={size_label(st['size_bin'])} "
+            f"{st['exposure']}: {t['challenger']}, {t['verdict']}"
+            + (f" at step {when[-1]}" if when else "")
+            + f" ({t['mean_delta_us']:+.0f} +- {t['stderr_us']:.0f} us a step, "
+            f"{t['pairs']} pairs)")
 
 
 # What the exit-time outputs need of destroyed groups, whose backends are freed: their trace

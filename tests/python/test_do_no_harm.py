@@ -101,7 +101,7 @@ def _ddp_steps_next_to_busy_arms(rank, size):
             [state] = [s for s in dynamiccl_pg.stats()["states"]["cpu"]
                        if s["op"] == "allreduce" and s["exposure"] == "overlapped"]
             events += [e for e in state["events"] if e not in events]
-    return state, events, dynamiccl_pg.decision_hash()
+    return state, events, dynamiccl_pg.decision_hash(), dynamiccl_pg.format_summary()
 
 
 def test_an_arm_faster_per_call_but_slower_for_the_step_is_not_adopted():
@@ -110,7 +110,7 @@ def test_an_arm_faster_per_call_but_slower_for_the_step_is_not_adopted():
     results = run_ranks(_ddp_steps_next_to_busy_arms, 4, env={
         "DYNAMICCL_TEST_BUSY_ARM": f"*:{BUSY_US}", "DYNAMICCL_STEP_REGRESSION": "100"},
         timeout=500)
-    state, events, _ = results[0]
+    state, events, _, summary = results[0]
     assert all(r[2] == results[0][2] for r in results), "decisions differ across ranks"
     arms = {a["name"]: a for a in state["arms"]}
     trialed = [e["to"] for e in events if e["what"] == "step trial" and e["from"] == "default"]
@@ -128,6 +128,10 @@ def test_an_arm_faster_per_call_but_slower_for_the_step_is_not_adopted():
     # Each event says in which of DDP's steps it came.
     steps = [e["step"] for e in events]
     assert steps == sorted(steps) and 0 < steps[-1] <= 400, events
+    # The summary says what the last trial tried and its verdict.
+    t = state["step_trial"]
+    last = [line for line in summary.splitlines() if line.startswith("last step trial (cpu):")]
+    assert len(last) == 1 and f"overlapped: {t['challenger']}, {t['verdict']}" in last[0], summary
 
 
 def _a_loop_of_calls_next_to_busy_arms(rank, size):

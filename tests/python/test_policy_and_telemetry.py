@@ -177,3 +177,31 @@ def test_summary_marks_a_default_parked_by_a_re_open(monkeypatch):
     assert parked[1][0] == "*", parked
     measured = summary(7)
     assert measured[0][8:11] == ["41000.0", "20000.0", "2.05x"] and len(measured) == 1, measured
+
+
+def test_summary_says_each_states_last_step_trial(monkeypatch):
+    """Under the learned table, a line per state whose step trial ended: the arm tried, the
+    verdict, the step it came in (from the state's event of it) and what it rests on."""
+    from dynamiccl_pg import telemetry
+    trial = {"challenger": "rd", "verdict": "adopted: shorter steps", "pairs": 6,
+             "mean_delta_us": -1840.4, "stderr_us": 310.2}
+    state = {"role": "dp", "op": "allreduce", "size_bin": 19, "exposure": "overlapped",
+             "fused": False, "incumbent": "rd", "phase": "exploit", "frozen": False,
+             "calls": 598, "probes": 76, "extra_us": 0.0, "budget_us": 1.0e6,
+             "reference_us": 13000.0, "step_trial": trial,
+             "events": [{"call": 90, "step": 45, "what": "step trial", "from": "default",
+                         "to": "rd"},
+                        {"call": 114, "step": 57, "what": "adopted: shorter steps",
+                         "from": "default", "to": "rd", "pairs": 6, "mean_delta_us": -1840.4,
+                         "stderr_us": 310.2}],
+             "arms": [{"name": "default", "regime_samples": 9, "center_us": 13106.8},
+                      {"name": "rd", "regime_samples": 30, "center_us": 7314.8}]}
+    monkeypatch.setattr(telemetry, "stats", lambda group=None: {
+        "group": "0", "group_desc": "default_pg", "group_role": "dp", "mode": "learn",
+        "learned_calls": 598, "rounds_applied": 40, "calls": [], "states": {"cpu": [state]}})
+    lines = telemetry.format_summary().splitlines()
+    assert lines[-1] == ("last step trial (cpu): dp allreduce >=512KiB overlapped: rd, adopted: "
+                         "shorter steps at step 57 (-1840 +- 310 us a step, 6 pairs)"), lines
+    state["events"] = state["events"][:1]  # the verdict's event no longer kept: no step said
+    assert telemetry.format_summary().splitlines()[-1].endswith(
+        "rd, adopted: shorter steps (-1840 +- 310 us a step, 6 pairs)")
