@@ -180,7 +180,7 @@ def test_summary_marks_a_default_parked_by_a_re_open(monkeypatch):
 
 
 def test_summary_says_each_states_last_step_trial(monkeypatch):
-    """Under the learned table, a line per state whose step trial ended: the arm tried, the
+    """Under the learned table, a line per state that ran a step trial: the arm tried, the
     verdict, the step it came in (from the state's event of it) and what it rests on."""
     from dynamiccl_pg import telemetry
     trial = {"challenger": "rd", "verdict": "adopted: shorter steps", "pairs": 6,
