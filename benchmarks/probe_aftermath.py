@@ -93,23 +93,20 @@ def by_distance(walls: list, probes: list) -> dict:
 
 
 # Calls around the consensus round a probe's window starts, by offset from the call that starts
-# it (the window's last): (label, first, last), within the window after it.
-ROUND_OFFSETS = (("starts it", 0, 0), ("1st after", 1, 1), ("2nd after", 2, 2),
-                 ("3rd-Kth after", 3, None))
+# it (the window's last): 0, 1, 2, and 3 on, within the window after it.
+ROUND_OFFSETS = ("starts it", "1st after", "2nd after", "3rd-Kth after")
 
 
 def by_round(walls: list, probes: list, k: int) -> dict:
     """Call times (µs) by offset from the call that starts the round of a probe's window (rounds
     close every k learned calls); the probes themselves left out."""
-    grouped = {label: [] for label, _, _ in ROUND_OFFSETS}
+    grouped = {label: [] for label in ROUND_OFFSETS}
     starts = {(i // k + 1) * k - 1 for i, probe in enumerate(probes) if probe}
     for i, (wall, probe) in enumerate(zip(walls, probes)):
         start = (i + 1) // k * k - 1  # the last window's end at or before this call
         if probe or start not in starts:
             continue
-        label = next(lab for lab, first, last in ROUND_OFFSETS
-                     if first <= i - start and (last is None or i - start <= last))
-        grouped[label].append(wall)
+        grouped[ROUND_OFFSETS[min(i - start, len(ROUND_OFFSETS) - 1)]].append(wall)
     return grouped
 
 

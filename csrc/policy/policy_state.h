@@ -283,26 +283,33 @@ struct StepTrialBoard {
     double probe_extra_us;
   };
   std::deque<Mark> marks;  // the trials' ended steps whose times have not arrived
-  // Probes whose costs have not arrived, in decision order: their step and state. Costs come a
-  // round or two later; past kMaxProbesAwaited, the oldest is taken for one that never will.
+  // Probes whose costs have not arrived, in decision order: their step and state, in a fixed ring
+  // (decide() allocates nothing). Costs come within two rounds; past kMaxProbesAwaited, the
+  // oldest is taken for one that never will.
   struct Probe {
     uint64_t step;
     uint32_t state;
   };
   static constexpr size_t kMaxProbesAwaited = 1024;
-  std::deque<Probe> probes;
+  std::array<Probe, kMaxProbesAwaited> probes{};
+  size_t probes_first = 0, probes_awaited = 0;
   void note_probe(uint32_t state) {
     probed = true;
-    if (probes.size() == kMaxProbesAwaited) probes.pop_front();
-    probes.push_back({step, state});
+    if (probes_awaited == kMaxProbesAwaited) pop_probe();
+    probes[(probes_first + probes_awaited++) % kMaxProbesAwaited] = {step, state};
+  }
+  Probe pop_probe() {
+    const Probe p = probes[probes_first];
+    probes_first = (probes_first + 1) % kMaxProbesAwaited;
+    --probes_awaited;
+    return p;
   }
   // A probe's cost arrived (they arrive in decision order; one whose outcome never came is passed
   // over): what it added to its step, counted against the step's time in its trial pairs.
   void take_probe_cost(uint32_t state, double extra_us) {
-    while (!probes.empty() && probes.front().state != state) probes.pop_front();
-    if (probes.empty()) return;
-    const uint64_t s = probes.front().step;
-    probes.pop_front();
+    while (probes_awaited > 0 && probes[probes_first].state != state) pop_probe();
+    if (probes_awaited == 0) return;
+    const uint64_t s = pop_probe().step;
     if (s == step) {
       probe_extra_us += extra_us;
       return;

@@ -1253,5 +1253,23 @@ TEST(StepTrials, MaxTrialPairsBelowTrialPairsIsRefused) {
   }
 }
 
+// The probes whose costs are awaited sit in a fixed ring (decide() allocates nothing): past its
+// capacity the oldest are dropped, and a cost is matched to the oldest awaited probe of its state,
+// passing over the older ones of other states, across the ring's wrap.
+TEST(StepTrials, TheAwaitedProbesKeepTheNewestInDecisionOrder) {
+  StepTrialBoard board;
+  const uint32_t n = StepTrialBoard::kMaxProbesAwaited + 76;
+  for (uint32_t state = 0; state < n; ++state) board.note_probe(state);
+  EXPECT_EQ(board.probes_awaited, StepTrialBoard::kMaxProbesAwaited);
+  board.take_probe_cost(75, 1.0);  // dropped: nothing is charged, nothing is left
+  EXPECT_EQ(board.probe_extra_us, 0.0);
+  EXPECT_EQ(board.probes_awaited, 0u);
+  for (uint32_t state = 0; state < n; ++state) board.note_probe(state);
+  board.take_probe_cost(76, 1.0);     // the oldest kept
+  board.take_probe_cost(n - 1, 2.0);  // the newest, past all the others
+  EXPECT_EQ(board.probe_extra_us, 3.0);
+  EXPECT_EQ(board.probes_awaited, 0u);
+}
+
 }  // namespace
 }  // namespace dynamiccl
