@@ -5,10 +5,11 @@ call timed on rank 0 (wall clock around the call, what the job pays); rank 0's t
 (DYNAMICCL_TRACE, written at exit) says which calls were probes. Calls are grouped by their
 distance after the group's last probe, and each group's mean is set against the mean of the calls
 long after any probe (65 calls or more, or before the first): the excess of the calls near a
-probe is what the probe costs beyond its own call, which the learner's ledger (`extra_us`) does
-not charge. The same calls by their offset from the consensus round each probe's window starts (a
-probe is measured, so its window of K calls starts a round) say where that excess lands. Repeats
-are jobs of their own.
+probe is what the probe costs, beside what the learner's ledger (`extra_us`) charged. The same
+calls by their offset from the consensus round each probe's window starts (a probe is measured,
+so its window of K calls starts a round) say where that excess lands, beside the price the
+learner put on a round at the job's end (`stats()["round_cost_us"]`). Repeats are jobs of their
+own.
 
     python benchmarks/probe_aftermath.py [--ranks 4] [--bytes 4] [--calls 8000] [--repeats 2]
 """
@@ -45,14 +46,17 @@ def job(rank: int, world: int, store_path: str, nbytes: int, calls: int, out_dir
         start = time.perf_counter()
         dist.all_reduce(t)
         walls.append((time.perf_counter() - start) * 1e6)
-    ledger = sum(s["extra_us"] for s in dynamiccl_pg.stats()["states"]["cpu"])
+    stats = dynamiccl_pg.stats()
+    ledger = sum(s["extra_us"] for s in stats["states"]["cpu"])
     check = pattern(rank, nbytes // 4, world)
     dist.all_reduce(check)
     wrong = torch.tensor([count_wrong(check, summed(nbytes // 4, world))])
     dist.all_reduce(wrong)
     if rank == 0:
         with open(os.path.join(out_dir, "walls.json"), "w") as f:
-            json.dump({"walls": walls, "ledger_us": ledger, "wrong": int(wrong.item())}, f)
+            json.dump({"walls": walls, "ledger_us": ledger, "wrong": int(wrong.item()),
+                       "price_us": stats["round_cost_us"]["cpu"],
+                       "rounds": stats["rounds_applied"]}, f)
     dist.destroy_process_group()
 
 
@@ -159,7 +163,8 @@ def main() -> None:
         excess = {label: statistics.fmean(w) - base for label, w in rounds.items() if w}
         out.note(f"job {r}: around the round each probe's window starts, over the baseline: " +
                  ", ".join(f"{label} {e:+.0f} µs" for label, e in excess.items()) +
-                 " a call")
+                 f" a call; the learner priced a round at {res['price_us']:.0f} µs "
+                 f"({res['rounds']} rounds)")
     sys.exit(out.footer())
 
 

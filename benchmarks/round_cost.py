@@ -1,7 +1,7 @@
 """What a consensus round's all-reduce costs a job of tiny calls, with plain Gloo only.
 
 A gloo job runs `--calls` 4-byte all-reduces; every `--every` calls it also all-reduces (MIN) a
-payload of float64 elements, as dynamiccl's consensus round does (3 x K + 6 words: 54 at
+payload of float64 elements, as dynamiccl's consensus round does (3 x K + 8 words: 56 at
 K = 16): on the default group at once, or on a second gloo group, waited for `--every` calls
 later (the round's way), whose event-loop thread is its own or the default group's. Each variant
 is a job of its own, in rotating order; the cost of a round is the job's extra time over the job

@@ -18,6 +18,8 @@ constexpr int kDurationBits = 40;
 constexpr uint64_t kDurationMask = (1ull << kDurationBits) - 1;
 uint64_t done_tag(uint64_t index) { return index & ((1ull << (64 - kDurationBits)) - 1); }
 
+// The CPU round's price follows its samples with this gain (about the last 4 rounds').
+constexpr double kPriceGain = 0.25;
 // A call's engine word when a rank could not apply its arm: above any channel count.
 constexpr double kUnavailableWord = 1 << 20;
 // Decision hashes travel as doubles: 52 bits stay exact.
@@ -57,7 +59,8 @@ Consensus::Consensus(int round_calls, CostReduce reduce, c10::intrusive_ptr<c10d
       schedule_(round_calls),
       ring_(schedule_.slots()),
       records_(schedule_.slots()),
-      round_hash_(kDecisionHashBasis) {}
+      round_hash_(kDecisionHashBasis),
+      aftermath_(round_calls) {}
 
 uint64_t Consensus::add_call(const CallRecord& call) {
   const uint64_t index = schedule_.add_call(call.measured);
@@ -99,8 +102,18 @@ bool Consensus::end_call(std::array<Learner*, kNumEngines> learners) {
   if (!failure_.empty()) C10_THROW_ERROR(DistBackendError, failure_);
   const RoundScheduler::Boundary b = schedule_.end_call();
   // Every rank reaches a boundary at the same call index: apply the round in flight (its
-  // all-reduce has had K calls to finish), then start the one that just closed.
-  if (b.apply) apply_pending(learners);
+  // all-reduce has had K calls to finish), then start the one that just closed. How long the
+  // apply held up the calling thread is part of the round's price (RoundAftermath).
+  double apply_us = 0;
+  if (b.apply) {
+    const int64_t t = now_ns();
+    apply_pending(learners);
+    apply_us = static_cast<double>(now_ns() - t) / 1e3;
+  }
+  const uint64_t next = schedule_.calls();
+  if (next % static_cast<uint64_t>(k_) == 0) {
+    aftermath_.boundary(next, records_, b.apply, last_completed_ns_, apply_us, b.start);
+  }
   if (b.start) start_round(b.first);
   return b.start;
 }
@@ -168,6 +181,9 @@ void Consensus::start_round(uint64_t first) {
   }
   w[kRoundCost] = last_round_us_ > 0 ? -last_round_us_ : kInf;  // max over ranks
   w[kRoundBlock] = last_round_us_ > 0 ? -last_block_us_ : kInf;
+  const double aftermath = aftermath_.take_sample();
+  w[kAftermathMin] = std::isfinite(aftermath) ? aftermath : kInf;
+  w[kAftermathNegMax] = std::isfinite(aftermath) ? -aftermath : kInf;
   pending_.first = first;
   pending_.payload = {payload};
   c10d::AllreduceOptions opts;
@@ -187,6 +203,7 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
   pending_.work.reset();
   const int64_t done = pending_.completed_ns->load();
   const int64_t end = done > 0 ? done : now_ns();
+  last_completed_ns_ = end;
   last_round_us_ = static_cast<double>(end - pending_.issued_ns) / 1e3;
   last_block_us_ = static_cast<double>(std::max<int64_t>(0, end - wait_start)) / 1e3;
   const double* p = pending_.payload[0].data_ptr<double>();
@@ -203,12 +220,24 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
       r.step_times_us.push_back(std::isinf(us) ? NAN : -us);
     }
   }
-  // What a round costs the job: on CPU its all-reduce competes with our schedules and Gloo's for
-  // the same cores, so its whole duration; next to NCCL it runs on the host while the GPU works,
-  // so only the time it held up the calling thread at the boundary that applied it.
-  rounds[static_cast<int>(EngineKind::kCpu)].round_cost_us = std::isinf(w[kRoundCost])
-                                                                 ? 0.0
-                                                                 : -w[kRoundCost];
+  // What a round costs the job. On CPU: what it took from the calling thread's laps and its apply
+  // (RoundAftermath), the midrange over ranks (each rank's sample is the same cost plus its own
+  // noise), averaged over rounds; until the first such sample, the all-reduce's whole duration.
+  // Next to NCCL it runs on the host while the GPU works, so only the time it held up the
+  // calling thread at the boundary that applied it.
+  const double lo = w[kAftermathMin], hi = -w[kAftermathNegMax];
+  if (std::isfinite(lo) && std::isfinite(hi)) {
+    const double sample = (lo + hi) / 2;
+    cpu_round_price_us_ = std::isnan(cpu_round_price_us_)
+                              ? sample
+                              : cpu_round_price_us_ + (sample - cpu_round_price_us_) * kPriceGain;
+  }
+  double& cpu_cost = rounds[static_cast<int>(EngineKind::kCpu)].round_cost_us;
+  if (!std::isnan(cpu_round_price_us_)) {
+    cpu_cost = std::max(0.0, cpu_round_price_us_);
+  } else {
+    cpu_cost = std::isinf(w[kRoundCost]) ? 0.0 : -w[kRoundCost];
+  }
   rounds[static_cast<int>(EngineKind::kNccl)].round_cost_us = std::isinf(w[kRoundBlock])
                                                                   ? 0.0
                                                                   : -w[kRoundBlock];

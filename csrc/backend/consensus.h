@@ -15,12 +15,14 @@
 
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "backend/round_aftermath.h"
 #include "backend/telemetry.h"
 #include "policy/learner.h"
 #include "policy/round_scheduler.h"
@@ -90,7 +92,17 @@ class Consensus {
  private:
   // Two words per call of the round (2K), then the per-round words below, then one word per
   // step that ended since the last round (at most K: older ones are dropped).
-  enum Word { kHashMin, kHashNegMax, kStepTime, kLoss, kRoundCost, kRoundBlock, kNumRoundWords };
+  enum Word {
+    kHashMin,
+    kHashNegMax,
+    kStepTime,
+    kLoss,
+    kRoundCost,
+    kRoundBlock,
+    kAftermathMin,
+    kAftermathNegMax,
+    kNumRoundWords
+  };
   void start_round(uint64_t first);
   void apply_pending(std::array<Learner*, kNumEngines> learners);
   [[noreturn]] void fail_on_disagreement();
@@ -123,6 +135,11 @@ class Consensus {
   // held up the calling thread at the boundary where it was applied.
   double last_round_us_ = 0;
   double last_block_us_ = 0;
+  int64_t last_completed_ns_ = 0;
+  // What a CPU round costs the calling thread (RoundAftermath): this rank's samples, and the
+  // price every rank agreed on from them (a moving average over rounds; unset before the first).
+  RoundAftermath aftermath_;
+  double cpu_round_price_us_ = NAN;
   std::array<double, kNumEngines> round_cost_us_{};
 
   std::mutex signal_mu_;

@@ -129,8 +129,8 @@ constexpr double kMedianSeRatio = 1.2533;
 constexpr double kPriorSigma = 1.0;
 // Measuring costs the job consensus rounds (MeasureCost): a state that measures sparsely pays a
 // round per measured call, one that measures densely a K-th of one. Outside warm-up, a state
-// measures its incumbent's every call only while probes flow (they share rounds with it: a
-// probe's measurement, part of its expected extra, costs a K-th of a round); otherwise only as
+// measures its incumbent's every call only while probes flow (they share rounds with it: the
+// probes of a round pay its price between them, MeasureCost::probe_us); otherwise only as
 // often as keeps that cost within kLearningOverhead of its time (kWatchOverhead once settled),
 // and at least kMinWatchFraction of them (so that the CUSUM still sees a change); calls that
 // cost far more than a round are all measured. Of
@@ -150,6 +150,9 @@ enum class LearnPhase : uint8_t { kWarmup, kProbing, kExploit };
 struct MeasureCost {
   double round_us = 0;  // one round; 0 = unknown (measuring is free)
   int round_calls = 1;  // measured calls one round can carry
+  // What a probe's measurement is expected to cost: the probes of a round share its price (a
+  // probe alone in its window brings a round about), so a round over the probes rounds carry.
+  double probe_us = 0;
 };
 
 // The do-no-harm budget of a group's learner, pooled over its states (learner.h): what learning
@@ -436,10 +439,11 @@ class PolicyState {
   // NCCL ran a call of the default on `channels` (agreed: the most over ranks). Caps holding
   // less than kMinCapShare of them are dropped.
   void note_default_channels(int channels);
-  // Folds one agreed cost (`probe`: the decision was a probe). Returns true when it raised a
-  // CUSUM alarm (probing re-opened). `learning` is false in frozen/off mode: statistics still
-  // accumulate, nothing changes.
-  bool fold(uint16_t arm, float cost_us, bool probe, bool learning);
+  // Folds one agreed cost (`probe`: the decision was a probe, charged `probe_round_us` for its
+  // share of the round that carried it). Returns true when it raised a CUSUM alarm (probing
+  // re-opened). `learning` is false in frozen/off mode: statistics still accumulate, nothing
+  // changes.
+  bool fold(uint16_t arm, float cost_us, bool probe, bool learning, double probe_round_us);
   // Once per round after the costs: switch, eliminate, resolve, converge, re-check, settle.
   void evaluate(const MeasureCost& measure);
   // The arm can never run for this state again; an incumbent falls back to the best arm known in

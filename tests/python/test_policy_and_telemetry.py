@@ -48,9 +48,10 @@ def test_save_load_frozen_round_trip(tmp_path):
     # It learned: costs were agreed on and every state left warm-up. (Once settled, rounds that
     # measure nothing are skipped, so the count of rounds is not a fixed share of the calls.)
     assert stats["rounds_applied"] > 0
-    # What a round costs the job, as the CPU learner prices measuring: a CPU group's round
-    # all-reduce took some time; no NCCL engine, no NCCL price.
-    assert stats["round_cost_us"]["cpu"] > 0 and stats["round_cost_us"]["nccl"] == 0, stats
+    # What a round costs the job, as the CPU learner prices measuring: what the calls beside the
+    # rounds lost and their boundaries took (never below nothing; under a second here, where a
+    # call takes well under a millisecond); no NCCL engine, no NCCL price.
+    assert 0 <= stats["round_cost_us"]["cpu"] < 1e6 and stats["round_cost_us"]["nccl"] == 0, stats
     assert all(s["phase"] != "warmup" for s in stats["states"]["cpu"]), stats["states"]["cpu"]
     # Frozen with the policy: the saved incumbent runs every call, no probing at all. The
     # all-reduce state's incumbent is rewritten to a non-default arm first, so that running the

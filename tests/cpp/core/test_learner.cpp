@@ -322,6 +322,44 @@ bool ran_another_arm(const std::vector<Decision>& window) {
                      [](const Decision& x) { return x.arm != kDefaultArm; });
 }
 
+// A consensus round's price is charged in full to the probes it carries, shared among them: a
+// probe alone in its window brings a round about, and two in one window bring one round between
+// them (not a K-th of a round each, which left most of what probing costs the wall clock out).
+TEST(Learner, TheProbesOfARoundShareItsPrice) {
+  auto cat = catalog_of(6);
+  LearnerConfig cfg = bulk_config();
+  for (HeadConfig& h : cfg.heads) h.regret_budget = 1.0;  // probes are not held back here
+  Learner charged(cfg, cat), uncharged(cfg, cat);
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  const std::vector<double> costs{100, 130, 160, 190, 220, 250};
+  RoundResult round;
+  int probes = 0;
+  for (int call = 1; call <= 4000; ++call) {
+    const Decision d = charged.decide(ctx);
+    ASSERT_EQ(uncharged.decide(ctx).arm, d.arm);
+    if (d.measure) {
+      round.calls.push_back(
+          {d.state_id, d.arm, static_cast<float>(costs[d.arm]), d.probe, d.after_probe});
+    }
+    probes += d.probe && d.measure;
+    if (call % kRound != 0) continue;
+    ASSERT_DOUBLE_EQ(state_stats(charged, 0).extra_us, state_stats(uncharged, 0).extra_us);
+    if (probes >= 2) {
+      uncharged.apply_round(round);
+      round.round_cost_us = 1000;
+      charged.apply_round(round);
+      EXPECT_NEAR(state_stats(charged, 0).extra_us - state_stats(uncharged, 0).extra_us, 1000, 1e-6)
+          << probes << " probes in the round";
+      return;
+    }
+    charged.apply_round(round);
+    uncharged.apply_round(round);
+    round = RoundResult{};
+    probes = 0;
+  }
+  FAIL() << "no round carried two probes";
+}
+
 TEST(Learner, StepTimeRegressionFreezesExploration) {
   auto cat = catalog_of(5);
   LearnerConfig cfg = bulk_config();
