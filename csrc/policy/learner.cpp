@@ -339,14 +339,23 @@ void Learner::apply_round(const RoundResult& round) {
   }
   const bool learning = m.mode == Mode::kLearn;
   bool nondefault_used = m.window_nondefault > 0;
-  // The round's probes share its price: where they are what was measured, they brought it about.
-  int probes = 0;
-  for (const CallOutcome& c : round.calls) probes += c.probe && c.state_id < n;
+  // A round runs because something in its window was measured, so its price is learning's cost:
+  // its probes share it where it carries any (they brought it about), else its measured calls.
+  int probes = 0, measured = 0;
+  for (const CallOutcome& c : round.calls) {
+    if (c.state_id >= n) continue;
+    probes += c.probe;
+    ++measured;
+  }
   const double probe_round_us = probes > 0 ? round.round_cost_us / probes : 0.0;
+  const double call_round_us = learning && probes == 0 && measured > 0
+                                   ? round.round_cost_us / measured
+                                   : 0.0;
   if (probes > 0) m.probes_per_round += (probes - m.probes_per_round) * kProbesPerRoundGain;
   for (const CallOutcome& c : round.calls) {
     if (c.state_id >= n) continue;
     PolicyState& s = m.states[c.state_id];
+    if (call_round_us > 0) s.charge_round(call_round_us);
     if (c.channels > 0 && c.arm == kDefaultArm) s.note_default_channels(c.channels);
     const bool timed = c.cost_us > 0 && std::isfinite(c.cost_us);
     // The call after a long probe starts where the probe's ranks ended it, far apart: the early

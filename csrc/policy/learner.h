@@ -136,8 +136,8 @@ struct RoundResult {
   double loss = NAN;  // rank-reduced mean loss since the last round; NaN = none
   // What measuring costs the job: a consensus round (its control-plane all-reduce), µs, serving
   // up to `round_calls` measured calls; rounds that measure nothing are skipped, so sparse
-  // measurements each cost a round of their own, and the probes of this round pay its price
-  // between them. 0 = unknown (measuring is free).
+  // measurements each cost a round of their own, and this round's probes (else its measured
+  // calls) pay its price between them. 0 = unknown (measuring is free).
   double round_cost_us = 0;
   int round_calls = 1;
   // (state, arm) pairs some rank found unavailable (e.g. NCCL marked the slot unavailable):

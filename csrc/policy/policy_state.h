@@ -130,13 +130,13 @@ constexpr double kPriorSigma = 1.0;
 // Measuring costs the job consensus rounds (MeasureCost): a state that measures sparsely pays a
 // round per measured call, one that measures densely a K-th of one. Outside warm-up, a state
 // measures its incumbent's every call only while probes flow (they share rounds with it: the
-// probes of a round pay its price between them, MeasureCost::probe_us); otherwise only as
-// often as keeps that cost within kLearningOverhead of its time (kWatchOverhead once settled),
-// and at least kMinWatchFraction of them (so that the CUSUM still sees a change); calls that
-// cost far more than a round are all measured. Of
-// the measured calls of a settled non-default incumbent, the head's converged_budget fraction run
-// the default instead (the rollback check), a fraction that halves every time the check confirms
-// the incumbent.
+// probes of a round pay its price between them, MeasureCost::probe_us, and a round without
+// probes is paid by the calls it measured); otherwise only as often as keeps that cost within
+// kLearningOverhead of its time (kWatchOverhead once settled), and at least kMinWatchFraction of
+// them (so that the CUSUM still sees a change); calls that cost far more than a round are all
+// measured. Of the measured calls of a settled non-default incumbent, the head's
+// converged_budget fraction run the default instead (the rollback check), a fraction that halves
+// every time the check confirms the incumbent.
 constexpr double kLearningOverhead = 0.005;
 constexpr double kWatchOverhead = 0.001;
 constexpr double kMinWatchFraction = 1.0 / 4096;
@@ -436,6 +436,12 @@ class PolicyState {
   // A probe whose cost will never come (the engine could not time it): its committed extra is
   // released.
   void release_probe(uint16_t arm);
+  // The state's share of a consensus round its measurements brought about, none of them probes
+  // (the incumbent's costs compared beside probes, warm-up, watch samples): learning's cost too.
+  void charge_round(double share_us) {
+    extra_us_ += share_us;
+    group_->spent_us += share_us;
+  }
   // NCCL ran a call of the default on `channels` (agreed: the most over ranks). Caps holding
   // less than kMinCapShare of them are dropped.
   void note_default_channels(int channels);
