@@ -101,6 +101,7 @@ void Consensus::complete(uint64_t index, int64_t end_ns) {
 bool Consensus::end_call(std::array<Learner*, kNumEngines> learners) {
   if (!failure_.empty()) C10_THROW_ERROR(DistBackendError, failure_);
   const RoundScheduler::Boundary b = schedule_.end_call();
+  if (!b.at) return false;
   // Every rank reaches a boundary at the same call index: apply the round in flight (its
   // all-reduce has had K calls to finish), then start the one that just closed. How long the
   // apply held up the calling thread is part of the round's price (RoundAftermath).
@@ -110,10 +111,7 @@ bool Consensus::end_call(std::array<Learner*, kNumEngines> learners) {
     apply_pending(learners);
     apply_us = static_cast<double>(now_ns() - t) / 1e3;
   }
-  const uint64_t next = schedule_.calls();
-  if (next % static_cast<uint64_t>(k_) == 0) {
-    aftermath_.boundary(next, records_, b.apply, last_completed_ns_, apply_us, b.start);
-  }
+  aftermath_.boundary(schedule_.calls(), records_, b.apply, last_completed_ns_, apply_us, b.start);
   if (b.start) start_round(b.first);
   return b.start;
 }

@@ -14,6 +14,7 @@ RoundScheduler::RoundScheduler(int round_calls) : k_(round_calls) {
 RoundScheduler::Boundary RoundScheduler::end_call() {
   Boundary b;
   if (next_ % static_cast<uint64_t>(k_) != 0) return b;
+  b.at = true;
   b.apply = in_flight_;
   unchecked_ += static_cast<uint64_t>(k_);
   b.start = measured_in_round_ > 0 || unchecked_ >= kAgreementCalls;

@@ -41,6 +41,7 @@ class RoundScheduler {
 
   // What the boundary after the call just added asks for (nothing between boundaries).
   struct Boundary {
+    bool at = false;     // this call closed a round's window (every K-th)
     bool apply = false;  // apply the round in flight
     bool start = false;  // reduce the round that just closed: calls [first, first + K)
     uint64_t first = 0;

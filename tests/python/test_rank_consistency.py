@@ -93,8 +93,11 @@ def random_workload(rank, world, calls, slow_rank):
 def test_every_rank_decides_identically(slow_rank):
     # The groups mark no steps, so their rounds are steps, and the step-time guard could freeze
     # learning on a slowed rank's noise (16 probes once): kept out, so that probing stays live.
+    # So is the do-no-harm budget: every consensus round is charged to learning, and on tiny
+    # calls 1% of their time affords a few probes (15 once).
     results = run_ranks(random_workload, 4, 3000, slow_rank,
-                        env={"DYNAMICCL_ROUND_CALLS": "8", "DYNAMICCL_STEP_REGRESSION": "1000"},
+                        env={"DYNAMICCL_ROUND_CALLS": "8", "DYNAMICCL_STEP_REGRESSION": "1000",
+                             "DYNAMICCL_REGRET_BUDGET": "0.25"},
                         timeout=600)
     by_group = {}
     for rank, out in enumerate(results):
