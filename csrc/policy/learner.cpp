@@ -347,15 +347,13 @@ void Learner::apply_round(const RoundResult& round) {
     probes += c.probe;
     ++measured;
   }
-  const double probe_round_us = probes > 0 ? round.round_cost_us / probes : 0.0;
-  const double call_round_us = learning && probes == 0 && measured > 0
-                                   ? round.round_cost_us / measured
-                                   : 0.0;
+  const int payers = probes > 0 ? probes : measured;
+  const double round_share_us = learning && payers > 0 ? round.round_cost_us / payers : 0.0;
   if (probes > 0) m.probes_per_round += (probes - m.probes_per_round) * kProbesPerRoundGain;
   for (const CallOutcome& c : round.calls) {
     if (c.state_id >= n) continue;
     PolicyState& s = m.states[c.state_id];
-    if (call_round_us > 0) s.charge_round(call_round_us);
+    if (round_share_us > 0 && (c.probe || probes == 0)) s.charge_round(round_share_us);
     if (c.channels > 0 && c.arm == kDefaultArm) s.note_default_channels(c.channels);
     const bool timed = c.cost_us > 0 && std::isfinite(c.cost_us);
     // The call after a long probe starts where the probe's ranks ended it, far apart: the early
@@ -375,7 +373,7 @@ void Learner::apply_round(const RoundResult& round) {
     }
     if (skewed) continue;
     nondefault_used = nondefault_used || c.arm != kDefaultArm;
-    s.fold(c.arm, c.cost_us, c.probe, learning, probe_round_us);
+    s.fold(c.arm, c.cost_us, c.probe, learning);
   }
   m.take_step_times(round);
   if (learning) {

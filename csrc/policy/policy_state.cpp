@@ -272,8 +272,7 @@ void PolicyState::release_probe(uint16_t arm) {
   group_->inflight_us = std::max(0.0, group_->inflight_us - committed);
 }
 
-bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning,
-                       double probe_round_us) {
+bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
   const int i = slot_of(arm);
   if (i < 0) return false;
   if (probe) release_probe(arm);  // its expected extra becomes the realized one below
@@ -284,7 +283,7 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning,
   // A trial's challenger is charged by the step time it costs (add_trial_pair), not per call.
   // An arm adopted by a step trial shortens the step: its per-call excess is not a cost.
   if (i != default_slot_ && ref_us_ > 0 && i != trial_.challenger) {
-    double extra = a.view.winsorized(cost_us) - ref_us_ + (probe ? probe_round_us : 0.0);
+    double extra = a.view.winsorized(cost_us) - ref_us_;
     if (a.step_adopted) extra = std::min(extra, 0.0);
     extra_us_ += extra;
     group_->spent_us += extra;  // savings (negative) count as credit

@@ -436,8 +436,8 @@ class PolicyState {
   // A probe whose cost will never come (the engine could not time it): its committed extra is
   // released.
   void release_probe(uint16_t arm);
-  // The state's share of a consensus round its measurements brought about, none of them probes
-  // (the incumbent's costs compared beside probes, warm-up, watch samples): learning's cost too.
+  // The state's share of the consensus round that carried its probe (else its measured call:
+  // the incumbent's costs compared beside probes, warm-up, watch samples): learning's cost.
   void charge_round(double share_us) {
     extra_us_ += share_us;
     group_->spent_us += share_us;
@@ -445,11 +445,10 @@ class PolicyState {
   // NCCL ran a call of the default on `channels` (agreed: the most over ranks). Caps holding
   // less than kMinCapShare of them are dropped.
   void note_default_channels(int channels);
-  // Folds one agreed cost (`probe`: the decision was a probe, charged `probe_round_us` for its
-  // share of the round that carried it). Returns true when it raised a CUSUM alarm (probing
-  // re-opened). `learning` is false in frozen/off mode: statistics still accumulate, nothing
-  // changes.
-  bool fold(uint16_t arm, float cost_us, bool probe, bool learning, double probe_round_us);
+  // Folds one agreed cost (`probe`: the decision was a probe). Returns true when it raised a
+  // CUSUM alarm (probing re-opened). `learning` is false in frozen/off mode: statistics still
+  // accumulate, nothing changes.
+  bool fold(uint16_t arm, float cost_us, bool probe, bool learning);
   // Once per round after the costs: switch, eliminate, resolve, converge, re-check, settle.
   void evaluate(const MeasureCost& measure);
   // The arm can never run for this state again; an incumbent falls back to the best arm known in

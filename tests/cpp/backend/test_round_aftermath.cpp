@@ -38,6 +38,14 @@ struct Timeline {
   void boundary(bool applied, int64_t completed_us, double apply_us, bool started) {
     aftermath.boundary(next, records, applied, completed_us * kUs, apply_us, started);
   }
+  // Two windows of usual calls (the usual lap learned from the first), then a round starts at
+  // call 8.
+  void start_a_round_at_call_8() {
+    usual_calls_from(0);
+    boundary(false, 0, 0, false);
+    usual_calls_from(400);
+    boundary(false, 0, 0, true);
+  }
 };
 
 // A round started at call 8 (its start made that lap 150 µs), its all-reduce completed at
@@ -46,10 +54,7 @@ struct Timeline {
 // the apply.
 TEST(RoundAftermath, ThePriceIsWhatItTookFromTheCallingThreadsLapsAndItsApply) {
   Timeline t;
-  t.usual_calls_from(0);
-  t.boundary(false, 0, 0, false);
-  t.usual_calls_from(400);
-  t.boundary(false, 0, 0, true);
+  t.start_a_round_at_call_8();
   t.call(850);   // lap 7: 150
   t.call(1150);  // lap 8: 300
   t.call(1350);  // lap 9: 200
@@ -66,10 +71,7 @@ TEST(RoundAftermath, ThePriceIsWhatItTookFromTheCallingThreadsLapsAndItsApply) {
 // neither prices the round. A stalled lap counts 4x the usual at most.
 TEST(RoundAftermath, ProbesTheCallAfterAProbeAndStallsDoNotPriceTheRound) {
   Timeline t;
-  t.usual_calls_from(0);
-  t.boundary(false, 0, 0, false);
-  t.usual_calls_from(400);
-  t.boundary(false, 0, 0, true);
+  t.start_a_round_at_call_8();
   t.call(800, /*probe=*/true);          // lap 7: 100, at the boundary
   t.call(1800, false, /*after=*/true);  // lap 8: 1,000, the probe's
   t.call(2700);                         // lap 9: 900, the probe's skew
@@ -82,10 +84,7 @@ TEST(RoundAftermath, ProbesTheCallAfterAProbeAndStallsDoNotPriceTheRound) {
 // the samples of rounds not carried yet are averaged.
 TEST(RoundAftermath, AnApplyIsChargedToTheRoundItApplies) {
   Timeline t;
-  t.usual_calls_from(0);
-  t.boundary(false, 0, 0, false);
-  t.usual_calls_from(400);
-  t.boundary(false, 0, 0, true);
+  t.start_a_round_at_call_8();
   t.call(840);  // lap 7: 140 (the start)
   t.call(940);
   t.call(1040);
