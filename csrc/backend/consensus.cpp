@@ -102,6 +102,9 @@ bool Consensus::end_call(std::array<Learner*, kNumEngines> learners) {
   if (!failure_.empty()) C10_THROW_ERROR(DistBackendError, failure_);
   const RoundScheduler::Boundary b = schedule_.end_call();
   if (!b.at) return false;
+  for (Learner* learner : learners) {
+    if (learner) learner->close_window();
+  }
   // Every rank reaches a boundary at the same call index: apply the round in flight (its
   // all-reduce has had K calls to finish), then start the one that just closed. How long the
   // apply held up the calling thread is part of the round's price (RoundAftermath).

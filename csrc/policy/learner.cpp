@@ -385,6 +385,8 @@ void Learner::apply_round(const RoundResult& round) {
   ++m.epoch;
 }
 
+void Learner::close_window() { impl_->budget->window_probed = false; }
+
 void Learner::mark_step() {
   StepTrialBoard& t = *impl_->trials;
   StepTrialBoard::Mark mark{t.step, {}, t.probed, t.probe_extra_us};

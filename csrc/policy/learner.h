@@ -318,6 +318,9 @@ class Learner {
   void mark_step();
   // What the group's steps are (StepSource). Same on every rank.
   void set_step_source(StepSource source);
+  // The round schedule closed a window of K learned calls here (RoundScheduler::Boundary::at),
+  // the same call index on every rank: the next probe opens a new window and commits its round.
+  void close_window();
 
   uint32_t epoch() const;
   Mode mode() const;

@@ -430,6 +430,7 @@ void PolicyState::update_measure_rates(const MeasureCost& measure) {
   watch_ppm_ = fraction(kWatchOverhead);
   learning_ppm_ = fraction(kLearningOverhead);
   probe_measure_us_ = measure.probe_us;
+  round_price_us_ = measure.round_us;
 }
 
 // A probing round: switch to a confidently cheaper challenger, eliminate and resolve the others,
@@ -1021,9 +1022,7 @@ void PolicyState::update_budget_view() {
   if (def.view.n > 0) ref_us_ = def.view.center;  // else the last known one
   for (ArmSlot& a : slots_) {
     const double expected = a.view.n > 0 ? a.view.center : (1.0 + a.prior_extra_ratio) * ref_us_;
-    a.expected_extra_us = a.arm == kDefaultArm
-                              ? 0.0
-                              : std::max(0.0, expected - ref_us_) + probe_measure_us_;
+    a.expected_extra_us = a.arm == kDefaultArm ? 0.0 : std::max(0.0, expected - ref_us_);
   }
 }
 

@@ -129,12 +129,12 @@ constexpr double kMedianSeRatio = 1.2533;
 constexpr double kPriorSigma = 1.0;
 // Measuring costs the job consensus rounds (MeasureCost): a state that measures sparsely pays a
 // round per measured call, one that measures densely a K-th of one. Outside warm-up, a state
-// measures its incumbent's every call only while probes flow (they share rounds with it: the
-// probes of a round pay its price between them, MeasureCost::probe_us, and a round without
-// probes is paid by the calls it measured); otherwise only as often as keeps that cost within
-// kLearningOverhead of its time (kWatchOverhead once settled), and at least kMinWatchFraction of
-// them (so that the CUSUM still sees a change); calls that cost far more than a round are all
-// measured. Of the measured calls of a settled non-default incumbent, the head's
+// measures its incumbent's every call only while probes flow, in the round windows that carry a
+// probe (the probes of a round pay its price between them, MeasureCost::probe_us, and a round
+// without probes is paid by the calls it measured); otherwise only as often as keeps that cost
+// within kLearningOverhead of its time (kWatchOverhead once settled), and at least
+// kMinWatchFraction of them (so that the CUSUM still sees a change); calls that cost far more than
+// a round are all measured. Of the measured calls of a settled non-default incumbent, the head's
 // converged_budget fraction run the default instead (the rollback check), a fraction that halves
 // every time the check confirms the incumbent.
 constexpr double kLearningOverhead = 0.005;
@@ -162,6 +162,10 @@ struct RegretBudget {
   double spent_us = 0;
   double inflight_us = 0;
   double budget_us = 0;
+  // The current round window (RoundScheduler: K learned calls) carries a probe: its round will
+  // run and its price is committed, so the window's further probes add only their own extra.
+  // Cleared at every boundary (Learner::close_window).
+  bool window_probed = false;
   bool allows(double more_us) const { return spent_us + inflight_us + more_us <= budget_us; }
 };
 
@@ -419,9 +423,11 @@ class PolicyState {
     *measure = true;
     ++measured_calls_;
     ArmSlot& t = slots_[target];
-    t.inflight_extra_us += t.expected_extra_us;
+    const double commit_us = probe_commit_us(t);
+    t.inflight_extra_us += commit_us;
     ++t.inflight_probes;
-    group_->inflight_us += t.expected_extra_us;
+    group_->inflight_us += commit_us;
+    group_->window_probed = true;
     return target;
   }
 
@@ -537,7 +543,15 @@ class PolicyState {
   // Do-no-harm gate (a) of learner.h: the probe fits in the group's regret budget, or repays it.
   // Not before the state's default has a cost: there is nothing to measure the extra against yet.
   bool affordable(const ArmSlot& a) const {
-    return ref_us_ > 0 && (group_->allows(a.expected_extra_us) || repays(a));
+    return ref_us_ > 0 && (group_->allows(probe_commit_us(a)) || repays(a));
+  }
+  // What a probe of `a` commits to the budget until its cost arrives: its own expected extra, and
+  // the round's price when it opens a round window (it brings the round about); the window's
+  // further probes share a round already paid for. Priced at a share of a round each, the
+  // probes of a lone 4-byte loop came one to a window, and each window's round was charged to
+  // one probe (benchmarks/results/learning_cost.md).
+  double probe_commit_us(const ArmSlot& a) const {
+    return a.expected_extra_us + (group_->window_probed ? 0.0 : round_price_us_);
   }
   // Confidently cheaper than the default, its measuring included (the upper bound of its centre;
   // for a lone cost, with the default's spread, only while the state has shown no slow outlier:
@@ -570,11 +584,14 @@ class PolicyState {
     }
   }
   // The incumbent's call outside a settled state: measured while probes flow or a cross-check
-  // runs (comparisons need its costs beside theirs, in the same rounds) or its costs are too few
-  // to compare; otherwise for the fraction that keeps measuring within kLearningOverhead of the
-  // state's time.
+  // runs, in the windows that carry a probe (comparisons need its costs beside theirs, in the same
+  // rounds, and elsewhere its costs would each bring a round about), or while its costs are too
+  // few to compare; otherwise for the fraction that keeps measuring within kLearningOverhead of
+  // the state's time.
   int incumbent_call(bool* measure) {
-    const bool compared = (phase_ == LearnPhase::kProbing && probes_flow_) || cross_.previous >= 0;
+    const bool compared = ((phase_ == LearnPhase::kProbing && probes_flow_) ||
+                           cross_.previous >= 0) &&
+                          group_->window_probed;
     if (!compared && slots_[incumbent_].view.n >= need_) {
       if (!learning_credit_.take(learning_ppm_)) return incumbent_;
     }
@@ -598,6 +615,7 @@ class PolicyState {
     check_credit_.spend();
     *probe = true;  // the default's cost is the baseline itself: no extra to commit
     ++probes_;
+    group_->window_probed = true;
     return default_slot_;
   }
   // A trial's call: the incumbent until the trial's first step, then the step's arm. Measured,
@@ -765,7 +783,8 @@ class PolicyState {
   uint32_t watch_ppm_ = kPpmOne;     // fraction of a settled state's calls that are measured
   uint32_t learning_ppm_ = kPpmOne;  // the same before settling
   CallCredit learning_credit_;
-  double probe_measure_us_ = 0;     // what measuring a probe costs the job
+  double probe_measure_us_ = 0;     // what measuring a probe costs the job, a round shared
+  double round_price_us_ = 0;       // what a round costs the job (MeasureCost::round_us)
   uint32_t trial_time_probes_ = 0;  // probes taken during other states' trials (claim_probe_step)
   bool probes_flow_ = true;         // the last probe search found an affordable target
   CallCredit watch_credit_;

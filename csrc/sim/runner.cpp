@@ -425,6 +425,7 @@ struct SimRunner::Impl {
     g.prev_cost_us = chosen * paid;
     g.rounds.add_call(d.measure);
     const RoundScheduler::Boundary b = g.rounds.end_call();
+    if (b.at) g.learner->close_window();
     if (b.apply) apply(g, g.pending);
     if (b.start) {
       // The job pays for the round's control-plane all-reduce; only learning runs rounds.

@@ -67,6 +67,7 @@ struct Driver {
   double noise = 0.05;
   double outlier_rate = 0;
   int lag = 0;
+  double round_cost_us = 0;  // every round's price (RoundResult::round_cost_us)
   // Optional step time / loss for the round, from the decisions of its window.
   std::function<void(RoundResult&, const std::vector<Decision>&)> signals;
   std::mt19937 rng{12345};
@@ -90,6 +91,7 @@ struct Driver {
     window_decisions.push_back(d);
     ++calls;
     if (calls % kRound == 0) {
+      learner.close_window();
       in_flight.push_back(std::move(window));
       window.clear();
       RoundResult r;
@@ -99,6 +101,7 @@ struct Driver {
       }
       if (signals) signals(r, window_decisions);
       window_decisions.clear();
+      r.round_cost_us = round_cost_us;
       learner.apply_round(r);
     }
     return d;
@@ -343,6 +346,8 @@ double ledger_difference(double price_us, const std::function<bool(int, int)>& p
       probes += d.probe;
     }
     if (call % kRound != 0) continue;
+    charged.close_window();
+    uncharged.close_window();
     const bool picked = pick(probes, static_cast<int>(round.calls.size()));
     uncharged.apply_round(round);
     if (picked) round.round_cost_us = price_us;
@@ -364,6 +369,40 @@ TEST(Learner, ARoundsPriceIsChargedInFullToWhatItMeasured) {
   EXPECT_NEAR(
       ledger_difference(1000, [](int probes, int measured) { return probes == 0 && measured > 0; }),
       1000, 1e-6);
+}
+
+// Where a round costs many calls (a 4-byte all-reduce on a CPU: a round takes what ten calls
+// take), the probe that opens a round window commits the round's price and the window's further
+// probes share it: the probes the budget affords come several to a window, the incumbent is
+// measured beside them only in the windows that carry one (elsewhere each of its costs would
+// bring a round about), and the ledger, charged every round's price, stays within the budget.
+TEST(Learner, ProbesShareTheRoundTheirWindowBringsAbout) {
+  auto cat = catalog_of(4);
+  Learner l(bulk_config(), cat);
+  Driver d{l, fixed({100, 100, 101, 102})};
+  d.round_cost_us = 1000;
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 4);
+  d.run(ctx, 1000 * kRound);
+  const StateStats st = state_stats(l, 0);
+  ASSERT_TRUE(converged(st));
+  int probed_windows = 0, probes = 0, unprobed_measured_windows = 0;
+  // From the warm-up's end (the default has its costs) to convergence.
+  for (size_t w = 8; w < st.converged_at_call / kRound; ++w) {
+    int window_probes = 0, window_measured = 0;
+    for (size_t i = w * kRound; i < (w + 1) * kRound; ++i) {
+      window_probes += d.log[i].probe;
+      window_measured += d.log[i].measure;
+    }
+    probes += window_probes;
+    probed_windows += window_probes > 0;
+    unprobed_measured_windows += window_probes == 0 && window_measured > 0;
+  }
+  // 36 probes in 10 windows, 5 windows measured for the learning fraction. With the incumbent
+  // measured wherever probes flowed: 20 probes in 8 windows, 9 measured without one.
+  ASSERT_GT(probed_windows, 0);
+  EXPECT_GE(probes, 3 * probed_windows);
+  EXPECT_LE(unprobed_measured_windows, probed_windows / 2);
+  EXPECT_LE(st.extra_us, st.budget_us);
 }
 
 TEST(Learner, StepTimeRegressionFreezesExploration) {
@@ -1111,6 +1150,7 @@ std::vector<std::vector<Decision>> run_ranks(int ranks, uint32_t cost_seed, bool
     }
     window.push_back({logs[0].back().state_id, logs[0].back().arm, reduced});
     if ((i + 1) % kRound == 0) {
+      for (int r = 0; r < ranks; ++r) learners[r]->close_window();
       RoundResult rr;
       rr.calls = std::move(window);
       window.clear();

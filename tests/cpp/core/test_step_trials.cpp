@@ -739,6 +739,7 @@ std::vector<StateStats> run_buckets(
       }
     }
     learner.mark_step();
+    learner.close_window();  // a round a step
     round.first_step = static_cast<uint64_t>(step);
     round.step_times_us = {step_us + 20.0 * noise(rng)};
     learner.apply_round(round);
@@ -913,6 +914,7 @@ class StepByStep {
               {d.state_id, d.arm, static_cast<float>(cost), d.probe, d.after_probe});
       }
       learner_.mark_step();
+      learner_.close_window();
       step_us += 20.0 * noise_(rng_);
       round.first_step = step_++;
       if (paired) round.step_times_us = {step_us};
