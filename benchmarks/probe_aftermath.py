@@ -56,7 +56,8 @@ def job(rank: int, world: int, store_path: str, nbytes: int, calls: int, out_dir
         with open(os.path.join(out_dir, "walls.json"), "w") as f:
             json.dump({"walls": walls, "ledger_us": ledger, "wrong": int(wrong.item()),
                        "price_us": stats["round_cost_us"]["cpu"],
-                       "rounds": stats["rounds_applied"]}, f)
+                       "rounds": stats["rounds_applied"],
+                       "phases": [s["phase"] for s in stats["states"]["cpu"]]}, f)
     dist.destroy_process_group()
 
 
@@ -156,9 +157,12 @@ def main() -> None:
                     res["wrong"] if label == "65+" else 0,
                     checked=args.ranks * args.bytes // 4 if label == "65+" else 0)
         n_probes = len(grouped["probe"])
-        out.note(f"job {r}: {n_probes} probes; calls within 64 after a probe, probes included, "
+        windows = len({i // k for i, probe in enumerate(res["probe"]) if probe})
+        out.note(f"job {r}: {n_probes} probes in {windows} round windows; calls within 64 after a "
+                 "probe, probes included, "
                  f"cost {near_ms:.1f} ms over the baseline ({near_ms * 1e3 / max(n_probes, 1):.0f}"
-                 f" µs a probe); the ledger charged {res['ledger_us'] / 1e3:.1f} ms")
+                 f" µs a probe); the ledger charged {res['ledger_us'] / 1e3:.1f} ms; the state "
+                 f"ended {'/'.join(res['phases'])}")
         rounds = by_round(res["walls"], res["probe"], k)
         excess = {label: statistics.fmean(w) - base for label, w in rounds.items() if w}
         out.note(f"job {r}: around the round each probe's window starts, over the baseline: " +
