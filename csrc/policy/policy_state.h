@@ -542,14 +542,22 @@ class PolicyState {
   bool awaiting(const ArmSlot& a) const { return a.gated && a.stats.count() == 0 && a.issued > 0; }
   // Do-no-harm gate (a) of learner.h: the probe fits in the group's regret budget, or repays it.
   // Not before the state's default has a cost: there is nothing to measure the extra against yet.
+  // A probe that would open a round window also waits for room for the window's further probes,
+  // at most another round's price: without it the opening spent the budget, and a lone 4-byte
+  // loop probed no more than before windows were priced (probes came 1.5 to a window then, 2.8
+  // with the room). Uncapped (room for all of them), the simulated DDP buckets' footprint rung
+  // waited, and took 87% of the step oracle's headroom instead of 95%.
   bool affordable(const ArmSlot& a) const {
-    return ref_us_ > 0 && (group_->allows(probe_commit_us(a)) || repays(a));
+    if (!(ref_us_ > 0)) return false;
+    const double room_us = group_->window_probed
+                               ? 0.0
+                               : std::min(round_price_us_,
+                                          (window_probes_ - 1) * a.expected_extra_us);
+    return group_->allows(probe_commit_us(a) + room_us) || repays(a);
   }
   // What a probe of `a` commits to the budget until its cost arrives: its own expected extra, and
   // the round's price when it opens a round window (it brings the round about); the window's
-  // further probes share a round already paid for. Priced at a share of a round each, the
-  // probes of a lone 4-byte loop came one to a window, and each window's round was charged to
-  // one probe (benchmarks/results/learning_cost.md).
+  // further probes share a round already paid for.
   double probe_commit_us(const ArmSlot& a) const {
     return a.expected_extra_us + (group_->window_probed ? 0.0 : round_price_us_);
   }
@@ -785,6 +793,7 @@ class PolicyState {
   CallCredit learning_credit_;
   double probe_measure_us_ = 0;     // what measuring a probe costs the job, a round shared
   double round_price_us_ = 0;       // what a round costs the job (MeasureCost::round_us)
+  double window_probes_ = 1;        // probes a round window carries at the exploring rate
   uint32_t trial_time_probes_ = 0;  // probes taken during other states' trials (claim_probe_step)
   bool probes_flow_ = true;         // the last probe search found an affordable target
   CallCredit watch_credit_;
