@@ -87,8 +87,9 @@ struct ArmSlot {
   // Until its first cost, priced at prior_us x this: what the group's measured costs say of the
   // prior (arm_evidence.h); 1 when they say nothing.
   double evidence_factor = 1.0;
-  // Refreshed every round: what one more probe is expected to cost over the default (µs), and
-  // the expected extra of this arm's probes whose costs are still in flight.
+  // Refreshed every round: what one more probe's call is expected to cost over the default (µs;
+  // the round it may bring about is reserved apart, PolicyState::probe_commit_us), and what this
+  // arm's probes whose costs are still in flight reserved.
   double expected_extra_us = 0;
   double inflight_extra_us = 0;
   uint32_t inflight_probes = 0;

@@ -129,10 +129,10 @@ constexpr double kMedianSeRatio = 1.2533;
 constexpr double kPriorSigma = 1.0;
 // Measuring costs the job consensus rounds (MeasureCost): a state that measures sparsely pays a
 // round per measured call, one that measures densely a K-th of one. Outside warm-up, a state
-// measures its incumbent's every call only while probes flow, in the round windows that carry a
-// probe (the probes of a round pay its price between them, MeasureCost::probe_us, and a round
-// without probes is paid by the calls it measured); otherwise only as often as keeps that cost
-// within kLearningOverhead of its time (kWatchOverhead once settled), and at least
+// measures its incumbent's every call only while probes flow, and where rounds cost something only
+// in the round windows that carry a probe (the probes of a round pay its price between them, and
+// a round without probes is paid by the calls it measured); otherwise only as often as keeps that
+// cost within kLearningOverhead of its time (kWatchOverhead once settled), and at least
 // kMinWatchFraction of them (so that the CUSUM still sees a change); calls that cost far more than
 // a round are all measured. Of the measured calls of a settled non-default incumbent, the head's
 // converged_budget fraction run the default instead (the rollback check), a fraction that halves
@@ -150,8 +150,9 @@ enum class LearnPhase : uint8_t { kWarmup, kProbing, kExploit };
 struct MeasureCost {
   double round_us = 0;  // one round; 0 = unknown (measuring is free)
   int round_calls = 1;  // measured calls one round can carry
-  // What a probe's measurement is expected to cost: the probes of a round share its price (a
-  // probe alone in its window brings a round about), so a round over the probes rounds carry.
+  // What a probe's measurement costs on average: the probes of a round share its price, so a
+  // round over the probes rounds carry. An arm repays its probes only below the default by more
+  // (PolicyState::repays); the budget reserves a window's round whole (probe_commit_us).
   double probe_us = 0;
 };
 

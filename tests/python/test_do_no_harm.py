@@ -92,6 +92,7 @@ def _ddp_steps_next_to_busy_arms(rank, size):
     dynamiccl_pg.register_ddp_hook(ddp)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
     events = []  # a state keeps its last few: read them as they come
+    faster = set()  # arms whose centre was below the default's at some read
     for step in range(1, 401):
         loss = ddp(torch.randn(32, 64)).pow(2).mean()
         opt.zero_grad()
@@ -101,7 +102,12 @@ def _ddp_steps_next_to_busy_arms(rank, size):
             [state] = [s for s in dynamiccl_pg.stats()["states"]["cpu"]
                        if s["op"] == "allreduce" and s["exposure"] == "overlapped"]
             events += [e for e in state["events"] if e not in events]
-    return state, events, dynamiccl_pg.decision_hash(), dynamiccl_pg.format_summary()
+            # Centres are over the costs since the state's last re-open (0 for an arm it parked,
+            # the default too): compared only where both have some.
+            centre = {a["name"]: a["center_us"] for a in state["arms"] if a["regime_samples"]}
+            faster |= {arm for arm, c in centre.items() if c < centre.get("default", 0)}
+    return (state, events, dynamiccl_pg.decision_hash(), dynamiccl_pg.format_summary(),
+            faster)
 
 
 def test_an_arm_faster_per_call_but_slower_for_the_step_is_not_adopted():
@@ -110,15 +116,15 @@ def test_an_arm_faster_per_call_but_slower_for_the_step_is_not_adopted():
     results = run_ranks(_ddp_steps_next_to_busy_arms, 4, env={
         "DYNAMICCL_TEST_BUSY_ARM": f"*:{BUSY_US}", "DYNAMICCL_STEP_REGRESSION": "100"},
         timeout=500)
-    state, events, _, summary = results[0]
+    state, events, _, summary, faster = results[0]
     assert all(r[2] == results[0][2] for r in results), "decisions differ across ranks"
-    arms = {a["name"]: a for a in state["arms"]}
     trialed = [e["to"] for e in events if e["what"] == "step trial" and e["from"] == "default"]
     assert trialed, f"no step trial ran: the test shows nothing: {events}"
-    # Faster per call: a trialed arm is cheaper than the default in its own duration (what the
+    # Faster per call: a trialed arm was cheaper than the default in its own duration (what the
     # per-call learner adopts on). Not every one need be: an arm whose centre beat the default
     # by the margin without confidence is trialed too once its probes stall on the spent budget.
-    assert any(arms[arm]["center_us"] < arms["default"]["center_us"] for arm in trialed), state
+    # Read as the run goes: a re-open late in it may park the default, whose centre then reads 0.
+    assert set(trialed) & faster, (trialed, faster, state)
     rejected = [e for e in events if e["what"] == "rejected: longer steps"]
     assert rejected, events
     # Each verdict says what it rests on: the trial's pairs and the step's mean change.
