@@ -371,11 +371,11 @@ TEST(Learner, ARoundsPriceIsChargedInFullToWhatItMeasured) {
       1000, 1e-6);
 }
 
-// Where a round costs many calls (a 4-byte all-reduce on a CPU: a round takes what ten calls
-// take), the probe that opens a round window commits the round's price and the window's further
-// probes share it: the probes the budget affords come several to a window, the incumbent is
-// measured beside them only in the windows that carry one (elsewhere each of its costs would
-// bring a round about), and the ledger, charged every round's price, stays within the budget.
+// Where a round costs many calls (here ten; a 4-byte all-reduce's round on a CPU takes what a
+// few of its calls take), the probe that opens a round window commits the round's price and the
+// window's further probes share it: the probes the budget affords come several to a window, the
+// incumbent is measured beside them only in the windows that carry one (elsewhere each of its costs
+// would bring a round about), and the ledger, charged every round's price, stays within the budget.
 TEST(Learner, ProbesShareTheRoundTheirWindowBringsAbout) {
   auto cat = catalog_of(4);
   Learner l(bulk_config(), cat);
