@@ -315,7 +315,10 @@ Decision Learner::decide(const CollectiveContext& ctx) {
   PolicyState& s = m.states[id];
   bool probe = false, measure = false;
   ArmSlot& a = s.slot(s.choose(m.mode, &probe, &measure));
-  if (probe) m.trials->note_probe(static_cast<uint32_t>(id));
+  if (probe) {
+    m.trials->note_probe(static_cast<uint32_t>(id));
+    m.budget->window_probed = true;  // this window's round runs: its further probes share it
+  }
   ++a.calls;
   ++a.issued;
   m.window_nondefault += a.arm != kDefaultArm;

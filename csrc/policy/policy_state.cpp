@@ -429,9 +429,7 @@ void PolicyState::update_measure_rates(const MeasureCost& measure) {
   };
   watch_ppm_ = fraction(kWatchOverhead);
   learning_ppm_ = fraction(kLearningOverhead);
-  probe_measure_us_ = measure.probe_us;
-  round_price_us_ = measure.round_us;
-  window_probes_ = std::max(1.0, std::floor(measure.round_calls * (double(probe_ppm_) / kPpmOne)));
+  measure_ = measure;
 }
 
 // A probing round: switch to a confidently cheaper challenger, eliminate and resolve the others,

@@ -165,7 +165,7 @@ struct RegretBudget {
   double budget_us = 0;
   // The current round window (RoundScheduler: K learned calls) carries a probe: its round will
   // run and its price is committed, so the window's further probes add only their own extra.
-  // Cleared at every boundary (Learner::close_window).
+  // Set by Learner::decide on a probe, cleared at every boundary (Learner::close_window).
   bool window_probed = false;
   bool allows(double more_us) const { return spent_us + inflight_us + more_us <= budget_us; }
 };
@@ -428,7 +428,6 @@ class PolicyState {
     t.inflight_extra_us += commit_us;
     ++t.inflight_probes;
     group_->inflight_us += commit_us;
-    group_->window_probed = true;
     return target;
   }
 
@@ -550,17 +549,20 @@ class PolicyState {
   // waited, and took 87% of the step oracle's headroom instead of 95%.
   bool affordable(const ArmSlot& a) const {
     if (!(ref_us_ > 0)) return false;
+    // The probes a window carries at the exploring rate, this one included.
+    const double window_probes = std::max(
+        1.0, std::floor(measure_.round_calls * (double(probe_ppm_) / kPpmOne)));
     const double room_us = group_->window_probed
                                ? 0.0
-                               : std::min(round_price_us_,
-                                          (window_probes_ - 1) * a.expected_extra_us);
+                               : std::min(measure_.round_us,
+                                          (window_probes - 1) * a.expected_extra_us);
     return group_->allows(probe_commit_us(a) + room_us) || repays(a);
   }
   // What a probe of `a` commits to the budget until its cost arrives: its own expected extra, and
   // the round's price when it opens a round window (it brings the round about); the window's
   // further probes share a round already paid for.
   double probe_commit_us(const ArmSlot& a) const {
-    return a.expected_extra_us + (group_->window_probed ? 0.0 : round_price_us_);
+    return a.expected_extra_us + (group_->window_probed ? 0.0 : measure_.round_us);
   }
   // Confidently cheaper than the default, its measuring included (the upper bound of its centre;
   // for a lone cost, with the default's spread, only while the state has shown no slow outlier:
@@ -576,7 +578,7 @@ class PolicyState {
     }
     const double half_width = a.view.n == 1 ? kConfidenceZ * slots_[default_slot_].view.spread
                                             : a.view.half_width;
-    return a.view.center + half_width + probe_measure_us_ < ref_us_;
+    return a.view.center + half_width + measure_.probe_us < ref_us_;
   }
   // Measured over kFarBeyondRatio x the incumbent (which has costs of its own).
   bool far_beyond(const ArmSlot& a) const {
@@ -600,7 +602,7 @@ class PolicyState {
   int incumbent_call(bool* measure) {
     const bool compared = ((phase_ == LearnPhase::kProbing && probes_flow_) ||
                            cross_.previous >= 0) &&
-                          (group_->window_probed || !(round_price_us_ > 0));
+                          (group_->window_probed || !(measure_.round_us > 0));
     if (!compared && slots_[incumbent_].view.n >= need_) {
       if (!learning_credit_.take(learning_ppm_)) return incumbent_;
     }
@@ -624,7 +626,6 @@ class PolicyState {
     check_credit_.spend();
     *probe = true;  // the default's cost is the baseline itself: no extra to commit
     ++probes_;
-    group_->window_probed = true;
     return default_slot_;
   }
   // A trial's call: the incumbent until the trial's first step, then the step's arm. Measured,
@@ -792,9 +793,7 @@ class PolicyState {
   uint32_t watch_ppm_ = kPpmOne;     // fraction of a settled state's calls that are measured
   uint32_t learning_ppm_ = kPpmOne;  // the same before settling
   CallCredit learning_credit_;
-  double probe_measure_us_ = 0;     // what measuring a probe costs the job, a round shared
-  double round_price_us_ = 0;       // what a round costs the job (MeasureCost::round_us)
-  double window_probes_ = 1;        // probes a round window carries at the exploring rate
+  MeasureCost measure_;             // what measuring costs the job, as the last round said
   uint32_t trial_time_probes_ = 0;  // probes taken during other states' trials (claim_probe_step)
   bool probes_flow_ = true;         // the last probe search found an affordable target
   CallCredit watch_credit_;
