@@ -390,24 +390,7 @@ void Learner::apply_round(const RoundResult& round) {
 
 void Learner::close_window() { impl_->budget->window_probed = false; }
 
-void Learner::mark_step() {
-  StepTrialBoard& t = *impl_->trials;
-  StepTrialBoard::Mark mark{t.step, {}, t.probed, t.probe_extra_us};
-  bool trialed = false;
-  for (int j = 0; j < kTrialLanes; ++j) {
-    TrialLane& lane = t.lanes[j];
-    if (lane.running_at(t.step)) {
-      mark.used[j] = lane.used;
-      lane.used_steps += lane.used;
-      trialed = true;
-    }
-    lane.used = false;
-  }
-  if (trialed) t.marks.push_back(mark);
-  t.probed = false;
-  t.probe_extra_us = 0;
-  ++t.step;
-}
+void Learner::mark_step() { impl_->trials->end_step(); }
 
 void Learner::set_step_source(StepSource source) { impl_->trials->source = source; }
 

@@ -2,7 +2,8 @@
 // the engine default, budgeted deterministic probing with early elimination, exploitation with
 // hysteresis, focused re-opening on a CUSUM alarm (see learner.h for the contract). The Learner
 // owns the table of states, the guards and the snapshots; everything that concerns a single
-// state lives here.
+// state lives here (defined in policy_state.cpp, with its re-open in policy_recovery.cpp and its
+// step trials in policy_trials.cpp).
 //
 // Determinism: every function below reads only the state itself, the head's budgets and the
 // costs handed to fold(). Nothing reads a clock, a random source, or this rank's own timings.
@@ -12,7 +13,6 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
-#include <deque>
 #include <limits>
 #include <optional>
 #include <vector>
@@ -23,6 +23,7 @@
 #include "policy/arm_slot.h"
 #include "policy/cusum.h"
 #include "policy/learner.h"
+#include "policy/step_trial_board.h"
 
 namespace dynamiccl {
 
@@ -238,127 +239,6 @@ constexpr double kSkewRatio = 1.5;
 // Why a step trial's challenger was proposed: faster per call, holding less (footprint descent),
 // or a near-tie per call (a tie trial).
 enum class TrialKind : uint8_t { kFaster, kFootprint, kTie };
-
-// The step trials of a group's learner (docs/architecture.md, "Step trials"). Up to kTrialLanes
-// overlapped states run one at once, each on its own lane. From the step after it opens, a lane's
-// state runs its incumbent and its challenger in blocks of `lag` steps, alternated: lane 0 every
-// other step, lane 1 every other pair of steps. Each (incumbent, challenger) pair of steps `lag`
-// apart, step times max over ranks, gives its state one paired difference. The lanes' patterns
-// are orthogonal: a lane-0 pair (s, s+1) lies inside one of lane 1's blocks (the lanes' starts
-// share a parity), and a lane-1 pair (s, s+2) spans steps in which lane 0 ran the same arm, so a
-// pair's difference is its own state's. (In the simulated LLM step, by a trace of its rounds, the
-// 32 MiB buckets' rung waited 32 steps for the 16 MiB buckets' trial, which then waited 45 steps
-// for it.) A
-// pair with a step in which some state probed, and steps more than kProbedPairTolerance apart, is
-// left out while the trial has fewer than kFirstLookPairs pairs, and afterwards only when its
-// difference also lies beyond kProbedPairZ standard deviations of the trial's pairs from their
-// mean: a probe of a slow arm (over a second, seen on a GPU) lands in one step of a pair and
-// would be taken for the challenger's doing, while probes of near-ties barely move a step. Probes
-// beside trials are spread over their kinds of step (claim_probe_step), so the pairs they touch
-// are no more the challenger's doing than the incumbent's. (An arm 2x faster per call shortened
-// the main job's steps 30%, 4 ranks on 2 cores: every probed pair was more than 10% apart and
-// left out, and its trial took 50-95 steps for 7-25 pairs.)
-// `step` counts Learner::mark_step() calls: the same on every rank.
-constexpr double kProbedPairTolerance = 0.1;
-constexpr double kProbedPairZ = 3.0;
-constexpr int kTrialLanes = 2;  // lag 1 and 2: a third would need lag 4, its start aligned to both
-struct TrialLane {
-  int32_t owner = -1;       // the state on trial; -1 none
-  uint64_t lag = 1;         // steps from a pair's incumbent step to its challenger step
-  uint64_t start = 0;       // the trial's first step
-  uint64_t used_steps = 0;  // the trial's ended steps in which the owner ran
-  bool used = false;        // the owner ran in the current step
-  // Incumbent steps awaiting their challenger step, one per step of a block.
-  struct Pending {
-    double us = NAN;
-    uint64_t step = 0;
-    bool probed = false;
-  };
-  std::array<Pending, 2> pending;
-  bool running_at(uint64_t s) const { return owner >= 0 && s >= start; }
-  bool challenger_at(uint64_t s) const { return (((s - start) / lag) & 1) != 0; }
-};
-struct StepTrialBoard {
-  uint64_t step = 0;    // the current step's number
-  bool probed = false;  // some state probed in the current step
-  // What the current step's exposed probes added to it, as their costs arrive (take_probe_cost).
-  double probe_extra_us = 0;
-  std::array<TrialLane, kTrialLanes> lanes;
-  struct Mark {
-    uint64_t step;
-    std::array<bool, kTrialLanes> used;  // by lane: its owner ran in the step
-    bool probed;
-    double probe_extra_us;
-  };
-  std::deque<Mark> marks;  // the trials' ended steps whose times have not arrived
-  // Probes whose costs have not arrived, in decision order: their step and state, in a fixed ring
-  // (decide() allocates nothing). Costs come within two rounds; past kMaxProbesAwaited, the
-  // oldest is taken for one that never will.
-  struct Probe {
-    uint64_t step;
-    uint32_t state;
-  };
-  static constexpr size_t kMaxProbesAwaited = 1024;
-  std::array<Probe, kMaxProbesAwaited> probes{};
-  size_t probes_first = 0, probes_awaited = 0;
-  void note_probe(uint32_t state) {
-    probed = true;
-    if (probes_awaited == kMaxProbesAwaited) pop_probe();
-    probes[(probes_first + probes_awaited++) % kMaxProbesAwaited] = {step, state};
-  }
-  Probe pop_probe() {
-    const Probe p = probes[probes_first];
-    probes_first = (probes_first + 1) % kMaxProbesAwaited;
-    --probes_awaited;
-    return p;
-  }
-  // A probe's cost arrived (they arrive in decision order; one whose outcome never came is passed
-  // over): what it added to its step, counted against the step's time in its trial pairs.
-  void take_probe_cost(uint32_t state, double extra_us) {
-    while (probes_awaited > 0 && probes[probes_first].state != state) pop_probe();
-    if (probes_awaited == 0) return;
-    const uint64_t s = pop_probe().step;
-    if (s == step) {
-      probe_extra_us += extra_us;
-      return;
-    }
-    for (Mark& m : marks) {
-      if (m.step == s) {
-        m.probe_extra_us += extra_us;
-        return;
-      }
-    }
-  }
-  // The state whose footprint rung waits for a free lane (-1 none): a running tie trial stops for
-  // it and no tie trial opens until it has run (PolicyState::claim_board).
-  int32_t footprint_waiting = -1;
-  StepSource source = StepSource::kMarked;
-  StepTrialBoard() { lanes[1].lag = 2; }
-  bool busy() const {
-    for (const TrialLane& l : lanes) {
-      if (l.owner >= 0) return true;
-    }
-    return false;
-  }
-  int free_lane() const {
-    for (int i = 0; i < kTrialLanes; ++i) {
-      if (lanes[i].owner < 0) return i;
-    }
-    return -1;
-  }
-  void open(int lane, int32_t state) {
-    TrialLane& l = lanes[lane];
-    const TrialLane& other = lanes[1 - lane];
-    l.owner = state;
-    l.start = step + 1;  // the current step began before the trial: it is not part of it
-    if (other.owner >= 0 && ((l.start - other.start) & 1) != 0) ++l.start;
-    l.used_steps = 0;
-    l.used = false;
-    l.pending = {};
-    for (Mark& m : marks) m.used[lane] = false;  // steps of the lane's previous trial
-  }
-  void close(int lane) { lanes[lane].owner = -1; }
-};
 
 class PolicyState {
  public:
@@ -684,10 +564,12 @@ class PolicyState {
   bool per_call_misleads() const {
     return per_call_misleads_ || trials_->source == StepSource::kRoundsJudged;
   }
+  // Step trials (policy_trials.cpp).
   // Faster per call while holding no more: it can only shorten the step, so its trial may run
   // (and pay back) while the do-no-harm budget is spent, as long as its pairs show no harm.
   bool pays_back(int challenger, TrialKind kind) const;
   bool may_open_trial(int challenger, TrialKind kind) const;
+  int stalled_faster(double keep) const;
   void retry_stopped_trial();
   void open_trial(int challenger, TrialKind kind);
   void propose_footprint_trial();
@@ -696,8 +578,6 @@ class PolicyState {
   void claim_board(bool wants);
   void propose_tie_trial();
   void evaluate_trial();
-  void adopt_per_call(int challenger);  // switches, cross-checking a near-tie (kTieRatio)
-  void evaluate_cross_check(double keep);
   // Adopted: the challenger becomes the incumbent. Rejected: it is not tried again. Stopped: no
   // verdict on it; a step trial's challenger is trialed again once the board and the budget
   // allow (retry_stopped_trial), a footprint trial's once the descent proposes it. Shorter on
@@ -707,10 +587,13 @@ class PolicyState {
   // descent goes on past a footprint rung only to a rung that ties per call.
   enum class TrialEnd { kAdopted, kRejected, kStopped, kShorterOnAverage, kInconclusive };
   void end_trial(const char* verdict, TrialEnd end);
+  void reject_for_longer_steps();
+  // Per-call switches.
+  void adopt_per_call(int challenger);  // switches, cross-checking a near-tie (kTieRatio)
+  void evaluate_cross_check(double keep);
   // The arm at slot `i` can never run for this state again (`why`: the events' and the trial's
   // word for it).
   void drop_slot(int i, const char* why);
-  void reject_for_longer_steps();
   int widest_target() const;
   // Probes after which an undecided near-tie is resolved without a verdict (kProbeCapFactor).
   uint32_t probe_cap() const { return static_cast<uint32_t>(head_.min_samples) * kProbeCapFactor; }
@@ -727,7 +610,6 @@ class PolicyState {
   void update_measure_rates(const MeasureCost& measure);
   void evaluate_probing(double keep);
   void switch_to_cheapest(double keep);
-  int stalled_faster(double keep) const;
   bool resolve_challengers(bool inc_ready, double keep);
   void evaluate_exploit(double keep);
   void recheck_runner_up(double keep);

@@ -21,6 +21,7 @@
 #include "contexts.h"
 #include "policy/learner.h"
 #include "policy/policy_state.h"  // kMaxTieTrials
+#include "policy/step_trial_board.h"
 #include "round_feed.h"
 
 namespace dynamiccl {

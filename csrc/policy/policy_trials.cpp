@@ -1,0 +1,366 @@
+// What a learner state does at step granularity (docs/architecture.md, "Step trials"): which
+// challenger an overlapped state trials against its incumbent (faster per call, a footprint rung
+// of the descent, a near tie), and the verdict its paired step differences give. The group's
+// board of running trials is step_trial_board.h.
+#include "policy/policy_state.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace dynamiccl {
+
+// A challenger whose centre beats the incumbent by the margin without confidence is trialed once
+// its per-call evidence stops growing: probed up to the cap, or held back by a spent do-no-harm
+// budget. (CPU, 4 ranks, DDP: a bucket state measured rd 25-30% below the default per call,
+// without a verdict, while probes of slow arms spent the budget; it kept the default, 1.5x longer
+// steps, or trialed rd only near the end of the job.) The cheapest such challenger, or -1.
+int PolicyState::stalled_faster(double keep) const {
+  const ArmSlot& inc = slots_[incumbent_];
+  const uint32_t cap = probe_cap();
+  int best = -1;
+  for (int i = 0; i < num_slots(); ++i) {
+    const ArmSlot& c = slots_[i];
+    if (i == incumbent_ || c.unavailable || c.eliminated || c.step_rejected ||
+        c.stats.count() < need_ || !(c.view.center < inc.view.center * keep) ||
+        (c.issued < cap && affordable(c))) {
+      continue;
+    }
+    if (best < 0 || c.view.center < slots_[best].view.center) best = i;
+  }
+  return best;
+}
+
+// A trial is looked at every round, so its bound
+// is wider than a single test's: about 3 standard errors keeps the chance that a neutral arm is
+// judged either way over 40 looks near 5%.
+constexpr double kTrialZ = 3.0;
+// Before trial_pairs, a verdict needs stronger evidence, kTrialZ * sqrt(trial_pairs / pairs) (an
+// O'Brien-Fleming-like boundary: a clear effect ends its trial early, a faint one waits), and at
+// least this many pairs (the spread of fewer says little).
+constexpr double kFirstLookPairs = 4;
+// The last look, at max_trial_pairs, is a single look with nothing after it: it needs 2.24 standard
+// errors (a neutral arm crosses them there 2.5% of the time, either way), not kTrialZ, which is
+// wide because it holds over many looks. Over an emulated WAN, tie trials of `hd` and `ring` ended
+// without effect after 49 pairs at -2.43 +- 0.82 and -1.55 +- 0.51 ms a step, 2.7 standard errors
+// beyond the margin, while `hd` shortened the step 3-5 ms in the runs that adopted it.
+constexpr double kLastLookZ = 2.24;
+// A trial whose state runs in most steps stops without a verdict after this many steps per pair
+// it needed (max_trial_pairs), if its pairs have not come.
+constexpr uint64_t kMaxTrialStepsPerPair = 16;
+// Futility: from this share of max_trial_pairs on, a trial whose pairs do not show the step
+// shortened even by the margin (their mean, not a bound) ends as one without effect. A challenger
+// that shortens the step by what max_trial_pairs can tell from noise rarely trends the wrong way
+// by then, while a null one does half the time at each look. (CPU, 4 ranks, DDP: trials of arms
+// faster per call without effect on the step ran their 48 pairs, ~220 calls of the bucket state,
+// while rd, 30% shorter steps, waited.)
+constexpr double kFutilityLook = 1.0 / 3;
+// A footprint rung that ends shorter on average and is the descent's last runs on, once, to this
+// many times the pairs, without the futility look while its pairs show the step shorter.
+constexpr uint64_t kLastRungPairsScale = 2;
+
+// Faster per call (not a footprint or tie trial) while holding no more of the machine.
+bool PolicyState::pays_back(int challenger, TrialKind kind) const {
+  return kind == TrialKind::kFaster && !per_call_misleads() &&
+         slots_[challenger].footprint <= slots_[incumbent_].footprint;
+}
+
+// A trial costs step time only if its challenger lengthens the step: one that pays back may run
+// on a spent budget (its pairs repay it); the others wait for the budget.
+bool PolicyState::may_open_trial(int challenger, TrialKind kind) const {
+  return group_->allows(0) || pays_back(challenger, kind);
+}
+
+void PolicyState::retry_stopped_trial() {
+  const int c = retry_challenger_;
+  if (c < 0 || trial_.challenger >= 0 || trials_->free_lane() < 0) return;
+  if (c == incumbent_ || slots_[c].step_rejected || slots_[c].unavailable) {
+    retry_challenger_ = -1;
+  } else if (may_open_trial(c, TrialKind::kFaster)) {
+    retry_challenger_ = -1;
+    open_trial(c, TrialKind::kFaster);
+  }
+}
+
+// A trial stopped without a verdict (a spent budget, too few comparable steps) and opened again
+// for the same two arms resumes its pairs: started afresh, a trial the budget stops after each
+// first pair never reaches the second that could reject it (a footprint trial was opened six
+// times in 600 steps, stopped after one pair but the last time, each paying a longer challenger
+// step).
+void PolicyState::open_trial(int challenger, TrialKind kind) {
+  claim_board(false);
+  lane_ = trials_->free_lane();
+  trials_->open(lane_, static_cast<int32_t>(id_));
+  const bool resume = challenger == stopped_.challenger && incumbent_ == stopped_.incumbent &&
+                      kind == trial_.kind;
+  stopped_ = {};
+  last_rung_ = -1;  // it runs on now, or another rung came first
+  RunningStats deltas = trial_.deltas, incumbent_steps = trial_.incumbent_steps;
+  trial_ = Trial{};
+  if (resume) {
+    trial_.deltas = deltas;
+    trial_.incumbent_steps = incumbent_steps;
+  }
+  trial_.challenger = challenger;
+  trial_.arm = slots_[challenger].arm;
+  trial_.verdict = "running";
+  trial_.kind = kind;
+  note(kind == TrialKind::kFootprint ? "footprint trial"
+       : kind == TrialKind::kTie     ? "tie trial"
+                                     : "step trial",
+       incumbent_, challenger);
+}
+
+// The descent: among the arms holding at most kFootprintStep of the incumbent's footprint, the
+// one holding the most (the smallest step down; ties to the better prior, the slots' order).
+// It continues from each adopted arm; below a rung that shortened the step only on average; and
+// below an inconclusive rung (TrialEnd::kInconclusive), to a rung that ties per call by its costs
+// (kTieRatio): freeing more for nothing per call can show what freeing less did not (the simulated
+// LLM step's 16 MiB buckets' half-channel cap), while a rung slower per call would only cost where
+// the default is right. A last rung shorter on average runs on once, to kLastRungPairsScale x the
+// pairs. It ends at a trial that confidently shows the step longer, at a second inconclusive one,
+// or when no rung qualifies by its costs (nor may yet, by costs still to come). A rung waiting for
+// its first cost is the state's next first probe (awaited_rung_).
+void PolicyState::propose_footprint_trial() {
+  awaited_rung_ = -1;
+  if (footprint_done_ || trial_.challenger >= 0) return claim_board(false);
+  const ArmSlot& inc = slots_[incumbent_];
+  // Below the incumbent, and below the last rung trialed and not adopted (passed_rung_footprint_).
+  const double ceiling = kFootprintStep * std::min(inc.footprint, passed_rung_footprint_);
+  int best = -1;
+  // A rung the prior rules out that has no cost yet (probed now, or woken later): its first
+  // costs may qualify it, so the descent does not end on the prior's word.
+  int awaited = -1;
+  for (int i = 0; i < num_slots(); ++i) {
+    const ArmSlot& c = slots_[i];
+    if (i == incumbent_ || c.unavailable || c.step_rejected || c.footprint > ceiling) {
+      continue;
+    }
+    // Per call: its costs, or before its first the prior's ratio to the incumbent's.
+    const double per_call = c.stats.count() > 0 ? c.view.center / inc.view.center
+                                                : priced_us(c) / inc.prior_us;
+    // Below a rung that showed nothing, only a rung that ties by its own costs.
+    const double most = free_rungs_only_ ? (c.stats.count() > 0 ? kTieRatio : 0.0)
+                                         : kFootprintMaxSlowdown;
+    if (!(per_call <= most)) {
+      // Not one priced dearer by measured costs: that is evidence, not the prior's word.
+      if (c.stats.count() == 0 && c.evidence_factor <= 1.0 &&
+          (awaited < 0 || c.footprint > slots_[awaited].footprint)) {
+        awaited = i;
+      }
+      continue;
+    }
+    if (best < 0 || c.footprint > slots_[best].footprint) best = i;
+  }
+  if (best < 0) {
+    awaited_rung_ = awaited;
+    // A focused re-open parks every arm without a cost in the new regime, the awaited rung too;
+    // parked, it would never get the first probe it waits for and the descent would stall for
+    // good (seen in the simulator on an LLM step: the quarter-channel rung of the data-parallel
+    // buckets). The re-open ranked arms per call; the rung is the step's question.
+    if (awaited >= 0) slots_[awaited].parked = false;
+  }
+  // With no rung below it, the last one whose trial ended shorter on average runs on, once.
+  const bool run_on = best < 0 && awaited < 0 && last_rung_ >= 0 && !slots_[last_rung_].unavailable;
+  if (run_on) best = last_rung_;
+  const bool ready = best >= 0 && may_open_trial(best, TrialKind::kFootprint);
+  if (trials_->free_lane() >= 0 && ready) {
+    if (run_on) slots_[best].step_rejected = false;
+    open_trial(best, TrialKind::kFootprint);
+    trial_.extended = run_on;
+    return;
+  }
+  claim_board(ready);
+  if (!trials_->busy() && best < 0 && awaited < 0) footprint_done_ = true;
+}
+
+void PolicyState::claim_board(bool wants) {
+  const auto self = static_cast<int32_t>(id_);
+  if (wants && trials_->footprint_waiting < 0) trials_->footprint_waiting = self;
+  if (!wants && trials_->footprint_waiting == self) trials_->footprint_waiting = -1;
+}
+
+// The tie trial (policy_state.h, kTieRatio): the cheapest arm per call among those holding no
+// more than the incumbent whose costs put them within kTieRatio of it and no step trial rejected.
+// None qualifying now ends nothing: an arm woken after the state converged, or measured again
+// since, may qualify by its later costs.
+void PolicyState::propose_tie_trial() {
+  if (tie_trials_left_ == 0 || trial_.challenger >= 0 || trials_->busy() ||
+      trials_->footprint_waiting >= 0) {
+    return;
+  }
+  const ArmSlot& inc = slots_[incumbent_];
+  // After one without effect, only an arm cheaper per call than the incumbent.
+  const double ratio = tie_trials_left_ == kMaxTieTrials ? kTieRatio : 1.0;
+  int best = -1;
+  for (int i = 0; i < num_slots(); ++i) {
+    const ArmSlot& c = slots_[i];
+    if (i == incumbent_ || c.unavailable || c.step_rejected || c.stats.count() < need_ ||
+        c.footprint > inc.footprint || !(c.view.center <= ratio * inc.view.center)) {
+      continue;
+    }
+    if (best < 0 || c.view.center < slots_[best].view.center) best = i;
+  }
+  if (best >= 0 && may_open_trial(best, TrialKind::kTie)) open_trial(best, TrialKind::kTie);
+}
+
+bool PolicyState::keeps_probed_pair(double incumbent_step_us, double challenger_step_us) const {
+  const double delta_us = challenger_step_us - incumbent_step_us;
+  if (std::fabs(delta_us) <=
+      kProbedPairTolerance * std::min(incumbent_step_us, challenger_step_us)) {
+    return true;
+  }
+  const RunningStats& d = trial_.deltas;
+  return d.count() >= kFirstLookPairs &&
+         std::fabs(delta_us - d.mean()) <= kProbedPairZ * d.stddev();
+}
+
+void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_step_us) {
+  if (trial_.challenger < 0) return;
+  const double delta_us = challenger_step_us - incumbent_step_us;
+  trial_.deltas.add(delta_us);
+  trial_.incumbent_steps.add(incumbent_step_us);
+  extra_us_ += delta_us;  // do no harm, counted in step time
+  group_->spent_us += delta_us;
+}
+
+double PolicyState::probe_step_extra_us(uint16_t arm, float cost_us) const {
+  const int i = slot_of(arm);
+  const ArmView& incumbent = slots_[incumbent_].view;
+  if (exposure_ != Exposure::kExposed || i < 0 || incumbent.n == 0) return 0.0;
+  return slots_[i].view.winsorized(cost_us) - incumbent.center;
+}
+
+// The verdict: adopted when the challenger confidently shortens the step by kStepTrialMargin of
+// it (a footprint rung: by anything); rejected when it confidently lengthens it (on a spent budget,
+// from the second pair on; otherwise from kFirstLookPairs on, on evidence that must be the stronger
+// the fewer the pairs, and at max_trial_pairs by kLastLookZ); after max_trial_pairs without either,
+// or once futile (kFutilityLook), no effect: the incumbent stays. On a spent budget a trial that
+// does not pay back ends: rejected if its own pairs cost step time, otherwise stopped without a
+// verdict (the budget went to other states' probes: it is tried again once it allows).
+void PolicyState::evaluate_trial() {
+  if (trial_.challenger < 0) return;
+  if (trial_.kind == TrialKind::kTie && trials_->footprint_waiting >= 0) {
+    return end_trial("stopped: a footprint trial goes first", TrialEnd::kStopped);
+  }
+  const uint64_t pairs = trial_.deltas.count();
+  if (!group_->allows(0)) {
+    const bool costs = pairs >= 2 && trial_.deltas.mean() > 0;
+    if (costs && trial_.deltas.mean() - kTrialZ * trial_.stderr_us() > 0) {
+      return reject_for_longer_steps();
+    }
+    // A footprint rung is rejected only when its pairs show the step longer beyond a standard
+    // error: a rung that shortens the step by a few tenths of a percent shows it longer in two or
+    // three pairs by chance (the simulated LLM step's 16 and 32 MiB buckets' rungs were rejected
+    // so), and stopped, it resumes its pairs once the budget allows. Rejected so, it says as
+    // little as a trial without effect: the descent goes on to a rung that ties per call (at one
+    // seed of ten the 16 MiB buckets' `ring/LL128/c16` was rejected so, and the state kept the
+    // default, short of `ring/Simple/c8`).
+    const bool rejects = trial_.kind == TrialKind::kFootprint
+                             ? costs && trial_.deltas.mean() - trial_.stderr_us() > 0
+                             : costs;
+    if (!pays_back(trial_.challenger, trial_.kind)) {
+      return rejects
+                 ? end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kInconclusive)
+                 : end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);
+    }
+  }
+  // A state that stopped being called in most steps would hold its lane of the board forever.
+  // One called in most steps whose pairs were left out (probes elsewhere on a noisy machine) has
+  // not shown anything against its challenger: it ends without a verdict, much later.
+  const TrialLane& lane = trials_->lanes[lane_];
+  const uint64_t steps = trials_->step > lane.start ? trials_->step - lane.start : 1;
+  const uint64_t max_pairs = static_cast<uint64_t>(head_.max_trial_pairs) *
+                             (trial_.extended ? kLastRungPairsScale : 1);
+  if (pairs < max_pairs && steps > 4 * max_pairs) {
+    if (2 * lane.used_steps < steps) {
+      return end_trial("stopped: too few steps with the state's calls", TrialEnd::kRejected);
+    }
+    if (steps > kMaxTrialStepsPerPair * max_pairs) {
+      return end_trial("stopped: too few comparable steps", TrialEnd::kStopped);
+    }
+  }
+  const double wanted = head_.trial_pairs;
+  if (pairs < std::min(kFirstLookPairs, wanted)) return;
+  const double z = pairs >= max_pairs
+                       ? kLastLookZ
+                       : kTrialZ * std::sqrt(std::max(1.0, wanted / static_cast<double>(pairs)));
+  const double mean = trial_.deltas.mean();
+  const double se = trial_.stderr_us();
+  const double margin = kStepTrialMargin * trial_.incumbent_steps.mean();
+  // A footprint rung needs no margin (kStepTrialMargin).
+  const double bar = trial_.kind == TrialKind::kFootprint ? 0.0 : margin;
+  if (mean + z * se < -bar) return end_trial("adopted: shorter steps", TrialEnd::kAdopted);
+  if (mean - z * se > 0) return reject_for_longer_steps();
+  const bool futile = pairs >= kFutilityLook * head_.max_trial_pairs && mean > -margin &&
+                      !(trial_.extended && mean < 0);
+  if (!futile && pairs < max_pairs) return;
+  // A rung whose pairs show the step shorter only on average says that freeing more may show it:
+  // the descent goes on to the next rung. The simulated LLM step's 32 MiB buckets' half-channel
+  // cap shortens the step by about the margin, so its trial ends either way by chance, and where
+  // it ended without effect the descent stopped short of the quarter, which the state adopts
+  // (benchmarks/sim/step_time.py --seeds 10, before this: 4% of the headroom over the run in one
+  // seed of ten).
+  if (trial_.kind == TrialKind::kFootprint && mean < 0) {
+    return end_trial("no effect on the step, shorter on average: kept, next rung",
+                     TrialEnd::kShorterOnAverage);
+  }
+  end_trial("no effect on the step: kept", TrialEnd::kInconclusive);
+}
+
+// A faster arm that lengthens the step shows that this state's per-call savings are not step
+// savings: its later trials and probes wait for the do-no-harm budget like any other. (In real
+// processes, with every arm of ours taking the compute's cores, a state trialed each faster arm
+// in turn, each lengthening the step.)
+void PolicyState::reject_for_longer_steps() {
+  per_call_misleads_ = per_call_misleads_ || trial_.kind == TrialKind::kFaster;
+  end_trial("rejected: longer steps", TrialEnd::kRejected);
+}
+
+void PolicyState::end_trial(const char* verdict, TrialEnd end) {
+  const int c = trial_.challenger;
+  const bool adopt = end == TrialEnd::kAdopted;
+  trial_.challenger = -1;
+  trial_.verdict = verdict;
+  trials_->close(lane_);
+  lane_ = -1;
+  note(verdict, incumbent_, adopt ? c : incumbent_);
+  events_.back().trial = trial_.evidence();
+  if (end == TrialEnd::kStopped) {
+    stopped_ = {c, incumbent_};
+    // The descent and the tie proposal run again by themselves.
+    if (trial_.kind == TrialKind::kFaster) retry_challenger_ = c;
+    return;
+  }
+  if (adopt) {
+    slots_[incumbent_].step_rejected = true;  // the trial found it lengthens the step
+    incumbent_ = c;
+    passed_rung_footprint_ = std::numeric_limits<double>::infinity();
+    last_rung_ = -1;
+    free_rungs_only_ = false;
+    slots_[c].eliminated = false;
+    slots_[c].step_adopted = true;
+    tie_trials_left_ = kMaxTieTrials;  // ties are judged afresh beside the new incumbent
+    cusum_.reset();
+    unsettle();
+  } else {
+    slots_[c].step_rejected = true;
+    if (end == TrialEnd::kShorterOnAverage) {
+      passed_rung_footprint_ = slots_[c].footprint;
+      if (!trial_.extended) {
+        last_rung_ = c;
+        stopped_ = {c, incumbent_};  // its pairs go on if it runs again
+      }
+    } else if (end == TrialEnd::kInconclusive && trial_.kind == TrialKind::kFootprint &&
+               !free_rungs_only_) {
+      passed_rung_footprint_ = slots_[c].footprint;
+      free_rungs_only_ = true;
+    } else if (trial_.kind == TrialKind::kFootprint) {
+      footprint_done_ = true;
+    }
+    if (trial_.kind == TrialKind::kTie) --tie_trials_left_;
+  }
+}
+
+}  // namespace dynamiccl
