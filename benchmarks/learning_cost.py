@@ -29,6 +29,9 @@ windows), the wall-clock excess over gloo (µs, rank 0's clock) and what the lea
 charged for it (`extra_us` of the group's states, summed). Targets for `learn`: whole run <=
 1.03, settled <= 1.01, ledger within 25% of the excess. After the timed windows one call
 all-reduces rank-dependent integers whose sum is exact: #wrong counts the elements that differ.
+With `--paired`, a note per backend gives its windows' spread against the gloo windows beside
+them and, for dynamiccl, the windows grouped by the probes the learner took in them: a window's
+probes are read against what windows without one show.
 """
 
 import argparse
@@ -60,6 +63,7 @@ class Job(NamedTuple):
     wrong: int
     notes: list
     gloo_us: list  # --paired: the gloo windows alternated with them in the same job
+    window_probes: list  # probes the learner took in each window (dynamiccl backends)
 
 
 def probed_arms(state):
@@ -70,6 +74,24 @@ def probed_arms(state):
         return ""
     ratios = [a["median_us"] / default["median_us"] for a in arms.values()]
     return f", probed arms' median costs {min(ratios):.1f}-{max(ratios):.1f}x the default's"
+
+
+def by_window(jobs) -> str:
+    """Each window against the gloo window beside it, over all jobs: their spread, and where the
+    learner probed, the windows grouped by the probes taken in them ('0 probes 1.004 (0.88-1.15,
+    20)': median, range, count). What a window's probes cost is read against what windows without
+    one show."""
+    ratios = [(m / g, j.window_probes[i] if j.window_probes else 0)
+              for j in jobs for i, (m, g) in enumerate(zip(j.window_us, j.gloo_us))]
+    text = f"ratio to gloo's, standard deviation {statistics.pstdev(r for r, _ in ratios):.3f}"
+    if not any(n for _, n in ratios):
+        return text
+    for label, lo, hi in (("0 probes", 0, 0), ("1-3", 1, 3), ("4+", 4, None)):
+        group = [r for r, n in ratios if n >= lo and (hi is None or n <= hi)]
+        if group:
+            text += (f"; {label} {statistics.median(group):.3f} ({min(group):.2f}-"
+                     f"{max(group):.2f}, {len(group)})")
+    return text
 
 
 def dynamiccl_options(backend: str):
@@ -104,10 +126,17 @@ def job(rank: int, world: int, backend: str, paired: bool, store_path: str, nbyt
         walls.append(wall)
         cpu[name] += used
 
+    def probes_so_far():
+        return sum(st["probes"] for st in dynamiccl_pg.stats(measured)["states"]["cpu"])
+
+    window_probes, probed = [], 0
     for w in range(windows):
         if paired and w % 2 == 0:
             window("gloo", gloo, gloo_us)
         window("measured", measured, window_us)
+        if backend != "gloo":
+            window_probes.append(probes_so_far() - probed)
+            probed += window_probes[-1]
         if paired and w % 2 == 1:
             window("gloo", gloo, gloo_us)
     ledger, notes = 0.0, []
@@ -126,7 +155,8 @@ def job(rank: int, world: int, backend: str, paired: bool, store_path: str, nbyt
     wrong = torch.tensor([count_wrong(check, summed(nbytes // 4, world))])
     dist.all_reduce(wrong)
     if rank == 0:
-        results.put(Job(window_us, cpu["measured"], ledger, int(wrong.item()), notes, gloo_us))
+        results.put(Job(window_us, cpu["measured"], ledger, int(wrong.item()), notes, gloo_us,
+                        window_probes))
     dist.destroy_process_group()
 
 
@@ -227,6 +257,8 @@ def measure_all(args) -> int:
                      + " ".join(f"{w:.3f}" for w in whole[backend]))
             for note in jobs[-1].notes:
                 out.note(f"{nbytes} bytes, {backend}, last job: {note}")
+            if args.paired:
+                out.note(f"{nbytes} bytes, {backend}, windows: " + by_window(jobs))
         # Learning's cost split per repeat: the wrapper (off, above), measuring and its rounds
         # (measure over off), probing (learn over measure).
         for what, a, b in (("measuring", "measure", "off"), ("probing", "learn", "measure")):
