@@ -475,14 +475,14 @@ class PolicyState {
     }
   }
   // The incumbent's call outside a settled state: measured while probes flow or a cross-check
-  // runs (comparisons need its costs beside theirs, in the same rounds), in the windows that carry
-  // a probe where rounds cost something (elsewhere its costs would each bring a round about), or
-  // while its costs are too few to compare; otherwise for the fraction that keeps measuring
-  // within kLearningOverhead of the state's time.
+  // runs (comparisons need its costs beside theirs, in the same rounds) in the windows that carry
+  // a probe (elsewhere its costs would each bring a round about), or while its costs are too few
+  // to compare; otherwise for the fraction that keeps measuring within kLearningOverhead of the
+  // state's time: every call where rounds cost nothing (update_measure_rates).
   int incumbent_call(bool* measure) {
     const bool compared = ((phase_ == LearnPhase::kProbing && probes_flow_) ||
                            cross_.previous >= 0) &&
-                          (group_->window_probed || !(measure_.round_us > 0));
+                          group_->window_probed;
     if (!compared && slots_[incumbent_].view.n >= need_) {
       if (!learning_credit_.take(learning_ppm_)) return incumbent_;
     }

@@ -405,6 +405,34 @@ TEST(Learner, ProbesShareTheRoundTheirWindowBringsAbout) {
   EXPECT_LE(st.extra_us, st.budget_us);
 }
 
+// Where a round costs nothing (NCCL: the round's all-reduce runs on the host while the GPU works,
+// and blocks nothing), measuring is free: while probes flow, every incumbent call is measured
+// beside them, not only those in the windows that carry a probe.
+TEST(Learner, WhereRoundsAreFreeTheIncumbentIsMeasuredBesideEveryProbe) {
+  std::array<double, 2> measured_share{};
+  for (const int priced : {0, 1}) {
+    auto cat = catalog_of(4);
+    Learner l(bulk_config(), cat);
+    Driver d{l, fixed({100, 100, 101, 102})};
+    d.round_cost_us = priced ? 1000 : 0;
+    d.run(make_ctx(Role::kDataParallel, 4), 1000 * kRound);
+    const StateStats st = state_stats(l, 0);
+    ASSERT_TRUE(converged(st)) << priced;
+    int incumbent = 0, measured = 0;
+    for (size_t i = 8; i < st.converged_at_call; ++i) {  // from the warm-up's end
+      if (d.log[i].probe) continue;
+      ++incumbent;
+      measured += d.log[i].measure;
+    }
+    ASSERT_GT(incumbent, 0) << priced;
+    measured_share[priced] = static_cast<double>(measured) / incumbent;
+  }
+  // Free: 149 of 149 measured, converged at call 192. At 1,000 µs a round: 118 of 16,052, and the
+  // budget the rounds take paces the probes (converged at call 16,096).
+  EXPECT_GE(measured_share[0], 0.9);
+  EXPECT_LE(measured_share[1], 0.1);
+}
+
 TEST(Learner, StepTimeRegressionFreezesExploration) {
   auto cat = catalog_of(5);
   LearnerConfig cfg = bulk_config();
