@@ -17,26 +17,27 @@
 
 namespace dynamiccl {
 
-// The step trials of a group's learner (docs/architecture.md, "Step trials"). Up to kTrialLanes
+// How trials share the steps (docs/architecture.md, "Step trials"). Up to kTrialLanes
 // overlapped states run one at once, each on its own lane. From the step after it opens, a lane's
 // state runs its incumbent and its challenger in blocks of `lag` steps, alternated: lane 0 every
 // other step, lane 1 every other pair of steps. Each (incumbent, challenger) pair of steps `lag`
 // apart, step times max over ranks, gives its state one paired difference. The lanes' patterns
 // are orthogonal: a lane-0 pair (s, s+1) lies inside one of lane 1's blocks (the lanes' starts
 // share a parity), and a lane-1 pair (s, s+2) spans steps in which lane 0 ran the same arm, so a
-// pair's difference is its own state's. (In the simulated LLM step, by a trace of its rounds, the
-// 32 MiB buckets' rung waited 32 steps for the 16 MiB buckets' trial, which then waited 45 steps
-// for it.) A
-// pair with a step in which some state probed, and steps more than kProbedPairTolerance apart, is
-// left out while the trial has fewer than kFirstLookPairs pairs, and afterwards only when its
+// pair's difference is its own state's. (In the simulated LLM step, by a trace of its rounds, with
+// one lane the 32 MiB buckets' rung waited 32 steps for the 16 MiB buckets' trial, which then
+// waited 45 steps for it.) `step` counts Learner::mark_step() calls: the same on every rank.
+//
+// A pair with a step in which some state probed, and steps more than kProbedPairTolerance apart,
+// is left out while the trial has fewer than kFirstLookPairs pairs, and afterwards only when its
 // difference also lies beyond kProbedPairZ standard deviations of the trial's pairs from their
-// mean: a probe of a slow arm (over a second, seen on a GPU) lands in one step of a pair and
-// would be taken for the challenger's doing, while probes of near-ties barely move a step. Probes
-// beside trials are spread over their kinds of step (claim_probe_step), so the pairs they touch
-// are no more the challenger's doing than the incumbent's. (An arm 2x faster per call shortened
-// the main job's steps 30%, 4 ranks on 2 cores: every probed pair was more than 10% apart and
-// left out, and its trial took 50-95 steps for 7-25 pairs.)
-// `step` counts Learner::mark_step() calls: the same on every rank.
+// mean (PolicyState::keeps_probed_pair): a probe of a slow arm (over a second, seen on a GPU)
+// lands in one step of a pair and would be taken for the challenger's doing, while probes of
+// near-ties barely move a step. Probes beside trials are spread over their kinds of step
+// (PolicyState::claim_probe_step), so the pairs they touch are no more the challenger's doing
+// than the incumbent's. (An arm 2x faster per call shortened the main job's steps 30%, 4 ranks on
+// 2 cores: every probed pair was more than 10% apart and left out, and its trial took 50-95 steps
+// for 7-25 pairs.)
 constexpr double kProbedPairTolerance = 0.1;
 constexpr double kProbedPairZ = 3.0;
 constexpr int kTrialLanes = 2;  // lag 1 and 2: a third would need lag 4, its start aligned to both
