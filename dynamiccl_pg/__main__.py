@@ -32,10 +32,10 @@ def _no_options(_parser: argparse.ArgumentParser) -> None:
 
 def _run_actions(_args, _words, _parser) -> int:
     from . import _C, config
-    from .backend import _nccl_version_code
+    from .engines import nccl_version_code
     # NCCL's arms depend on its release (chunk-size arms need 2.30): list the ones torch's NCCL
     # would be offered.
-    nccl_version = _nccl_version_code(None)
+    nccl_version = nccl_version_code(None)
     print(f"NCCL arms for torch's NCCL {nccl_version // 10000}.{nccl_version // 100 % 100} "
           "(on the default topology: one node of eight Hopper GPUs on NVLink)\n")
     print(f"{'op':<15} {'engine':<6} arms (first = engine default)")

@@ -1,9 +1,11 @@
 """Registration of the "dynamiccl" c10d backend and its creator.
 
-The creator builds the real engines — a ProcessGroupGloo for CPU data, a second one for the
-control plane and our CPU schedules, and (when CUDA is available) a ProcessGroupNCCL with blocking
-communicators whose tuner is our plugin — each on its own store prefix, and wraps them in the C++
-``ProcessGroupDynamicCCL``.
+The creator builds the engines torch would have given the user (engines.py: Gloo for CPU tensors
+and, when CUDA is available, whatever ``nccl`` means in this torch, with the user's
+``ProcessGroupNCCL.Options``), opens the group's decision channel in our tuner plugin before the
+NCCL engine can create its communicator, and wraps them in the C++ ``ProcessGroupDynamicCCL``.
+A group opens no connections beyond its engines': our CPU schedules and the consensus rounds
+travel on the Gloo engine's point-to-point operations.
 """
 
 from __future__ import annotations
@@ -12,12 +14,11 @@ import functools
 import os
 import warnings
 from datetime import timedelta
-from typing import Optional
 
 import torch
 import torch.distributed as dist
 
-from . import _C, agreement, config, topology
+from . import _C, agreement, config, engines, topology
 
 BACKEND_NAME = "dynamiccl"
 
@@ -54,43 +55,12 @@ def _prepare_nccl_env(cfg: dict) -> bool:
                    "NCCL tuning steps aside")
         return False
     os.environ["NCCL_TUNER_PLUGIN"] = plugin
-    # Per-collective GPU time from the inner work's events (read without blocking).
-    os.environ.setdefault("TORCH_NCCL_ENABLE_TIMING", "1")
     return True
 
 
-def _nccl_version_code(emulated_release: Optional[str]) -> int:
-    """NCCL_VERSION_CODE (major*10000 + minor*100 + patch) of the NCCL engine: the emulated
-    release ("2.30" -> 23000), else torch's NCCL; 0 when unknown."""
-    if emulated_release is not None:
-        major, minor = emulated_release.split(".")[:2]
-        return int(major) * 10000 + int(minor) * 100
-    version = torch.cuda.nccl.version()
-    if isinstance(version, int):  # old torch: NCCL's own code
-        return version
-    major, minor, patch = (tuple(version) + (0, 0, 0))[:3]
-    return int(major) * 10000 + int(minor) * 100 + int(patch)
-
-
-def _make_nccl(store, rank: int, size: int, timeout: timedelta, nccl_options, split_from,
-               global_ranks):
-    opts = nccl_options if nccl_options is not None else dist.ProcessGroupNCCL.Options()
-    opts._timeout = timeout
-    # The decision channel is per calling thread: communicators must be blocking so NCCL calls
-    # the tuner on the thread that issued the collective.
-    opts.config.blocking = 1
-    # Eager init (a default group bound to a device): torch splits the parent's communicator for
-    # a new group, and so does our inner NCCL, from the parent's inner NCCL, with torch's color.
-    parent_nccl = getattr(split_from, "nccl_engine", None)
-    if isinstance(parent_nccl, dist.ProcessGroupNCCL):
-        opts.split_from = parent_nccl
-        opts.split_color = dist.distributed_c10d._process_group_color(global_ranks)
-        opts.global_ranks_in_group = global_ranks
-    return dist.ProcessGroupNCCL(dist.PrefixStore("nccl/", store), rank, size, opts)
-
-
-class _SplitOptions:
-    """What the creator reads of torch's _DistributedBackendOptions, for a child of split()."""
+class _ChildOptions:
+    """What the creator reads of torch's _DistributedBackendOptions, for a group split() or
+    merge() makes."""
 
     def __init__(self, store, rank, size, timeout, global_ranks, group_id):
         self.store, self.group_rank, self.group_size = store, rank, size
@@ -101,24 +71,76 @@ class _SplitOptions:
 def _split(backend_options, parent_global_ranks, store, ranks, parent_rank, timeout, name, desc):
     """split()'s creator: the child of ``ranks`` (the parent's numbering) is made as every group
     is, with the parent's options; its role comes from its description, as for any group."""
-    opts = _SplitOptions(store, ranks.index(parent_rank), len(ranks), timeout,
+    opts = _ChildOptions(store, ranks.index(parent_rank), len(ranks), timeout,
                          [parent_global_ranks[r] for r in ranks], name)
     return _create(opts, backend_options)
 
 
-def _control_plane(store, rank: int, size: int, gloo):
-    """The control plane's ProcessGroupGloo, on the Gloo engine's devices (the interfaces torch
-    chose for it, GLOO_SOCKET_IFNAME included): a device is an event-loop thread, and a second
-    one, woken by every consensus round, made a round cost a job of tiny calls 3-8 times the wall
-    clock on a machine whose ranks share cores (benchmarks/results/learning_cost.md)."""
-    opts = dist.ProcessGroupGloo._Options()
-    opts._devices = gloo.options._devices
-    opts._timeout = gloo.options._timeout
-    return dist.ProcessGroupGloo(store, rank, size, opts)
+def _merge(backend_options, store, gloo, cuda, rank, size, timeout, name, desc):
+    """merge()'s creator: a group over the engines the merge made, with the parent's options and
+    its own settings agreement among the merged ranks."""
+    opts = _ChildOptions(store, rank, size, timeout, [], name)
+    return _create(opts, backend_options, merged=(gloo, cuda))
 
 
-def _create(dist_opts, backend_options):
-    """Extended-API creator: ``(DistributedBackendOptions, pg_options)``."""
+def _new_membership(store, cfg, uuid, rank, size):
+    """After a reconfigure: the members of the new membership (a rank that joined among them)
+    agree on the settings that shape decisions before they learn again."""
+    agreement.agree(store, rank, size, f"settings/reconfigure/{uuid}", config.fingerprint(cfg),
+                    agreement.identical("settings that shape decisions"))
+
+
+def _cuda_engine(cfg, dist_opts, store, rank, size, timeout, global_ranks, nccl_options, merged):
+    """The group's CUDA engine (torch's `nccl`, the one DYNAMICCL_INNER names, or the emulated
+    NCCL) and its decision channel (0: not tuned), opened before the engine can create its
+    communicator. Completes ``cfg`` with what the NCCL arms need (tuning, release, topology)."""
+    cfg["nccl_tuning"] = cfg["mode"] != "off" and _prepare_nccl_env(cfg)
+    channel = 0
+    if cfg["nccl_tuning"]:
+        channel = _C.nccl_channel_open()
+        if not channel:
+            _warn_once("nccl_channels", "dynamiccl: the process has 4095 groups with NCCL tuning "
+                       "open; new groups run NCCL untuned")
+            cfg["nccl_tuning"] = False
+    emulated = cfg["emulate_nccl"]
+    try:
+        # The engine may create the group's communicator right away (a bound device, a split
+        # from the parent's): its tuner binds to the group's channel.
+        _C.nccl_expect_comm(channel, size)
+        if merged:
+            nccl = merged[1]
+        elif emulated:
+            from . import emulation
+            if not dist_opts.global_ranks_in_group:  # the world
+                emulation.check_world(emulation.scenario(emulated), size)
+            nccl = emulation.make_engine(store, rank, size, global_ranks, timeout, cfg,
+                                         dist_opts.group_id)
+        else:
+            parent = getattr(getattr(dist_opts, "split_from", None), "nccl_engine", None)
+            nccl = engines.create("cuda", cfg["inner"]["cuda"], store, rank, size, timeout,
+                                  dist_opts, nccl_options, split_from=parent)
+    except BaseException:
+        _C.nccl_channel_close(channel)
+        raise
+    finally:
+        _C.nccl_expect_comm(channel, -1)
+    facts = None
+    if emulated:
+        from . import emulation
+        facts = emulation.facts(emulation.scenario(emulated), global_ranks[rank])
+    cfg["nccl_emulated"] = bool(emulated)
+    # Which NCCL the catalog is for (chunk-size arms need 2.30): the emulated release, or torch's.
+    cfg["nccl_version"] = engines.nccl_version_code(cfg["emulate_nccl_version"] if emulated
+                                                    else None)
+    # The cluster NCCL's cost model (the NCCL arms' prior) assumes, as every rank describes it.
+    cfg["nccl_topology"] = topology.describe(store, rank, size, cfg["topology_override"], facts)
+    return nccl, channel
+
+
+def _create(dist_opts, backend_options, merged=None):
+    """Extended-API creator: ``(DistributedBackendOptions, pg_options)``. ``merged``: the engines
+    a merge() made (Gloo's, and the CUDA engine's or None), which the group wraps instead of
+    making its own."""
     options = None
     nccl_options = None
     if isinstance(backend_options, config.Options):
@@ -131,6 +153,7 @@ def _create(dist_opts, backend_options):
                    f"dynamiccl: ignoring pg_options of type {type(backend_options).__name__}; "
                    "accepted: dynamiccl_pg.Options, ProcessGroupNCCL.Options")
     cfg = config.resolve(options)
+    engines.check(cfg["inner"])
     store, rank, size = dist_opts.store, dist_opts.group_rank, dist_opts.group_size
     timeout = dist_opts.timeout
     if not isinstance(timeout, timedelta):
@@ -139,37 +162,28 @@ def _create(dist_opts, backend_options):
     # Nothing runs before every rank is known to decide the same way.
     agreement.agree(store, rank, size, "settings", config.fingerprint(cfg),
                     agreement.identical("settings that shape decisions"))
-    gloo = dist.ProcessGroupGloo(dist.PrefixStore("gloo/", store), rank, size, timeout)
-    control = _control_plane(dist.PrefixStore("control/", store), rank, size, gloo)
-    nccl = None
+    # init_process_group(enable_reconfigure=True): the engines connect at the first reconfigure.
+    cfg["connect_at_reconfigure"] = bool(getattr(dist_opts, "enable_reconfigure", False))
+    gloo = (merged[0] if merged else
+            engines.create("cpu", cfg["inner"]["cpu"], store, rank, size, timeout, dist_opts))
+    nccl, channel = None, 0
     global_ranks = list(dist_opts.global_ranks_in_group) or list(range(size))
     emulated = cfg["emulate_nccl"]
-    if emulated or (torch.cuda.is_available() and dist.is_nccl_available()):
-        cfg["nccl_tuning"] = cfg["mode"] != "off" and _prepare_nccl_env(cfg)
-        facts = None
-        if emulated:
-            from . import emulation
-            sc = emulation.scenario(emulated)
-            if not dist_opts.global_ranks_in_group:  # the world
-                emulation.check_world(sc, size)
-            facts = emulation.facts(sc, global_ranks[rank])
-            nccl = emulation.make_engine(store, rank, size, global_ranks, timeout, cfg,
-                                         dist_opts.group_id)
-            cfg["nccl_emulated"] = True
-        else:
-            nccl = _make_nccl(store, rank, size, timeout, nccl_options,
-                              getattr(dist_opts, "split_from", None), global_ranks)
-        # Which NCCL the catalog is for (chunk-size arms need 2.30): the emulated release, or
-        # torch's NCCL.
-        cfg["nccl_version"] = _nccl_version_code(cfg["emulate_nccl_version"] if emulated else None)
-        # The cluster NCCL's cost model (the NCCL arms' prior) assumes, as every rank describes it.
-        cfg["nccl_topology"] = topology.describe(store, rank, size, cfg["topology_override"],
-                                                 facts)
-    pg = _C.ProcessGroupDynamicCCL(rank, size, gloo, control, nccl, cfg, timeout)
-    pg.set_split_factory(functools.partial(_split, backend_options, global_ranks))
+    with_cuda = emulated or (torch.cuda.is_available() and dist.is_nccl_available())
+    if merged and merged[1] is None:
+        with_cuda = False  # the merged group has no CUDA engine
+    if with_cuda:
+        nccl, channel = _cuda_engine(cfg, dist_opts, store, rank, size, timeout, global_ranks,
+                                     nccl_options, merged)
+    pg = _C.ProcessGroupDynamicCCL(rank, size, gloo, nccl, cfg, timeout, channel)
+    pg.set_factories(split=functools.partial(_split, backend_options, global_ranks),
+                     merge=functools.partial(_merge, backend_options),
+                     membership=functools.partial(_new_membership, store, cfg))
     # Eager init: a rank outside a new group still joins the parent communicator's split.
     pg.perform_nocolor_split = getattr(nccl, "perform_nocolor_split", lambda device: None)
     pg.nccl_engine = nccl  # (the emulated NCCL's record of what it ran: tests, demos)
+    # Which engines run the group's calls, as stats() and the summary name them.
+    pg.inner_engines = {"cpu": engines.describe(gloo), "cuda": engines.describe(nccl)}
     pg.nccl_emulated = emulated or None
     pg.group_name_at_creation = dist_opts.group_id  # "0", "1", ...: stable across runs
     pg.nccl_topology = cfg.get("nccl_topology")  # what the NCCL prior assumes (None: no NCCL)
@@ -182,21 +196,24 @@ def _create(dist_opts, backend_options):
     if policy_path and cfg["mode"] != "off":
         from . import policy_io
         policy_io.load_into(pg, policy_path)
-    _declare_flight_recording(native=not emulated)
+    _declare_flight_recording(engines.self_recording(cfg["inner"]["cpu"]) and
+                              (nccl is None or (not emulated and
+                                                engines.self_recording(cfg["inner"]["cuda"]))))
     _drop_destroyed()
     _created.append(pg)
     return pg
 
 
-def _declare_flight_recording(native: bool) -> None:
+def _declare_flight_recording(self_recording: bool) -> None:
     """Tells torch whether this group's engines record its calls in the flight recorder
-    themselves (Gloo and ProcessGroupNCCL do; the emulated NCCL does not). torch (2.15) reads
-    this right after the creator returns and attaches its recording hook only where they do
-    not: a hook over engines that record would record every call twice, at about 13 us of CPU
-    per call (benchmarks/results/learning_cost.md). Torch without the registry has no hook."""
+    themselves (Gloo and the legacy ProcessGroupNCCL do; nccl2 and the emulated NCCL do not).
+    torch (2.15) reads this right after the creator returns and attaches its recording hook only
+    where they do not: a hook over engines that record would record every call twice, at about
+    13 us of CPU per call (benchmarks/results/learning_cost.md). Torch without the registry has
+    no hook."""
     registry = getattr(dist.distributed_c10d, "_FR_SELF_RECORDING_BACKENDS", None)
     if registry is not None:
-        (registry.add if native else registry.discard)(BACKEND_NAME)
+        (registry.add if self_recording else registry.discard)(BACKEND_NAME)
 
 
 def register() -> None:

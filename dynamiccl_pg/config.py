@@ -106,6 +106,9 @@ ENV_VARS = {
     "DYNAMICCL_LOSS_STALL_ROUNDS": (_core_default("loss_stall_rounds"), "guard: rounds without "
                                     "loss progress while exploring, "
                                     "%d..%d" % LOSS_STALL_ROUNDS_RANGE),
+    "DYNAMICCL_INNER": ("", "the engines under the group, device:name pairs torch has registered, "
+                        "e.g. cuda:nccl-legacy; unset: cpu:gloo and whatever `nccl` means in "
+                        "this torch (nccl2 on 2.15)"),
     "DYNAMICCL_NCCL_PLUGIN": (_core_default("nccl_tuning"), "1: point NCCL at the tuner plugin "
                               "(CUDA); 0: do not"),
     "DYNAMICCL_TOPOLOGY": ("", "what NCCL's cost model assumes of the cluster, overriding what the "
@@ -123,6 +126,9 @@ ENV_VARS = {
     "DYNAMICCL_EMULATE_NCCL_VERSION": (_C.EMULATED_NCCL_DEFAULT_RELEASE, "the NCCL release the "
                                        "emulated NCCL behaves as towards the tuner: 2.28 (ABI v5) "
                                        "| 2.30 (ABI v6 first, getChunkSize)"),
+    "DYNAMICCL_EMULATE_NCCL_NONBLOCKING": ("0", "1: the emulated NCCL's communicators are "
+                                           "non-blocking: it calls the tuner on a thread of its "
+                                           "own, as NCCL does for them"),
     "DYNAMICCL_EMULATE_NCCL_FAULT": ("", "tests only, on the ranks it is set on: no_plugin (that "
                                      "rank's emulated NCCL does not load the tuner) or "
                                      "unavailable=ALGO/PROTO[,ALGO/PROTO...]"),
@@ -203,6 +209,27 @@ def _pairs(name: str, value: str, sep: str) -> Dict[str, str]:
                               f"(entries separated by ';')")
         out[key.strip()] = val.strip()
     return out
+
+
+INNER_DEVICES = ("cpu", "cuda")
+DEFAULT_INNER = {"cpu": "gloo", "cuda": "nccl"}
+
+
+def parse_inner(value: str) -> Dict[str, str]:
+    """``"cuda:nccl-legacy"`` -> {"cpu": "gloo", "cuda": "nccl-legacy"}: the defaults, overridden
+    per device. Names are checked against torch's registry where a group is created
+    (engines.py)."""
+    inner = dict(DEFAULT_INNER)
+    for item in filter(None, (p.strip() for p in value.split(","))):
+        device, colon, name = item.partition(":")
+        device, name = device.strip(), name.strip().lower()
+        if not colon or device not in INNER_DEVICES or not name or name == "dynamiccl":
+            raise ConfigError(f"DYNAMICCL_INNER={value!r}: {item!r} is not accepted; accepted: "
+                              f"device:engine pairs, the device one of "
+                              f"{', '.join(INNER_DEVICES)} and the engine one torch has "
+                              "registered for it, e.g. cuda:nccl-legacy")
+        inner[device] = name
+    return inner
 
 
 def parse_force(value: str, name: str = "DYNAMICCL_FORCE") -> Dict[str, str]:
@@ -301,6 +328,10 @@ def resolve(options: Optional[Options] = None) -> dict:
         "emulate_nccl_version": _choice("DYNAMICCL_EMULATE_NCCL_VERSION",
                                         _env("DYNAMICCL_EMULATE_NCCL_VERSION"),
                                         _C.EMULATED_NCCL_RELEASES),
+        "emulate_nccl_nonblocking": _choice("DYNAMICCL_EMULATE_NCCL_NONBLOCKING",
+                                            _env("DYNAMICCL_EMULATE_NCCL_NONBLOCKING"),
+                                            ("0", "1")) == "1",
+        "inner": parse_inner(_env("DYNAMICCL_INNER")),
     }
     _choice("DYNAMICCL_SUMMARY", _env("DYNAMICCL_SUMMARY"), ("0", "1"))
     _policy_file(_env("DYNAMICCL_POLICY"))
@@ -368,12 +399,13 @@ def _topology_override() -> dict:
 # What shapes decisions, hence must be identical on every rank of a group (checked at creation).
 _DECISION_SETTINGS = ("mode", "round_calls", "cost_reduce", "force", "role_map", "heads",
                       "step_regression", "loss_stall_rounds", "nccl_plugin", "topology_override",
-                      "test_slow_arm", "test_busy_arm", "emulate_nccl", "check_calls")
+                      "test_slow_arm", "test_busy_arm", "emulate_nccl", "check_calls", "inner")
 # NCCL's channel bounds, as the described topology's keys (topology.nccl_channel_bounds).
 NCCL_CHANNEL_BOUNDS = {"min_channels": "NCCL_MIN_NCHANNELS", "max_channels": "NCCL_MAX_NCHANNELS"}
 # NCCL's own choices: set on some ranks only, tuning would step aside there and not elsewhere
-# (NCCL_ALGO/PROTO), or the channel caps offered, which follow NCCL's channel bounds, would differ.
-_NCCL_CHOICES = ("NCCL_ALGO", "NCCL_PROTO", *NCCL_CHANNEL_BOUNDS.values())
+# (NCCL_ALGO/PROTO), the channel caps offered, which follow NCCL's channel bounds, would differ,
+# or the ranks would run different NCCL engines (TORCH_DIST_USE_NCCL2).
+_NCCL_CHOICES = ("NCCL_ALGO", "NCCL_PROTO", *NCCL_CHANNEL_BOUNDS.values(), "TORCH_DIST_USE_NCCL2")
 
 
 def fingerprint(cfg: dict) -> dict:

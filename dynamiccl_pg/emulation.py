@@ -1,8 +1,10 @@
 """The emulated NCCL (``DYNAMICCL_EMULATE_NCCL=<scenario.json>``): the backend's NCCL branch run end
 to end without a GPU. CPU tensors take the NCCL path; the engine under it (``_C.EmulatedNccl``)
-loads our tuner plugin from ``NCCL_TUNER_PLUGIN`` as NCCL 2.28 does, asks it on the calling thread
-for every collective with a cost table from NCCL's cost model of the scenario's cluster, runs the
-data through Gloo and reports the scenario's truth for what it chose as the GPU time.
+loads our tuner plugin from ``NCCL_TUNER_PLUGIN`` as NCCL 2.28, 2.30 or 2.32 does
+(``DYNAMICCL_EMULATE_NCCL_VERSION``), asks it for every collective with a cost table from NCCL's
+cost model of the scenario's cluster (on the calling thread, or on a thread of its own with
+``DYNAMICCL_EMULATE_NCCL_NONBLOCKING=1``, as for NCCL's non-blocking communicators), runs the data
+through Gloo and reports the scenario's truth for what it chose as the GPU time.
 
 Ranks sit on the scenario's cluster in order: global rank r on node r // gpus_per_node, so the
 world must have nodes x gpus_per_node ranks. What each rank "sees" of its place (its host, its
@@ -72,4 +74,5 @@ def make_engine(store, rank: int, size: int, global_ranks: List[int], timeout: t
         int(hashlib.sha256(f"{group_id}".encode()).hexdigest()[:15], 16),
         os.environ.get("NCCL_TUNER_PLUGIN", ""), os.environ.get("NCCL_ALGO", ""),
         os.environ.get("NCCL_PROTO", ""), fault.get("skip_plugin", False),
-        fault.get("unavailable", []), cfg["emulate_nccl_version"])
+        fault.get("unavailable", []), cfg["emulate_nccl_version"],
+        cfg["emulate_nccl_nonblocking"])

@@ -26,6 +26,8 @@ def stats(group=None) -> dict:
         "group_desc": pg.group_desc,
         "group_role": pg.group_role,
         "mode": pg.mode,
+        # The engines the group's calls run on, per device: torch's name and class.
+        "engines": {device: e for device, e in pg.inner_engines.items() if e},
         "prior": pg.prior_path or "analytic",  # what ordered and pruned the arms probed
         "learned_calls": pg.learned_calls,
         # Step boundaries: DDP's last bucket, or step(), or while neither comes each round's.
@@ -71,9 +73,10 @@ def format_summary(group=None) -> str:
     """The table the main job prints: per collective and size, calls and mean time; then per
     learned state, what was learned and how it compares with the engine default."""
     s = stats(group)
+    engines = ", ".join(f"{device} on {e}" for device, e in s["engines"].items())
     lines = [f"dynamiccl summary: group {s['group']} ({s['group_desc']}, role {s['group_role']}), "
              f"mode {s['mode']}, {s['learned_calls']} learned calls, "
-             f"{s['rounds_applied']} consensus rounds",
+             f"{s['rounds_applied']} consensus rounds; {engines}",
              f"{'engine':<6} {'op':<15} {'size':>9} {'calls':>8} {'mean_us':>10}"]
     for row in sorted(s["calls"], key=lambda r: (r["engine"], r["op"], r["size_bin"])):
         mean = f"{row['mean_us']:.1f}" if row["mean_us"] >= 0 else "-"

@@ -15,6 +15,7 @@
 #include "backend/ddp_comm_hook.h"
 #include "backend/hint_scope.h"
 #include "backend/process_group_dynamiccl.h"
+#include "backend/surface.h"
 #include "bindings.h"
 
 namespace dynamiccl {
@@ -64,20 +65,38 @@ c10::intrusive_ptr<c10d::Backend> as_backend(const py::object& obj) {
   return c10::intrusive_ptr<c10d::Backend>::reclaim_copy(raw);
 }
 
-// split()'s creator: a Python callable (dynamiccl_pg.backend's) held so that it is released
-// under the GIL, whichever thread drops the last reference.
-PG::SplitFactory python_split_factory(py::object fn) {
-  std::shared_ptr<py::object> held(new py::object(std::move(fn)), [](py::object* o) {
-    if (!Py_IsInitialized()) return;  // at exit: leak rather than touch a finalized interpreter
+// A Python callable (the creator's, dynamiccl_pg.backend) held so that it is released under the
+// GIL, whichever thread drops the last reference.
+std::shared_ptr<py::object> hold(py::object fn) {
+  return std::shared_ptr<py::object>(new py::object(std::move(fn)), [](py::object* o) {
+    if (!Py_IsInitialized()) return;  // at exit: leak rather than touch a dead interpreter
     py::gil_scoped_acquire gil;
     delete o;
   });
-  return [held](const PG::SplitRequest& r) -> c10::intrusive_ptr<c10d::Backend> {
+}
+
+// The creator's part in what a group becomes (PG::Factories): fn(store, ranks, parent_rank,
+// timeout, name, desc) -> child; fn(store, gloo, cuda, rank, size, timeout, name, desc) -> merged
+// group; fn(uuid, rank, size) after a reconfigure. Each takes the GIL before it makes any Python
+// object (the engines' calls come without it).
+PG::Factories python_factories(py::object split, py::object merge, py::object membership) {
+  PG::Factories f;
+  f.split = [fn = hold(std::move(split))](const PG::SplitRequest& r) {
     py::gil_scoped_acquire gil;
-    py::object child = (*held)(r.store, r.ranks, r.parent_rank, r.timeout, r.group_name,
-                               r.group_desc);
-    return as_backend(child);
+    return as_backend(
+        (*fn)(r.store, r.ranks, r.parent_rank, r.timeout, r.group_name, r.group_desc));
   };
+  f.merge = [fn = hold(std::move(merge))](const PG::MergeRequest& r) {
+    py::gil_scoped_acquire gil;
+    py::object cuda = r.cuda ? py::cast(r.cuda) : py::object(py::none());
+    return as_backend((*fn)(r.store, py::cast(r.gloo), cuda, r.rank, r.size, r.timeout,
+                            r.group_name, r.group_desc));
+  };
+  f.membership = [fn = hold(std::move(membership))](int64_t uuid, int rank, int size) {
+    py::gil_scoped_acquire gil;
+    (*fn)(uuid, rank, size);
+  };
+  return f;
 }
 
 const char* cost_reduce_name(CostReduce r) { return cost_reduce_names().name(static_cast<int>(r)); }
@@ -119,6 +138,7 @@ BackendConfig config_from_dict(const py::dict& d) {
   c.check_calls = get_or<bool>(d, "check_calls", c.check_calls);
   c.nccl_tuning = get_or<bool>(d, "nccl_tuning", c.nccl_tuning);
   c.nccl_emulated = get_or<bool>(d, "nccl_emulated", c.nccl_emulated);
+  c.connect_at_reconfigure = get_or<bool>(d, "connect_at_reconfigure", c.connect_at_reconfigure);
   for (auto [key, effect] : {std::pair{"test_slow_arm", &c.test_slow_arm},
                              std::pair{"test_busy_arm", &c.test_busy_arm}}) {
     if (d.contains(key) && !d[key].is_none()) {
@@ -202,16 +222,16 @@ py::list trace_records(const PG& pg) {
 PGClass bind_process_group_class(py::module_& m) {
   auto backend_base = py::module_::import("torch._C._distributed_c10d").attr("Backend");
   PGClass cls(m, "ProcessGroupDynamicCCL", backend_base, py::dynamic_attr());
-  cls.def(py::init([](int rank, int size, const py::object& gloo, const py::object& control,
-                      const py::object& nccl, const py::dict& config,
-                      std::chrono::milliseconds timeout) {
-            PG::Engines engines{as_backend(gloo), as_backend(control), as_backend(nccl)};
+  cls.def(py::init([](int rank, int size, const py::object& gloo, const py::object& nccl,
+                      const py::dict& config, std::chrono::milliseconds timeout, int nccl_channel) {
+            PG::Engines engines{as_backend(gloo), as_backend(nccl)};
             auto cfg = config_from_dict(config);
             py::gil_scoped_release no_gil;
-            return c10::make_intrusive<PG>(rank, size, std::move(engines), std::move(cfg), timeout);
+            return c10::make_intrusive<PG>(rank, size, std::move(engines), std::move(cfg), timeout,
+                                           nccl_channel);
           }),
-          py::arg("rank"), py::arg("size"), py::arg("gloo"), py::arg("control"), py::arg("nccl"),
-          py::arg("config"), py::arg("timeout"))
+          py::arg("rank"), py::arg("size"), py::arg("gloo"), py::arg("nccl"), py::arg("config"),
+          py::arg("timeout"), py::arg("nccl_channel") = 0)
       .def_property_readonly("mode", [](const PG& pg) { return mode_name(pg.mode()); })
       .def_property_readonly("group_role", [](PG& pg) { return role_name(pg.group_role()); })
       .def_property_readonly("group_desc", [](const PG& pg) { return pg.getGroupDesc(); })
@@ -278,11 +298,17 @@ void def_signals_and_policy(PGClass& cls) {
              pg.mutable_learner(engine)->restore(snapshot_from_py(snap, *catalog));
            })
       .def(
-          "set_split_factory",
-          [](PG& pg, py::object fn) { pg.set_split_factory(python_split_factory(std::move(fn))); },
-          "The creator split() calls: fn(store, ranks, parent_rank, timeout, name, desc).")
+          "set_factories",
+          [](PG& pg, py::object split, py::object merge, py::object membership) {
+            pg.set_factories(
+                python_factories(std::move(split), std::move(merge), std::move(membership)));
+          },
+          py::arg("split"), py::arg("merge"), py::arg("membership"),
+          "The creator's part: split(store, ranks, parent_rank, timeout, name, desc) -> child; "
+          "merge(store, gloo, cuda, rank, size, timeout, name, desc) -> group; "
+          "membership(uuid, rank, size) after a reconfigure (agrees on the settings).")
       .def_property_readonly("shut_down", &PG::is_shut_down,
-                             "True once the group was destroyed (shutdown() or abort()).");
+                             "True once the group was destroyed (shutdown()).");
 }
 
 void bind_hints(py::module_& m) {
@@ -316,6 +342,17 @@ void bind_backend(py::module_& m) {
   def_telemetry(cls);
   def_signals_and_policy(cls);
   bind_hints(m);
+  m.def(
+      "backend_surface",
+      [] {
+        py::list out;
+        for (const SurfaceEntry& e : backend_surface()) {
+          out.append(py::make_tuple(e.method, answer_name(e.answer), e.how));
+        }
+        return out;
+      },
+      "How the backend answers every virtual of c10d::Backend: (method, answer, how), answer one "
+      "of ours, forwarded, inherited, not offered (csrc/backend/surface.h).");
   m.def("backend_defaults", &backend_defaults,
         "The backend configuration's defaults (csrc/backend/config.h and the learner's), by the "
         "keys of the config dict ProcessGroupDynamicCCL takes.");

@@ -31,7 +31,9 @@ std::pair<int, int> parse_pair(const std::string& text) {
 
 // The NCCL releases the emulation can behave as, by name (DYNAMICCL_EMULATE_NCCL_VERSION).
 const std::vector<std::pair<std::string, emulated_nccl::NcclRelease>> kReleases = {
-    {"2.28", emulated_nccl::NcclRelease::k2_28}, {"2.30", emulated_nccl::NcclRelease::k2_30}};
+    {"2.28", emulated_nccl::NcclRelease::k2_28},
+    {"2.30", emulated_nccl::NcclRelease::k2_30},
+    {"2.32", emulated_nccl::NcclRelease::k2_32}};
 
 emulated_nccl::NcclRelease parse_release(const std::string& name) {
   std::string accepted;
@@ -56,35 +58,41 @@ std::string default_release() {
 void bind_emulated_nccl(py::module_& m) {
   auto backend_base = py::module_::import("torch._C._distributed_c10d").attr("Backend");
   py::class_<EmulatedNccl, c10::intrusive_ptr<EmulatedNccl>>(m, "EmulatedNccl", backend_base)
-      .def(py::init(
-               [](int rank, int size, const py::object& gloo, const sim::ScenarioSpec& scenario,
-                  int nodes, int gpus_per_node, uint64_t comm_id, const std::string& tuner_plugin,
-                  const std::string& nccl_algo, const std::string& nccl_proto, bool skip_plugin,
-                  const std::vector<std::string>& unavailable, const std::string& release) {
-                 emulated_nccl::EmulationConfig c;
-                 c.cluster = scenario.cluster();
-                 c.shape = nccl::GroupShape{nodes, gpus_per_node};
-                 c.comm_id = comm_id;
-                 c.tuner_plugin = tuner_plugin;
-                 c.nccl_algo = nccl_algo;
-                 c.nccl_proto = nccl_proto;
-                 c.skip_plugin = skip_plugin;
-                 c.release = parse_release(release);
-                 for (const auto& pair : unavailable) c.unavailable.push_back(parse_pair(pair));
-                 auto engine = c10::intrusive_ptr<c10d::Backend>::reclaim_copy(
-                     gloo.cast<c10d::Backend*>());
-                 try {
-                   return c10::make_intrusive<EmulatedNccl>(rank, size, std::move(engine),
-                                                            std::move(c));
-                 } catch (const std::invalid_argument& e) {
-                   throw py::value_error(e.what());
-                 }
-               }),
+      .def(py::init([](int rank, int size, const py::object& gloo,
+                       const sim::ScenarioSpec& scenario, int nodes, int gpus_per_node,
+                       uint64_t comm_id, const std::string& tuner_plugin,
+                       const std::string& nccl_algo, const std::string& nccl_proto,
+                       bool skip_plugin, const std::vector<std::string>& unavailable,
+                       const std::string& release, bool nonblocking) {
+             emulated_nccl::EmulationConfig c;
+             c.cluster = scenario.cluster();
+             c.shape = nccl::GroupShape{nodes, gpus_per_node};
+             c.comm_id = comm_id;
+             c.tuner_plugin = tuner_plugin;
+             c.nccl_algo = nccl_algo;
+             c.nccl_proto = nccl_proto;
+             c.skip_plugin = skip_plugin;
+             c.release = parse_release(release);
+             c.nonblocking = nonblocking;
+             for (const auto& pair : unavailable) c.unavailable.push_back(parse_pair(pair));
+             auto engine = c10::intrusive_ptr<c10d::Backend>::reclaim_copy(
+                 gloo.cast<c10d::Backend*>());
+             try {
+               return c10::make_intrusive<EmulatedNccl>(rank, size, std::move(engine),
+                                                        std::move(c));
+             } catch (const std::invalid_argument& e) {
+               throw py::value_error(e.what());
+             }
+           }),
            py::arg("rank"), py::arg("size"), py::arg("gloo"), py::arg("scenario"), py::arg("nodes"),
            py::arg("gpus_per_node"), py::arg("comm_id"), py::arg("tuner_plugin"),
            py::arg("nccl_algo"), py::arg("nccl_proto"), py::arg("skip_plugin"),
-           py::arg("unavailable"), py::arg("release") = default_release())
-      .def_property_readonly("plugin_loaded", &EmulatedNccl::plugin_loaded)
+           py::arg("unavailable"), py::arg("release") = default_release(),
+           py::arg("nonblocking") = false)
+      .def_property_readonly("plugin_loaded", &EmulatedNccl::plugin_loaded,
+                             "whether its communicator exists and loaded the tuner plugin")
+      .def_property_readonly("tuner_abi", &EmulatedNccl::tuner_abi,
+                             "the tuner ABI its communicator loaded (0: none yet)")
       .def(
           "runs",
           [](const EmulatedNccl& e) {

@@ -9,6 +9,7 @@
 
 #include "bindings.h"
 #include "engines/nccl/arm_catalog.h"
+#include "engines/nccl/publish.h"
 #include "nccl_model/cost_model.h"
 #include "nccl_plugin/dynamiccl_nccl.h"
 
@@ -56,7 +57,7 @@ int parse_gpu(const std::string& gpu) {
 
 std::string loaded_plugin_path() {
   Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&dynamiccl_nccl_publish), &info) && info.dli_fname) {
+  if (dladdr(reinterpret_cast<void*>(&dynamiccl_nccl_channel_open), &info) && info.dli_fname) {
     return info.dli_fname;
   }
   return "";
@@ -121,6 +122,7 @@ py::dict nccl_counters() {
   d["chunk_size_calls"] = c.chunk_size_calls;
   d["chunk_size_applied"] = c.chunk_size_applied;
   d["chunk_size_rejected"] = c.chunk_size_rejected;
+  d["unbound_comms"] = c.unbound_comms;
   d["active_comms"] = c.active_comms;
   d["loaded_by_nccl"] = dynamiccl_nccl_loaded_by_nccl() != 0;
   d["profiler_loaded_by_nccl"] = dynamiccl_nccl_profiler_loaded_by_nccl() != 0;
@@ -152,6 +154,27 @@ void bind_plugin(py::module_& m) {
   m.def("nccl_plugin_path", &loaded_plugin_path,
         "Path of the tuner plugin library this module is linked with (give NCCL this one).");
   m.def("nccl_counters", &nccl_counters);
+  // A group's decision channel (engines/nccl/publish.h): the creator opens it before making the
+  // NCCL engine, expects the group's communicator while the engine may create it, and hands it
+  // to the backend, which closes it.
+  m.def("nccl_channel_open", &NcclChannel::open_new,
+        "A new decision channel's id (0: none left, the group is not tuned).");
+  m.def("nccl_channel_close", &NcclChannel::close, py::arg("channel"));
+  m.def(
+      "nccl_expect_comm",
+      [](int channel, int64_t n_ranks) {
+        const NcclChannel ch(channel);
+        if (n_ranks < 0) {
+          ch.expect_done();
+        } else {
+          ch.expect_comm(static_cast<size_t>(n_ranks));
+        }
+      },
+      py::arg("channel"), py::arg("n_ranks"),
+      "Communicators of n_ranks ranks NCCL creates from now on bind to the channel; -1: no more.");
+  m.def(
+      "nccl_comms_bound", [](int channel) { return NcclChannel(channel).comms_bound(); },
+      py::arg("channel"));
   m.def("nccl_profiler_records", &nccl_profiler_records);
 }
 

@@ -28,7 +28,7 @@ c10::intrusive_ptr<NullEngine> null_engine() {
 c10::intrusive_ptr<dynamiccl::ProcessGroupDynamicCCL> make_pg(dynamiccl::Mode mode) {
   dynamiccl::BackendConfig cfg;
   cfg.mode = mode;
-  dynamiccl::ProcessGroupDynamicCCL::Engines engines{null_engine(), null_engine(), {}};
+  dynamiccl::ProcessGroupDynamicCCL::Engines engines{null_engine(), {}};
   auto pg = c10::make_intrusive<dynamiccl::ProcessGroupDynamicCCL>(0, 1, std::move(engines), cfg,
                                                                    std::chrono::minutes(1));
   if (mode == dynamiccl::Mode::kLearn) {

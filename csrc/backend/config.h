@@ -46,6 +46,9 @@ struct BackendConfig {
   // unseen in the call's own duration, so that tests can show an arm faster per call but slower
   // for the step is not adopted.
   TestArmEffect test_busy_arm;
+  // init_process_group(enable_reconfigure=True): the engines connect at the first reconfigure;
+  // until then nothing runs over them and calls pass through.
+  bool connect_at_reconfigure = false;
   // A learned prior model (DYNAMICCL_PRIOR; csrc/prior/): orders and prunes the arms each new
   // state probes, in place of the engines' analytic priors. "" = the analytic priors.
   std::string prior_path;

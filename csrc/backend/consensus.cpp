@@ -52,10 +52,10 @@ int64_t now_ns() {
       .count();
 }
 
-Consensus::Consensus(int round_calls, CostReduce reduce, c10::intrusive_ptr<c10d::Backend> control)
+Consensus::Consensus(int round_calls, CostReduce reduce, RoundTransport transport)
     : k_(round_calls),
       reduce_(reduce),
-      control_(std::move(control)),
+      transport_(std::move(transport)),
       schedule_(round_calls),
       ring_(schedule_.slots()),
       records_(schedule_.slots()),
@@ -186,28 +186,28 @@ void Consensus::start_round(uint64_t first) {
   w[kAftermathMin] = std::isfinite(aftermath) ? aftermath : kInf;
   w[kAftermathNegMax] = std::isfinite(aftermath) ? -aftermath : kInf;
   pending_.first = first;
-  pending_.payload = {payload};
-  c10d::AllreduceOptions opts;
-  opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::MIN);
-  opts.timeout = timeout_;
+  pending_.payload = payload;
   pending_.issued_ns = now_ns();
-  pending_.work = control_->allreduce(pending_.payload, opts);
+  pending_.future = transport_.min_allreduce(pending_.payload);
   // When it finished: what measuring costs (the round's all-reduce), reported next round.
   pending_.completed_ns = std::make_shared<std::atomic<int64_t>>(0);
-  pending_.work->getFuture()->addCallback(
+  pending_.future->addCallback(
       [done = pending_.completed_ns](c10::ivalue::Future&) { done->store(now_ns()); });
 }
 
 void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
   const int64_t wait_start = now_ns();
-  pending_.work->wait(timeout_);  // a dead peer turns into the group's timeout error here
-  pending_.work.reset();
+  // A dead peer turns into the group's timeout error here: every exchange of the round waits at
+  // most the group's timeout.
+  pending_.future->wait();
+  auto future = std::move(pending_.future);
+  if (future->hasError()) std::rethrow_exception(future->exception_ptr());
   const int64_t done = pending_.completed_ns->load();
   const int64_t end = done > 0 ? done : now_ns();
   last_completed_ns_ = end;
   last_round_us_ = static_cast<double>(end - pending_.issued_ns) / 1e3;
   last_block_us_ = static_cast<double>(std::max<int64_t>(0, end - wait_start)) / 1e3;
-  const double* p = pending_.payload[0].data_ptr<double>();
+  const double* p = pending_.payload.data_ptr<double>();
   const double* w = p + 2 * k_;
   if (w[kHashMin] != -w[kHashNegMax]) fail_on_disagreement();
   std::array<RoundResult, kNumEngines> rounds;
@@ -268,33 +268,30 @@ void Consensus::apply_pending(std::array<Learner*, kNumEngines> learners) {
 // Decisions are kept for the round's K calls; the hash may cover earlier calls of skipped rounds.
 void Consensus::fail_on_disagreement() {
   const uint64_t first = pending_.first;
-  const int n = control_->getSize();
   at::Tensor mine = at::empty({k_ * kRecordWords}, at::kDouble);
   for (int i = 0; i < k_; ++i) {
     write_record(mine.data_ptr<double>() + i * kRecordWords,
                  records_[(first + static_cast<uint64_t>(i)) % records_.size()]);
   }
-  std::vector<at::Tensor> in{mine};
-  std::vector<std::vector<at::Tensor>> out(1);
-  for (int r = 0; r < n; ++r) out[0].push_back(at::empty_like(mine));
   std::ostringstream msg;
   msg << "dynamiccl: the ranks of this group decided differently";
   bool named = false;
   try {
-    control_->allgather(out, in)->wait(timeout_);
+    const std::vector<at::Tensor> rows = transport_.allgather(mine);
+    const int n = static_cast<int>(rows.size());
     for (int i = 0; i < k_; ++i) {
-      const double* row0 = out[0][0].data_ptr<double>() + i * kRecordWords;
+      const double* row0 = rows[0].data_ptr<double>() + i * kRecordWords;
       bool differs = false;
       for (int r = 1; r < n && !differs; ++r) {
         differs = !std::equal(row0, row0 + kRecordWords,
-                              out[0][r].data_ptr<double>() + i * kRecordWords);
+                              rows[r].data_ptr<double>() + i * kRecordWords);
       }
       if (!differs) continue;
       named = true;
       msg << " at learned call " << first + static_cast<uint64_t>(i) << ":";
       for (int r = 0; r < n; ++r) {
         msg << "\n  rank " << r << ": "
-            << describe_record(out[0][r].data_ptr<double>() + i * kRecordWords);
+            << describe_record(rows[r].data_ptr<double>() + i * kRecordWords);
       }
       break;
     }
@@ -335,10 +332,10 @@ void Consensus::add_loss(double loss) {
 
 void Consensus::drain() noexcept {
   try {
-    if (pending_.work) pending_.work->wait(timeout_);
+    if (pending_.future) pending_.future->wait();
   } catch (...) {
   }
-  pending_.work.reset();
+  pending_.future.reset();
 }
 
 }  // namespace dynamiccl

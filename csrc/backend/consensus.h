@@ -1,9 +1,13 @@
 // The consensus controller of one group (docs/architecture.md, "Consensus rounds"), on the
 // round schedule every group and the simulator share (policy/round_scheduler.h): the measured
-// costs of each round of K learned calls are all-reduced asynchronously on the control plane and
-// applied K calls later, so every rank applies the same numbers at the same call index and
-// enters the next policy epoch with the same table. Local timings never reach decide() except
-// through here.
+// costs of each round of K learned calls are all-reduced asynchronously and applied K calls
+// later, so every rank applies the same numbers at the same call index and enters the next
+// policy epoch with the same table. Local timings never reach decide() except through here.
+//
+// A round travels on the group's own CPU engine (RoundTransport): a MIN all-reduce by recursive
+// doubling over its point-to-point operations (CpuEngine::min_allreduce), log2 N hops on
+// connections the group already has, run on the schedule threads so that it never blocks the
+// caller or a GPU stream.
 //
 // Every round also carries a hash of the decisions each rank made in it: ranks whose settings or
 // hints differ decide differently, and the round that shows it fails the group on every rank
@@ -17,6 +21,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,9 +57,17 @@ struct ConsensusSlot {
   std::atomic<int> channels{0};  // NCCL: the channels it ran the call with (0: not said)
 };
 
+// How a group's rounds travel: a MIN all-reduce of the payload in place, whose future completes
+// once it is done (or fails within the group's timeout when a peer does not answer), and a
+// blocking all-gather, which names a disagreement.
+struct RoundTransport {
+  std::function<c10::intrusive_ptr<c10::ivalue::Future>(const at::Tensor&)> min_allreduce;
+  std::function<std::vector<at::Tensor>(const at::Tensor&)> allgather;
+};
+
 class Consensus {
  public:
-  Consensus(int round_calls, CostReduce reduce, c10::intrusive_ptr<c10d::Backend> control);
+  Consensus(int round_calls, CostReduce reduce, RoundTransport transport);
 
   // Every learned call, in order: its record (the decision hash covers it) and, when the learner
   // asked for its cost, the slot that will hold it. Returns the call's index.
@@ -81,13 +94,16 @@ class Consensus {
   // Why the group failed (the ranks disagreed); empty while it has not.
   const std::string& failure() const { return failure_; }
   uint64_t rounds_applied() const { return schedule_.rounds_applied(); }
+  uint64_t rounds_started() const { return schedule_.rounds_started(); }
   // What the last applied round cost, as every rank agreed and the engine's learner prices it
   // (µs; 0 before the second round): RoundResult::round_cost_us.
   double round_cost_us(EngineKind e) const { return round_cost_us_[static_cast<int>(e)]; }
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
   // Waits for an in-flight all-reduce (shutdown); errors are swallowed, the group is going away.
   void drain() noexcept;
-  void release_engine() { control_.reset(); }
+  // Forgets the round in flight without waiting for it (abort: its peers may be gone).
+  void abandon() noexcept { pending_.future.reset(); }
+  void release_engine() { transport_ = RoundTransport{}; }
 
  private:
   // Two words per call of the round (2K), then the per-round words below, then one word per
@@ -110,7 +126,7 @@ class Consensus {
 
   const int k_;
   const CostReduce reduce_;
-  c10::intrusive_ptr<c10d::Backend> control_;
+  RoundTransport transport_;
   std::chrono::milliseconds timeout_{std::chrono::minutes(30)};
   RoundScheduler schedule_;
   std::vector<ConsensusSlot> ring_;  // 2K slots: the round being measured and the one in flight
@@ -124,14 +140,14 @@ class Consensus {
   struct Pending {
     uint64_t first = 0;
     uint64_t hash_from = 0;
-    std::vector<at::Tensor> payload;
-    c10::intrusive_ptr<c10d::Work> work;
+    at::Tensor payload;
+    c10::intrusive_ptr<c10::ivalue::Future> future;
     int64_t issued_ns = 0;
     uint64_t first_step = 0;
     int steps = 0;
     std::shared_ptr<std::atomic<int64_t>> completed_ns;
   } pending_;
-  // What this rank's last round cost: how long its control all-reduce took, and how long it
+  // What this rank's last round cost: how long its all-reduce took, and how long it
   // held up the calling thread at the boundary where it was applied.
   double last_round_us_ = 0;
   double last_block_us_ = 0;

@@ -51,6 +51,16 @@ void check_rank(const char* op, const char* what, int64_t value, int size, int s
                     "0..", size - 1);
 }
 
+// A point-to-point tag of the user's on the CPU engine: the range from
+// P2PChannel::kFirstReservedTag up is our schedules' and the consensus rounds', which travel on
+// the same Gloo.
+void check_tag(const char* op, int tag) {
+  TORCH_CHECK_VALUE(tag >= 0 && tag < P2PChannel::kFirstReservedTag, "dynamiccl: ", op, " tag ",
+                    tag, " is not accepted; accepted: 0..", P2PChannel::kFirstReservedTag - 1,
+                    " (tags from ", P2PChannel::kFirstReservedTag,
+                    " up carry the group's own messages)");
+}
+
 // One tensor per rank in a list argument.
 void check_per_rank(const char* op, const char* what, size_t count, int size) {
   TORCH_CHECK_VALUE(static_cast<int>(count) == size, "dynamiccl: ", op, " ", what, " has ", count,
@@ -102,18 +112,16 @@ struct ProcessGroupDynamicCCL::Call {
 
 ProcessGroupDynamicCCL::ProcessGroupDynamicCCL(int rank, int size, Engines engines,
                                                BackendConfig config,
-                                               std::chrono::milliseconds timeout)
+                                               std::chrono::milliseconds timeout, int nccl_channel)
     : Backend(rank, size),
       engines_(std::move(engines)),
       config_(std::move(config)),
       timeout_(timeout),
-      consensus_(config_.round_calls, config_.cost_reduce, engines_.control),
-      telemetry_(config_.decision_log_capacity, config_.trace) {
-  TORCH_CHECK(engines_.gloo && engines_.control, "dynamiccl: the Gloo engines are required");
+      telemetry_(config_.decision_log_capacity, config_.trace),
+      nccl_channel_(nccl_channel) {
+  TORCH_CHECK(engines_.gloo, "dynamiccl: the Gloo engine is required");
   TORCH_CHECK_VALUE(config_.round_calls > 0, "dynamiccl: round_calls must be positive, got ",
                     config_.round_calls);
-  consensus_.set_timeout(timeout_);
-  cpu_ = std::make_unique<CpuEngine>(engines_.control, timeout_);
   catalogs_[index(kCpu)] = std::make_shared<CpuArmCatalog>();
   if (engines_.nccl) {
     catalogs_[index(kNccl)] = std::make_shared<NcclArmCatalog>(
@@ -121,18 +129,53 @@ ProcessGroupDynamicCCL::ProcessGroupDynamicCCL(int rank, int size, Engines engin
                          true, config_.nccl_version));
   }
   if (!config_.prior_path.empty()) use_learned_prior();
+  // With enable_reconfigure the engines connect at the first reconfigure: until then nothing
+  // runs over them, and calls pass through.
+  start_learning(/*connected=*/!config_.connect_at_reconfigure, /*warm=*/true);
+  init();
+}
+
+void ProcessGroupDynamicCCL::start_learning(bool connected, bool warm) {
+  cpu_ = std::make_unique<CpuEngine>(engines_.gloo, timeout_);
+  consensus_ = std::make_unique<Consensus>(config_.round_calls, config_.cost_reduce,
+                                           rounds_on_cpu_engine());
+  consensus_->set_timeout(timeout_);
+  for (auto& learner : learners_) learner.reset();
   for (int e = 0; e < kNumEngines; ++e) {
     const bool tuned = catalogs_[e] && (e == index(kCpu) || config_.nccl_tuning);
     for (int o = 0; o < kNumOps; ++o) {
-      if (tuned && catalogs_[e]->arms(static_cast<OpKind>(o)).size() > 1) {
-        plans_[e][o].kind = OpPlan::kLearned;
-      }
+      const bool learned = tuned && catalogs_[e]->arms(static_cast<OpKind>(o)).size() > 1;
+      plans_[e][o] = OpPlan{learned ? OpPlan::kLearned : OpPlan::kNative, kDefaultArm};
     }
   }
   resolve_forced_arms();
   apply_test_arm_effects();
-  init();
-  if (config_.mode != Mode::kOff) cpu_->warm_connections();  // `off` never runs our schedules
+  seq_collective_ = seq_p2p_ = 0;
+  framework_marks_steps_ = user_marks_steps_ = step_end_pending_ = false;
+  nccl_plugin_checked_ = false;
+  nccl_plugin_active_ = true;
+  suspended_ = !connected;
+  // `off` never runs our schedules.
+  if (connected && warm && config_.mode != Mode::kOff) cpu_->warm_connections();
+}
+
+// The consensus rounds ride on the Gloo engine the group has anyway: their all-reduce by our
+// recursive doubling over its point-to-point operations, a disagreement's all-gather on it.
+RoundTransport ProcessGroupDynamicCCL::rounds_on_cpu_engine() {
+  RoundTransport t;
+  t.min_allreduce = [cpu = cpu_.get()](const at::Tensor& payload) {
+    return cpu->min_allreduce(payload);
+  };  // (a new transport with each CpuEngine: start_learning)
+  t.allgather = [this](const at::Tensor& mine) {
+    std::vector<at::Tensor> in{mine};
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (int r = 0; r < size_; ++r) out[0].push_back(at::empty_like(mine));
+    c10d::AllgatherOptions opts;
+    opts.timeout = timeout_;
+    engines_.gloo->allgather(out, in, opts)->wait(timeout_);
+    return out[0];
+  };
+  return t;
 }
 
 void ProcessGroupDynamicCCL::apply_test_arm_effects() {
@@ -194,6 +237,7 @@ ProcessGroupDynamicCCL::~ProcessGroupDynamicCCL() {
   // Completion callbacks of inner works write into our telemetry: shutdown() lets the engines
   // (and their threads) go before the members those callbacks touch.
   shutdown();
+  NcclChannel::close(nccl_channel_.id());
 }
 
 Role ProcessGroupDynamicCCL::group_role() {
@@ -204,18 +248,14 @@ Role ProcessGroupDynamicCCL::group_role() {
 void ProcessGroupDynamicCCL::read_group_identity() {
   group_identity_read_ = true;
   group_role_ = group_role_from_desc(getGroupDesc(), config_.role_map);
-  // Our engines record every call into torch's flight recorder themselves (Gloo and
-  // ProcessGroupNCCL do), so torch attaches no recording hook to our groups (backend.py): a dump
-  // shows the calls under the engines' names, which are the group's. The control plane
-  // (consensus rounds, our schedules' messages) is the same group with a suffix.
+  // The engines record their calls in torch's flight recorder under the group's name (where they
+  // record at all: backend.py tells torch which do).
   if (getGroupUid().empty()) return;  // a group made outside torch's helpers has no name
-  const auto name = [this](c10d::Backend& engine, const std::string& suffix) {
-    engine.setGroupUid(getGroupUid() + suffix);
-    engine.setGroupDesc(getGroupDesc() + suffix);
-  };
-  name(*engines_.gloo, "");
-  name(*engines_.control, ":control");
-  if (engines_.nccl) name(*engines_.nccl, "");
+  for (c10d::Backend* engine : {engines_.gloo.get(), engines_.nccl.get()}) {
+    if (!engine) continue;
+    engine->setGroupUid(getGroupUid());
+    engine->setGroupDesc(getGroupDesc());
+  }
 }
 
 // Every engine's catalog takes the model's prior (checked here, at group creation: a model that
@@ -243,7 +283,7 @@ void ProcessGroupDynamicCCL::ensure_learner(EngineKind engine) {
   cfg.mode = config_.mode;
   learner = std::make_unique<Learner>(cfg, catalogs_[index(engine)]);
   // Step numbers are the group's: a learner made later counts the steps already ended.
-  for (uint64_t s = consensus_.steps_ended(); s > 0; --s) learner->mark_step();
+  for (uint64_t s = consensus_->steps_ended(); s > 0; --s) learner->mark_step();
   if (rounds_are_steps()) {
     learner->set_step_source(engine == kCpu ? StepSource::kRoundsJudged
                                             : StepSource::kRoundsIgnored);
@@ -255,16 +295,18 @@ void ProcessGroupDynamicCCL::ensure_learner(EngineKind engine) {
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::dispatch(Call& c, NativeFn native) {
   TORCH_CHECK(!shut_down_, "dynamiccl: ", op_name(c.op), " issued after shutdown()");
+  if (C10_UNLIKELY(estimating_)) return native(route(c) == kCpu ? *engines_.gloo : *engines_.nccl);
   if (!group_identity_read_) read_group_identity();
-  if (!consensus_.failure().empty()) C10_THROW_ERROR(DistBackendError, consensus_.failure());
+  if (!consensus_->failure().empty()) C10_THROW_ERROR(DistBackendError, consensus_->failure());
   if (config_.check_calls) check_call_agrees(c);
   const CallRecord rec = decide(c, route(c));
   Issued issued = issue(c, rec, native);
   // No Work and no future: the engine ran the call synchronously on the caller's stream
   // (ProcessGroupNCCL, async_op=False), and so do we: nothing to wait for, nothing to time.
   const bool synchronous = !issued.inner && !issued.future;
+  const bool nccl_check = issued.nccl_check, nccl_delivered = issued.nccl_delivered;
   auto work = attach_completion(c, rec, std::move(issued));
-  finish(c, rec, work);
+  finish(c, rec, work, nccl_check, nccl_delivered);
   return synchronous ? nullptr : work;
 }
 
@@ -298,12 +340,15 @@ CallRecord ProcessGroupDynamicCCL::decide(const Call& c, EngineKind engine) {
   const Exposure exposure = call_exposure(role, synchronous, hint);
   r.role = role;
   r.exposure = exposure;
-  // Off mode, coalescing windows and untunable calls take the native path, and so does the first
-  // NCCL collective: it creates the communicator, which tells whether NCCL loaded our plugin,
-  // and every rank must agree on that before any NCCL decision is published.
-  const bool first_nccl_call = engine == kNccl && !c.p2p && !nccl_plugin_checked_;
+  // Off mode, coalescing windows and untunable calls take the native path, and so do NCCL calls
+  // until the first tunable one checked the plugin: it creates the communicator, which tells
+  // whether NCCL loaded our plugin and consults it on the group's channel, and every rank must
+  // agree on that before any NCCL decision is published.
+  const bool nccl_unchecked = engine == kNccl && !nccl_plugin_checked_;
   OpPlan plan = plans_[index(engine)][static_cast<int>(c.op)];
-  if (config_.mode == Mode::kOff || coalescing_ || !c.tunable || first_nccl_call) plan = OpPlan{};
+  if (config_.mode == Mode::kOff || coalescing_ || !c.tunable || nccl_unchecked || suspended_) {
+    plan = OpPlan{};
+  }
   if (plan.kind == OpPlan::kForced) {
     r.arm = plan.forced_arm;
     r.action = catalogs_[index(engine)]->arms(c.op)[plan.forced_arm].action;
@@ -345,7 +390,7 @@ void ProcessGroupDynamicCCL::end_step() {
   for (auto& learner : learners_) {
     if (learner) learner->mark_step();
   }
-  consensus_.end_step(now_ns());
+  consensus_->end_step(now_ns());
 }
 
 ProcessGroupDynamicCCL::Issued ProcessGroupDynamicCCL::issue(const Call& c, const CallRecord& rec,
@@ -357,6 +402,11 @@ ProcessGroupDynamicCCL::Issued ProcessGroupDynamicCCL::issue(const Call& c, cons
     return out;
   }
   c10d::Backend& engine = rec.engine == kCpu ? *engines_.gloo : *engines_.nccl;
+  // Until the plugin check, the NCCL engine may create the group's communicator at any call: its
+  // tuner binds to our channel then. The check's call publishes NCCL's own choice, which changes
+  // nothing and tells whether NCCL consulted the plugin on the channel for it.
+  const bool nccl_check = rec.engine == kNccl && !nccl_plugin_checked_ && !c.p2p;
+  const bool nccl_checking = nccl_check && c.tunable && !coalescing_;
   if (rec.engine == kNccl) {
     // Inside a coalescing window NCCL needs the batch in one group (send/recv pairs would
     // deadlock otherwise): open it on the first CUDA call.
@@ -364,22 +414,39 @@ ProcessGroupDynamicCCL::Issued ProcessGroupDynamicCCL::issue(const Call& c, cons
       engines_.nccl->startCoalescing();
       nccl_coalescing_ = true;
     }
-    nccl_publish(c.op, c.effective_bytes, rec.action);
+    if (nccl_check) nccl_channel_.expect_comm(static_cast<size_t>(size_));
+    // The engine times its calls (GPU events) from the first one a state asks the cost of: a
+    // group that never measures (off, frozen, forced) pays for no timing at all.
+    if (rec.measured && !nccl_timing_) {
+      engines_.nccl->enableCollectivesTiming();
+      nccl_timing_ = true;
+    }
+    if (nccl_checking) {
+      nccl_channel_.publish_nccl_choice(c.op, c.effective_bytes);
+    } else {
+      nccl_channel_.publish(c.op, c.effective_bytes, rec.action);
+    }
     if (c.engine_async_op && (rec.learned || rec.forced)) *c.engine_async_op = true;
   }
   try {
     out.inner = native(engine);
   } catch (c10::Error& e) {
     // The engine's own error class (DistBackendError, ValueError, ...) reaches the user.
-    if (rec.engine == kNccl) nccl_clear();
+    if (rec.engine == kNccl) {
+      nccl_channel_.clear();
+      nccl_channel_.expect_done();
+    }
     e.add_context(std::string("dynamiccl: ") + op_name(c.op) + " in the " +
                   engine_name(rec.engine) + " engine");
     throw;
   }
   if (rec.engine == kNccl) {
-    out.nccl_unavailable = nccl_last_outcome_unavailable();
-    if (rec.measured) out.nccl_channels = nccl_last_channels(c.op, c.effective_bytes);
-    nccl_clear();
+    out.nccl_unavailable = nccl_channel_.last_unavailable();
+    if (rec.measured) out.nccl_channels = nccl_channel_.last_channels(c.op, c.effective_bytes);
+    out.nccl_check = nccl_checking;
+    out.nccl_delivered = nccl_checking && nccl_channel_.delivered();
+    nccl_channel_.clear();
+    if (nccl_check) nccl_channel_.expect_done();
   }
   if (!out.inner) return out;  // a synchronous NCCL call (see Call::engine_async_op)
   if (rec.engine == kNccl) {
@@ -406,10 +473,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::attach_completion(const C
   timing.start_ns = rec.start_ns;
   if (telemetry_.tracing()) timing.trace = &telemetry_.add_trace(rec);
   if (rec.learned) {
-    const uint64_t index = consensus_.add_call(rec);
+    const uint64_t index = consensus_->add_call(rec);
     if (rec.measured) {
       timing.consensus_index = index;
-      ConsensusSlot& slot = consensus_.slot(index);
+      ConsensusSlot& slot = consensus_->slot(index);
       slot.cell.store(&cell, std::memory_order_relaxed);
       slot.unavailable.store(issued.nccl_unavailable, std::memory_order_relaxed);
       slot.channels.store(issued.nccl_channels, std::memory_order_relaxed);
@@ -447,7 +514,7 @@ void ProcessGroupDynamicCCL::check_call_agrees(const Call& c) {
   for (int r = 0; r < size_; ++r) out[0].push_back(at::empty_like(mine));
   c10d::AllgatherOptions opts;
   opts.timeout = timeout_;
-  engines_.control->allgather(out, in, opts)->wait(timeout_);
+  engines_.gloo->allgather(out, in, opts)->wait(timeout_);
   bool same = true;
   for (int r = 1; r < size_; ++r) same = same && at::equal(out[0][r], out[0][0]);
   if (same) return;
@@ -465,7 +532,7 @@ void ProcessGroupDynamicCCL::check_call_agrees(const Call& c) {
 
 void ProcessGroupDynamicCCL::call_done(const CallTiming& timing, int64_t end_ns) {
   if (timing.consensus_index != CallTiming::kNotLearned) {
-    consensus_.complete(timing.consensus_index, end_ns);  // the summary too, once checked
+    consensus_->complete(timing.consensus_index, end_ns);  // the summary too, once checked
   } else {
     timing.cell->add_duration(end_ns - timing.start_ns);
   }
@@ -473,11 +540,12 @@ void ProcessGroupDynamicCCL::call_done(const CallTiming& timing, int64_t end_ns)
 }
 
 void ProcessGroupDynamicCCL::finish(const Call& c, const CallRecord& rec,
-                                    const c10::intrusive_ptr<c10d::Work>& work) {
-  if (rec.engine == kNccl && !c.p2p && !nccl_plugin_checked_) agree_on_nccl_plugin();
+                                    const c10::intrusive_ptr<c10d::Work>& work, bool nccl_check,
+                                    bool nccl_delivered) {
+  if (nccl_check) agree_on_nccl_plugin(nccl_delivered);
   // The round boundary (if this call ends a round) runs on every rank here.
   if (rec.learned &&
-      consensus_.end_call({learners_[index(kCpu)].get(), learners_[index(kNccl)].get()}) &&
+      consensus_->end_call({learners_[index(kCpu)].get(), learners_[index(kNccl)].get()}) &&
       rounds_are_steps()) {
     step_end_pending_ = true;  // ends at the next collective, as DDP's step does
   }
@@ -888,6 +956,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::alltoall_list_on_gloo(
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::send(std::vector<at::Tensor>& tensors,
                                                             int dst, int tag) {
   check_rank("send", "destination", dst, size_, rank_);
+  if (!tensors.empty() && cpu_engine(tensors[0])) check_tag("send", tag);
   Call c = one_tensor_call(OpKind::kSend, c10d::OpType::SEND, "dynamiccl:send", tensors);
   return dispatch(c, [&](c10d::Backend& e) { return e.send(tensors, dst, tag); });
 }
@@ -895,12 +964,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::send(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::recv(std::vector<at::Tensor>& tensors,
                                                             int src, int tag) {
   check_rank("recv", "source", src, size_, rank_);
+  if (!tensors.empty() && cpu_engine(tensors[0])) check_tag("recv", tag);
   Call c = one_tensor_call(OpKind::kRecv, c10d::OpType::RECV, "dynamiccl:recv", tensors);
   return dispatch(c, [&](c10d::Backend& e) { return e.recv(tensors, src, tag); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::recvAnysource(
     std::vector<at::Tensor>& tensors, int tag) {
+  if (!tensors.empty() && cpu_engine(tensors[0])) check_tag("recv", tag);
   Call c = one_tensor_call(OpKind::kRecv, c10d::OpType::RECVANYSOURCE, "dynamiccl:recv_anysource",
                            tensors);
   return dispatch(c, [&](c10d::Backend& e) { return e.recvAnysource(tensors, tag); });
@@ -927,22 +998,31 @@ void ProcessGroupDynamicCCL::monitoredBarrier(const c10d::BarrierOptions& opts,
 
 // ---------------------------------------------------------------------------------------------
 
-void ProcessGroupDynamicCCL::agree_on_nccl_plugin() {
+void ProcessGroupDynamicCCL::agree_on_nccl_plugin(bool delivered) {
   nccl_plugin_checked_ = true;
   if (!config_.nccl_tuning) return;
   // A rank whose NCCL did not load the plugin (another communicator came first, a different
-  // NCCL_TUNER_PLUGIN) would let NCCL choose while the others force: mismatched algorithms hang.
-  // So the flag is agreed (MIN over ranks) and tuning steps aside everywhere if anyone lacks it.
-  at::Tensor loaded = at::full({1}, nccl_plugin_loaded() ? 1.f : 0.f);
-  std::vector<at::Tensor> payload{loaded};
+  // NCCL_TUNER_PLUGIN), or did not consult it on the group's channel (its communicator was not
+  // bound to it), would let NCCL choose while the others force: mismatched algorithms hang. So
+  // both flags are agreed (MIN over ranks) and tuning steps aside everywhere if anyone lacks one.
+  at::Tensor flags = at::tensor({nccl_plugin_loaded() ? 1.f : 0.f, delivered ? 1.f : 0.f});
+  std::vector<at::Tensor> payload{flags};
   c10d::AllreduceOptions opts;
   opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::MIN);
   opts.timeout = timeout_;
-  engines_.control->allreduce(payload, opts)->wait(timeout_);
-  if (loaded.item<float>() < 0.5f) {
+  engines_.gloo->allreduce(payload, opts)->wait(timeout_);
+  const float* agreed = flags.data_ptr<float>();
+  if (agreed[0] < 0.5f) {
     TORCH_WARN_ONCE("dynamiccl: NCCL did not load the DynamICCL tuner plugin on every rank "
                     "(another NCCL communicator was created first, or NCCL_TUNER_PLUGIN differs); "
                     "NCCL tuning steps aside and NCCL decides as usual");
+  } else if (agreed[1] < 0.5f) {
+    TORCH_WARN_ONCE("dynamiccl: NCCL did not consult the DynamICCL tuner plugin for this group's "
+                    "communicator on every rank (it was created outside the group's window, or "
+                    "by an engine that does not call the tuner for it); NCCL tuning steps aside "
+                    "and NCCL decides as usual");
+  }
+  if (agreed[0] < 0.5f || agreed[1] < 0.5f) {
     nccl_plugin_active_ = false;
     for (OpPlan& plan : plans_[index(kNccl)]) plan = OpPlan{};
   }
@@ -966,67 +1046,6 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::endCoalescing() {
     if (auto w = engines_.nccl->endCoalescing()) works.push_back(w);
   }
   return c10::make_intrusive<CoalescedWork>(rank_, std::move(works));
-}
-
-void ProcessGroupDynamicCCL::setTimeout(std::chrono::milliseconds timeout) {
-  TORCH_CHECK(!shut_down_, "dynamiccl: setTimeout() after shutdown()");
-  timeout_ = timeout;
-  consensus_.set_timeout(timeout);
-  cpu_->set_timeout(timeout);
-  engines_.gloo->setTimeout(timeout);
-  engines_.control->setTimeout(timeout);
-  if (engines_.nccl) engines_.nccl->setTimeout(timeout);
-}
-
-c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupDynamicCCL::getBackendOptions() {
-  auto opts = c10::make_intrusive<Options>(getBackendName(), timeout_);
-  opts->group_name = getGroupUid();
-  opts->group_desc = getGroupDesc();
-  return opts;
-}
-
-c10::intrusive_ptr<c10d::Backend> ProcessGroupDynamicCCL::split(
-    const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
-    const c10::intrusive_ptr<Options>& opts) {
-  TORCH_CHECK(!shut_down_, "dynamiccl: split() after shutdown()");
-  TORCH_CHECK(split_factory_, "dynamiccl: this group cannot be split (no creator was given)");
-  // A rank outside the child takes no part: our engines are made afresh, not split.
-  if (std::find(ranks.begin(), ranks.end(), rank_) == ranks.end()) return nullptr;
-  for (int r : ranks) check_rank("split", "rank", r, size_);
-  SplitRequest req{store, ranks, rank_, opts ? opts->timeout : timeout_, "", ""};
-  if (opts) {
-    req.group_name = opts->group_name;
-    req.group_desc = opts->group_desc;
-  }
-  return split_factory_(req);
-}
-
-// Eager init (init_process_group(device_id=...)) connects NCCL's communicator at once.
-void ProcessGroupDynamicCCL::eagerConnectSingleDevice(at::Device device) {
-  if (device.is_cuda() && engines_.nccl) engines_.nccl->eagerConnectSingleDevice(device);
-}
-
-void ProcessGroupDynamicCCL::shutdown() {
-  if (shut_down_) return;
-  shut_down_ = true;
-  split_factory_ = nullptr;
-  cpu_->stop();
-  consensus_.drain();
-  for (auto* e : {engines_.gloo.get(), engines_.control.get(), engines_.nccl.get()}) {
-    if (e) e->shutdown();
-  }
-  // What was learned and measured stays readable; the engines and their threads go now.
-  consensus_.release_engine();
-  cpu_.reset();
-  engines_ = Engines{};
-}
-
-void ProcessGroupDynamicCCL::abort() {
-  if (shut_down_) return;
-  for (auto* e : {engines_.gloo.get(), engines_.control.get(), engines_.nccl.get()}) {
-    if (e) e->abort();
-  }
-  shutdown();
 }
 
 }  // namespace dynamiccl

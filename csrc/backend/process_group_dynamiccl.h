@@ -1,8 +1,11 @@
 // ProcessGroupDynamicCCL: the c10d::Backend behind init_process_group(backend="dynamiccl").
 //
-// A decorator over real engines (built by the Python creator): ProcessGroupGloo for CPU tensors
-// and ProcessGroupNCCL for CUDA tensors, plus a second Gloo group for the control plane and our
-// own CPU schedules. Every collective method validates its arguments, describes the call (Call)
+// A decorator over the engines torch would have given the user (built by the Python creator,
+// dynamiccl_pg/engines.py): Gloo for CPU tensors, and for CUDA tensors whatever `nccl` means in
+// the installed torch (nccl2 on 2.15, ProcessGroupNCCL before). Our CPU schedules and the
+// consensus rounds travel on the Gloo engine's point-to-point operations, so a group opens no
+// connections beyond its engines'. Every collective method validates its arguments, describes
+// the call (Call)
 // and hands it to dispatch(), which runs the same steps for all of them (docs/architecture.md,
 // "The path of one collective"):
 //   route (which engine) -> decide (the policy's arm) -> issue (on the engine) ->
@@ -23,6 +26,7 @@
 #include "backend/telemetry.h"
 #include "backend/torch_compat.h"
 #include "engines/cpu/cpu_engine.h"
+#include "engines/nccl/publish.h"
 #include "policy/arm_catalog.h"
 #include "policy/learner.h"
 
@@ -33,9 +37,9 @@ class DynamicWork;
 class ProcessGroupDynamicCCL : public c10d::Backend {
  public:
   struct Engines {
-    c10::intrusive_ptr<c10d::Backend> gloo;     // CPU collectives and the user's CPU p2p
-    c10::intrusive_ptr<c10d::Backend> control;  // consensus all-reduce and our schedules' p2p
-    c10::intrusive_ptr<c10d::Backend> nccl;     // CUDA collectives; null without CUDA
+    // CPU collectives, the user's CPU p2p, our schedules' p2p and the consensus rounds.
+    c10::intrusive_ptr<c10d::Backend> gloo;
+    c10::intrusive_ptr<c10d::Backend> nccl;  // CUDA collectives; null without CUDA
   };
 
   // What split() asks of the creator: a child group of `ranks` (this group's numbering, in the
@@ -47,31 +51,102 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
     std::chrono::milliseconds timeout;
     std::string group_name, group_desc;
   };
-  // The creator of a child: the Python creator, so that a split group is built as every group is
-  // (its own engines, learner and policy state, the agreement on settings, the topology).
-  using SplitFactory = std::function<c10::intrusive_ptr<c10d::Backend>(const SplitRequest&)>;
+  // What merge() asks of it: a group over the engines that merged (the CUDA one null where the
+  // group has none), this rank's place in it, and the options torch hands it.
+  struct MergeRequest {
+    c10::intrusive_ptr<c10d::Store> store;
+    c10::intrusive_ptr<c10d::Backend> gloo, cuda;
+    int rank = 0, size = 0;
+    std::chrono::milliseconds timeout;
+    std::string group_name, group_desc;
+  };
+  // The creator's part in what the group becomes (the Python creator's: a child or a merged group
+  // is built as every group is, with its own engines, learner and settings agreement; a new
+  // membership agrees on the settings before it learns).
+  struct Factories {
+    std::function<c10::intrusive_ptr<c10d::Backend>(const SplitRequest&)> split;
+    std::function<c10::intrusive_ptr<c10d::Backend>(const MergeRequest&)> merge;
+    // After a reconfigure: (uuid, rank, size) of the new membership; throws when its members'
+    // settings differ.
+    std::function<void(int64_t, int, int)> membership;
+  };
 
+  // `nccl_channel`: the decision channel the creator opened for the NCCL engine (0: none); the
+  // group closes it.
   ProcessGroupDynamicCCL(int rank, int size, Engines engines, BackendConfig config,
-                         std::chrono::milliseconds timeout);
+                         std::chrono::milliseconds timeout, int nccl_channel = 0);
   ~ProcessGroupDynamicCCL() override;
 
   const std::string getBackendName() const override { return "dynamiccl"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
-  // torch.distributed.split_group (and what splits through it, e.g. DeviceMesh's eager init).
-  void set_split_factory(SplitFactory factory) { split_factory_ = std::move(factory); }
-  bool supportsSplitting() const override { return static_cast<bool>(split_factory_); }
-  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
-                                          const std::vector<int>& ranks,
-                                          const c10::intrusive_ptr<Options>& opts) override;
-  void eagerConnectSingleDevice(at::Device device) override;
+  void set_factories(Factories factories) { factories_ = std::move(factories); }
   bool supportsCoalescing() const override { return true; }
   void startCoalescing() override;
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
-  void setTimeout(std::chrono::milliseconds timeout) override;
   uint64_t getSequenceNumberForGroup() override { return seq_collective_; }
   void setSequenceNumberForGroup() override {}  // our counters start at 0 on every rank
+
+  // --- The rest of c10d::Backend (process_group_api.cpp; backend/surface.h says how each virtual
+  // is answered) ---
+  // torch.distributed.split_group (and what splits through it, e.g. DeviceMesh's eager init).
+  bool supportsSplitting() const override { return static_cast<bool>(factories_.split); }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<Options>& opts) override;
+  c10::intrusive_ptr<c10d::Backend> merge(const c10::intrusive_ptr<c10d::Store>& store,
+                                          const c10::intrusive_ptr<Options>& opts, const int& rank,
+                                          const int& size) override;
+  void eagerConnectSingleDevice(at::Device device) override;
+  void setTimeout(std::chrono::milliseconds timeout) override;
+  void setGroupUid(const std::string& pg_uid) override;
+  c10d::ErrorType getError() override;
   void shutdown() override;
   void abort() override;
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                  const c10d::AllreduceOptions& opts) override;
+  void registerOnCompletionHook(
+      std::function<void(std::shared_ptr<c10d::WorkInfo>)>&& hook) override;
+  void waitForPendingWorks() override;
+  void enableCollectivesTiming() override;
+  bool supportsTimeEstimation() const override;
+  std::shared_ptr<c10::Allocator> getMemAllocator() override;
+  at::Tensor allocateTensor(long size, at::TensorOptions options) override;
+  bool supportsTensorAlloc(c10::DeviceIndex device_index) override;
+#if DYNAMICCL_C10D_HAS_MEMORY_OFFLOAD
+  void suspend() override;
+  void resume() override;
+  std::unordered_map<std::string, uint64_t> getMemoryStats() override;
+#endif
+#if DYNAMICCL_C10D_HAS_2_14_SURFACE
+  void addEphemeralTimeout(const std::chrono::milliseconds& timeout) override;
+  void setBoundDeviceId(std::optional<at::Device> device) override;
+  c10::intrusive_ptr<c10d::Work> gather_single(at::Tensor& output, at::Tensor& input,
+                                               const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather_into_tensor(at::Tensor& output, at::Tensor& input,
+                                                    const c10d::GatherOptions& opts) override;
+#endif
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+  bool supportsReconfigure() const override;
+  c10d::ReconfigureHandle get_reconfigure_handle() const override;
+  c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
+#endif
+#ifdef C10D_BACKEND_HAS_WINDOW
+  bool supportsWindow() const override;
+  c10::intrusive_ptr<c10d::Window> new_window(const std::optional<at::Tensor>& tensor) override;
+#endif
+#ifdef C10D_BACKEND_HAS_HOOKS
+  void registerAbortHook(int64_t hook_id, c10d::AbortHook hook) override;
+  void unregisterAbortHook(int64_t hook_id) override;
+#endif
+#if DYNAMICCL_C10D_HAS_2_15_SURFACE
+  bool supportsAbortHooks() const override;
+  bool supportsCompletionHooks() const override;
+  void registerCompletionHook(int64_t hook_id, c10d::CompletionHook hook) override;
+  void unregisterCompletionHook(int64_t hook_id) override;
+  bool isInitialized() override;
+  void startTimeEstimate() override;
+  float endTimeEstimate() override;
+#endif
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
@@ -137,10 +212,11 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   const std::string& prior_path() const { return config_.prior_path; }
   const ArmCatalog* catalog(EngineKind engine) const { return catalogs_[index(engine)].get(); }
   const Telemetry& telemetry() const { return telemetry_; }
-  uint64_t learned_calls() const { return consensus_.learned_calls(); }
-  uint64_t steps() { return consensus_.steps_ended(); }
-  uint64_t rounds_applied() const { return consensus_.rounds_applied(); }
-  double round_cost_us(EngineKind e) const { return consensus_.round_cost_us(e); }
+  uint64_t learned_calls() const { return consensus_->learned_calls(); }
+  uint64_t steps() { return consensus_->steps_ended(); }
+  uint64_t rounds_applied() const { return consensus_->rounds_applied(); }
+  uint64_t rounds_started() const { return consensus_->rounds_started(); }
+  double round_cost_us(EngineKind e) const { return consensus_->round_cost_us(e); }
   // NCCL tuning is live: the engine exists, tuning was not stepped aside, every rank's NCCL
   // loaded the plugin (known after the first NCCL call).
   bool nccl_tuning_active() const {
@@ -153,7 +229,7 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
     user_marks_steps_ = true;
     if (!framework_marks_steps_) end_step();
   }
-  void add_loss(double loss) { consensus_.add_loss(loss); }
+  void add_loss(double loss) { consensus_->add_loss(loss); }
 
  private:
   // One call, as its collective method describes it (defined in the .cpp).
@@ -170,7 +246,9 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
     c10::intrusive_ptr<c10::ivalue::Future> future;  // the Work's future (null: none)
     std::function<void()> rescale_at_wait;  // CPU, no future: the AVG rescale, run at wait()
     bool nccl_unavailable = false;          // NCCL could not apply the published arm on this rank
-    int nccl_channels = 0;  // measured calls: the channels NCCL ran it with (0: not said)
+    int nccl_channels = 0;        // measured calls: the channels NCCL ran it with (0: not said)
+    bool nccl_check = false;      // the call checked the plugin (agree_on_nccl_plugin follows)
+    bool nccl_delivered = false;  // ... and NCCL consulted it on the group's channel
   };
 
   static int index(EngineKind e) { return static_cast<int>(e); }
@@ -199,20 +277,40 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
                                                        const c10d::AllToAllOptions& opts);
   c10::intrusive_ptr<c10d::Work> attach_completion(const Call& call, const CallRecord& rec,
                                                    Issued&& issued);
-  void finish(const Call& call, const CallRecord& rec, const c10::intrusive_ptr<c10d::Work>& w);
+  void finish(const Call& call, const CallRecord& rec, const c10::intrusive_ptr<c10d::Work>& w,
+              bool nccl_check, bool nccl_delivered);
   // The end of a call whose completion is observed locally (CPU).
   void call_done(const CallTiming& timing, int64_t end_ns);
 
   void check_call_agrees(const Call& call);  // DYNAMICCL_CHECK: the ranks issue the same call
+  RoundTransport rounds_on_cpu_engine();
   void ensure_learner(EngineKind engine);
   void resolve_forced_arms();
   void use_learned_prior();
   void apply_test_arm_effects();  // DYNAMICCL_TEST_SLOW_ARM, DYNAMICCL_TEST_BUSY_ARM
   int test_schedule(const BackendConfig::TestArmEffect& effect, const char* var);  // -1: none
-  void agree_on_nccl_plugin();
+  // The first NCCL collective NCCL's tuner sees as one call: every rank agrees whether the
+  // plugin was loaded and consulted on the group's channel for it.
+  void agree_on_nccl_plugin(bool delivered);
+  // The learning machinery, fresh (our schedules' engine, consensus, plans; learners are made at
+  // first use), the same on every rank: at creation and after a reconfigure. `connected`: the
+  // engines can carry calls, else calls pass through until a reconfigure; `warm`: our schedules'
+  // connections are new (CpuEngine::warm_connections).
+  void start_learning(bool connected, bool warm);
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+  void reconfigure_engines(const c10d::ReconfigureOptions& opts,
+                           std::vector<c10::intrusive_ptr<c10d::Work>>& works);
+#endif
+
+  // The engine of a call without tensors (the CUDA one where the group has one), and of a tensor.
+  c10d::Backend& api_engine(const char* what) const;
+  c10d::Backend& engine_of(const at::Tensor& t, const char* what) const;
+  // Lets our schedules and the round in flight go (they may wait on a rank that is gone); calls
+  // pass through until start_learning.
+  void stop_learning();
 
   Engines engines_;
-  SplitFactory split_factory_;
+  Factories factories_;
   BackendConfig config_;
   std::chrono::milliseconds timeout_;
 
@@ -235,16 +333,24 @@ class ProcessGroupDynamicCCL : public c10d::Backend {
   std::array<std::shared_ptr<const ArmCatalog>, kNumEngines> catalogs_;
   std::array<std::unique_ptr<Learner>, kNumEngines> learners_;
   std::array<std::array<OpPlan, kNumOps>, kNumEngines> plans_{};
-  Consensus consensus_;
   std::unique_ptr<CpuEngine> cpu_;
+  std::unique_ptr<Consensus> consensus_;  // its rounds ride on cpu_
   Telemetry telemetry_;
+  NcclChannel nccl_channel_;
 
   // Coalescing window (startCoalescing .. endCoalescing).
   bool coalescing_ = false;
   bool nccl_coalescing_ = false;
   std::vector<c10::intrusive_ptr<c10d::Work>> coalesced_works_;
   bool shut_down_ = false;
-  bool nccl_plugin_checked_ = false;  // the first NCCL call agreed on whether NCCL loaded it
+  // Calls pass through undecided and uncounted: the engines await their first reconfigure, or
+  // were aborted (learning restarts at the next reconfigure).
+  bool suspended_ = false;
+  bool estimating_ = false;   // the CUDA engine estimates times: calls pass through untouched
+  bool nccl_timing_ = false;  // the CUDA engine was asked to time its calls
+  // The first tunable NCCL call agreed on whether NCCL loaded the plugin and consulted it on the
+  // group's channel; until then NCCL calls run natively.
+  bool nccl_plugin_checked_ = false;
   bool nccl_plugin_active_ = true;
 };
 

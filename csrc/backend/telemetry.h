@@ -75,6 +75,13 @@ class Telemetry {
   std::vector<CallRecord> decision_log() const;     // oldest first, at most the capacity
   uint64_t decision_hash() const { return hash_; }  // over every decision ever logged
   uint64_t decisions_logged() const { return logged_; }
+  // A new membership (reconfigure) starts a new log: the decisions of every rank in it compare
+  // from here, a rank that joined included.
+  void restart_decisions() {
+    log_.clear();
+    logged_ = 0;
+    hash_ = kDecisionHashBasis;
+  }
 
   SummaryCell& summary(EngineKind engine, OpKind op, int bin) {
     return summary_[static_cast<int>(engine)][static_cast<int>(op)][bin];

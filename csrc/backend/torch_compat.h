@@ -16,6 +16,18 @@
 // call never depends on Backend's forwarding between the two.
 #define DYNAMICCL_C10D_HAS_SINGLE_NAMES DYNAMICCL_TORCH_AT_LEAST(2, 14)
 
+// The rest of c10d::Backend's surface, by the release that added it (backend/surface.h says how
+// the backend answers each virtual). Reconfigure, windows and abort hooks (2.14) come with
+// torch's own feature macros: C10D_BACKEND_HAS_RECONFIGURE, C10D_BACKEND_HAS_WINDOW,
+// C10D_BACKEND_HAS_HOOKS.
+//   2.12: suspend, resume, getMemoryStats (engine memory offload).
+#define DYNAMICCL_C10D_HAS_MEMORY_OFFLOAD DYNAMICCL_TORCH_AT_LEAST(2, 12)
+//   2.14: gather_single, gather_into_tensor, addEphemeralTimeout, and get/setBoundDeviceId as
+//   virtuals.
+#define DYNAMICCL_C10D_HAS_2_14_SURFACE DYNAMICCL_TORCH_AT_LEAST(2, 14)
+//   2.15: completion hooks, supportsAbortHooks, start/endTimeEstimate, isInitialized.
+#define DYNAMICCL_C10D_HAS_2_15_SURFACE DYNAMICCL_TORCH_AT_LEAST(2, 15)
+
 // The overrides of the canonical names, each forwarding to the implementation of the older name.
 #if DYNAMICCL_C10D_HAS_SINGLE_NAMES
 #define DYNAMICCL_C10D_SINGLE_NAME_OVERRIDES                                                   \

@@ -1,9 +1,19 @@
-// The per-thread decision channel between the DynamICCL backend and NCCL's getCollInfo,
-// and the process-wide counters. Everything here is lock-free and allocation-free.
+// The decision channels between the DynamICCL backend and NCCL's getCollInfo, and the
+// process-wide counters.
+//
+// A channel belongs to one backend group. The group publishes the decision for its next NCCL
+// call there; a communicator is bound to the channel when NCCL initialises the tuner for it
+// (dynamiccl_nccl_expect_comm), and its getCollInfo reads the channel on whatever thread NCCL
+// runs it: the caller's for a blocking communicator, NCCL's own for a non-blocking one. Either
+// way the engine's call returns only after NCCL prepared it, so the outcome is there when the
+// group reads it. Publishing and reading are lock-free and allocation-free.
 #ifndef DYNAMICCL_NCCL_DECISION_CHANNEL_H_
 #define DYNAMICCL_NCCL_DECISION_CHANNEL_H_
 
 #include <stddef.h>
+#include <stdint.h>
+
+#include <atomic>
 
 namespace dynamiccl {
 namespace nccl_plugin {
@@ -17,22 +27,30 @@ struct Decision {
   size_t chunk_bytes;  // 0 = NCCL's choice (tuner ABI v6 getChunkSize)
 };
 
-struct ThreadSlot {
-  Decision decision;
-  bool armed;          // a decision is published and not consumed
-  bool answered;       // a matching call already counted it (NCCL 2.21 asks twice per call)
-  int outcome;         // enum dynamiccl_nccl_outcome
-  bool chunk_due;      // getCollInfo applied a decision with a chunk; getChunkSize may return it
-  bool chunk_counted;  // one chunk_size_applied per published decision
-  // What v6 getChunkSize said NCCL settled on for the thread's last collective since the last
+// One group's channel. The publisher writes `decision` and then sets `armed` (release); NCCL's
+// thread reads `armed` (acquire) before `decision`, and sets `outcome` (release) last.
+struct Channel {
+  std::atomic<uint32_t> id{0};     // the open channel's id (index and generation); 0 = closed
+  std::atomic<bool> armed{false};  // a decision is published and not consumed
+  Decision decision{};
+  bool answered = false;  // a matching call already counted it (NCCL 2.21 asks twice per call)
+  std::atomic<int> outcome{0};  // enum dynamiccl_nccl_outcome
+  bool chunk_due = false;       // getCollInfo applied a decision with a chunk: getChunkSize may
+  bool chunk_counted = false;   // one chunk_size_applied per published decision
+  // What v6 getChunkSize said NCCL settled on for the channel's last collective since the last
   // publish or clear: its type and bytes, and the most channels of any of its pieces (0: none).
-  int settled_coll_type;
-  size_t settled_nbytes;
-  int settled_channels;
+  std::atomic<int> settled_coll_type{-1};
+  std::atomic<size_t> settled_nbytes{0};
+  std::atomic<int> settled_channels{0};
+  std::atomic<int> comms_bound{0};  // communicators bound to the channel since it was opened
 };
 
-// The calling thread's slot (thread_local storage of this library).
-ThreadSlot& this_thread_slot();
+// The open channel `id`, or null (0, closed, or reused since by another group).
+Channel* find_channel(uint32_t id);
+
+// The channel a communicator of `n_ranks` being initialised now binds to (0: none): the
+// expectation the initialising thread set, else the only one pending for that size.
+uint32_t bind_new_comm(size_t n_ranks);
 
 // One getCollInfo call, as NCCL describes it.
 struct CollCall {
@@ -43,15 +61,16 @@ struct CollCall {
 
 enum class Verdict { kNoDecision, kMismatch, kMatch };
 
-// Whether `call` is the one the thread's decision was published for. A call that stands
-// for several merged tasks (numPipeOps > 1) is never a match.
-Verdict match_call(const ThreadSlot& slot, const CollCall& call);
+// Whether `call` is the one the channel's decision was published for. A call that stands for
+// several merged tasks (numPipeOps > 1) is never a match.
+Verdict match_call(const Channel& ch, const CollCall& call);
 
-// Book-keeping after a getCollInfo call: outcome, counters, consumption.
-void finish_without_decision(ThreadSlot& slot);
-void finish_mismatch(ThreadSlot& slot);
+// Book-keeping after a getCollInfo call: outcome, counters, consumption. `ch` may be null (an
+// unbound communicator).
+void finish_without_decision(Channel* ch);
+void finish_mismatch(Channel& ch);
 // `outcome` is APPLIED or UNAVAILABLE; `consume` disarms the decision (one per collective).
-void finish_match(ThreadSlot& slot, int outcome, bool consume);
+void finish_match(Channel& ch, int outcome, bool consume);
 
 // Communicator life cycle, reported by the tuner's init and destroy/finalize.
 // `has_context`: init could allocate the per-communicator context (only those count as
@@ -69,12 +88,12 @@ struct ChunkCall {
 };
 // Whether the protocol accepts `chunk_bytes` from us (dynamiccl_nccl_chunk_valid).
 bool chunk_valid(int proto, size_t chunk_bytes);
-// The chunk size for `call`: the thread's published chunk when getCollInfo applied that
+// The chunk size for `call`: the channel's published chunk when getCollInfo applied that
 // decision, the call is the decision's (type, bytes, and its algorithm/protocol where named) and
 // the chunk is valid for the protocol; otherwise `nccl_value`. Counts what it did.
-size_t chunk_for_call(ThreadSlot& slot, const ChunkCall& call, size_t nccl_value);
+size_t chunk_for_call(Channel& ch, const ChunkCall& call, size_t nccl_value);
 // Records the channels NCCL settled on for `call` (one of its channel-range pieces).
-void note_settled_channels(ThreadSlot& slot, const ChunkCall& call, int n_channels);
+void note_settled_channels(Channel& ch, const ChunkCall& call, int n_channels);
 
 }  // namespace nccl_plugin
 }  // namespace dynamiccl

@@ -9,15 +9,22 @@
  * and NCCL would never see the backend's decisions: dynamiccl_nccl_loaded_by_nccl() says
  * whether NCCL initialised the copy the caller uses.
  *
- * Decision channel (tuner):
- *   1. right before issuing one NCCL collective on a blocking communicator, the calling
- *      thread publishes the decision for that call with dynamiccl_nccl_publish();
- *   2. NCCL calls the plugin's getCollInfo synchronously on that thread; the plugin
- *      checks that the call is the published one (collective type and byte count, and a
- *      lone, unmerged call) and then forces the algorithm/protocol and caps the channels;
- *      anything else leaves NCCL to decide as usual;
- *   3. after the call returns, dynamiccl_nccl_last_outcome() says what happened, and
- *      dynamiccl_nccl_clear() drops a decision that was not consumed.
+ * Decision channels (tuner). A channel belongs to one backend group and its communicator(s):
+ *   1. the group opens a channel (dynamiccl_nccl_channel_open) and, while its engine may create
+ *      the group's communicator, expects it (dynamiccl_nccl_expect_comm): the tuner's init for a
+ *      communicator of that size binds it to the channel, whichever thread NCCL runs init on;
+ *   2. right before issuing one NCCL collective, the group publishes the decision for that call
+ *      on its channel (dynamiccl_nccl_publish);
+ *   3. NCCL calls getCollInfo for the bound communicator, on the calling thread (blocking
+ *      communicators) or on a thread of its own (non-blocking ones); the plugin checks that the
+ *      call is the published one (collective type and byte count, and a lone, unmerged call)
+ *      and then forces the algorithm/protocol and caps the channels; anything else leaves NCCL
+ *      to decide as usual;
+ *   4. NCCL's entry point returns only once the call is prepared (a non-blocking communicator's
+ *      caller polls until it is), so afterwards dynamiccl_nccl_last_outcome() says what
+ *      happened, and dynamiccl_nccl_clear() drops a decision that was not consumed.
+ * A communicator created while no expectation stands (another library's), or while several of
+ * its size stand on other threads, is bound to none: it abstains on every call.
  *
  * Matching rules (all inputs are identical on every rank, so every rank reaches the same
  * verdict for the same call):
@@ -33,8 +40,6 @@
  *     ABI (NCCL 2.21), NCCL asks twice about the same lone collective (once for the
  *     algorithm, once for channels), so there the decision answers every matching call,
  *     is counted once, and stays published until the next publish or clear.
- *   - the decision lives in thread-local storage: calls made on other threads (non-
- *     blocking communicators, NCCL helper threads) never see it and abstain.
  *
  * Forcing never goes beyond what NCCL offers: a requested algorithm/protocol whose cost
  * entry NCCL marked unavailable (-1: unsupported, disabled by NCCL_ALGO/NCCL_PROTO, not
@@ -104,9 +109,9 @@ extern "C" {
  * (v6) lets a plugin set the chunk size. */
 #define DYNAMICCL_NCCL_CHUNK_MIN_VERSION 23000
 
-/* Outcome of the last getCollInfo call on the calling thread. */
+/* Outcome of the last getCollInfo call on a channel's communicator. */
 enum dynamiccl_nccl_outcome {
-  DYNAMICCL_NCCL_NOT_CALLED = 0,  /* no getCollInfo on this thread since the last publish */
+  DYNAMICCL_NCCL_NOT_CALLED = 0,  /* no getCollInfo on the channel since the last publish */
   DYNAMICCL_NCCL_APPLIED = 1,     /* the published decision matched and was applied */
   DYNAMICCL_NCCL_ABSTAINED = 2,   /* nothing was published: NCCL decided */
   DYNAMICCL_NCCL_UNAVAILABLE = 3, /* matched, but NCCL does not offer the requested
@@ -115,32 +120,49 @@ enum dynamiccl_nccl_outcome {
                                      (type, bytes, merged group): NCCL decided */
 };
 
+/* Opens a decision channel for one group: its id (> 0), or 0 when the process has 4095 open
+ * (the group is then not tuned). */
+DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_channel_open(void);
+/* Closes it (the group is gone); communicators still bound to it abstain from then on. */
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_channel_close(int channel);
 /*
- * Publishes the decision for the next collective this thread issues.
+ * Every communicator of n_ranks ranks (0: any size) whose tuner NCCL initialises from now on is
+ * bound to `channel`, until the expectation is withdrawn with n_ranks = (size_t)-1. Where
+ * several expectations of that size stand, the one set on the initialising thread wins, else
+ * none (the communicator stays unbound). Set it only while the group's engine may create its
+ * communicator (its construction, its first collectives, a reconfigure).
+ */
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_expect_comm(int channel, size_t n_ranks);
+/* How many communicators were bound to `channel` since it was opened. */
+DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_comms_bound(int channel);
+
+/*
+ * Publishes the decision for the next collective the group issues on its channel.
  *   coll_type: DYNAMICCL_NCCL_COLL_*;  nbytes: the byte count NCCL will see (see above);
  *   algo / proto: DYNAMICCL_NCCL_ALGO_* / DYNAMICCL_NCCL_PROTO_*, or -1 to leave that part to
  *   NCCL (NCCL then picks the cheapest available entry among those that satisfy the other
  *   part); nchannels: upper bound on channels (1..64; larger values are clamped to 64) or -1.
  *   With NCCL >= 2.22 nchannels is a cap: NCCL may use fewer (it keeps >= 16 KiB per channel)
  *   and never more than the communicator has; with NCCL 2.21 it is the channel count.
- * A decision of -1/-1/-1 is honoured by changing nothing (it still counts as applied).
- * Replaces any earlier decision of this thread and resets its outcome to NOT_CALLED.
+ * A decision of -1/-1/-1 is honoured by changing nothing (it still counts as applied: the group
+ * learns that its communicator is bound and consults the tuner).
+ * Replaces any earlier decision of the channel and resets its outcome to NOT_CALLED.
  * Never blocks and never allocates. Same as dynamiccl_nccl_publish_chunk with chunk_bytes 0.
  */
-DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish(int coll_type, size_t nbytes, int algo, int proto,
-                                                  int nchannels);
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish(int channel, int coll_type, size_t nbytes,
+                                                  int algo, int proto, int nchannels);
 
 /*
- * dynamiccl_nccl_publish plus a chunk size in bytes (0 = NCCL's own). With tuner ABI v6
+ * dynamiccl_nccl_publish plus a chunk size in bytes (0 = NCCL's own). With tuner ABI v6+
  * (NCCL >= 2.30) NCCL asks getChunkSize once it settled algorithm, protocol and channels; the
- * plugin then returns chunk_bytes when, on this thread, getCollInfo applied this decision, the
- * call has the decision's collective type and byte count, NCCL settled on the decision's
- * algorithm/protocol (where it named them), and chunk_bytes is valid for that protocol
- * (dynamiccl_nccl_chunk_valid). Otherwise NCCL's value is kept. Older NCCLs never ask: the
- * chunk is then simply not applied (the rest of the decision is).
+ * plugin then returns chunk_bytes when getCollInfo applied this decision, the call has the
+ * decision's collective type and byte count, NCCL settled on the decision's algorithm/protocol
+ * (where it named them), and chunk_bytes is valid for that protocol (dynamiccl_nccl_chunk_valid).
+ * Otherwise NCCL's value is kept. Older NCCLs never ask: the chunk is then simply not applied
+ * (the rest of the decision is).
  */
-DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish_chunk(int coll_type, size_t nbytes, int algo,
-                                                        int proto, int nchannels,
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_publish_chunk(int channel, int coll_type, size_t nbytes,
+                                                        int algo, int proto, int nchannels,
                                                         size_t chunk_bytes);
 
 /* 1 when chunk_bytes is a chunk the plugin hands NCCL for protocol `proto`: the protocol's step
@@ -159,25 +181,25 @@ static inline int dynamiccl_nccl_chunk_valid(int proto, size_t chunk_bytes) {
   return 0;
 }
 
-/* Drops this thread's published decision, if any. The outcome is kept. */
-DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_clear(void);
+/* Drops the channel's published decision, if any. The outcome is kept. */
+DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_clear(int channel);
 
-/* enum dynamiccl_nccl_outcome of the last getCollInfo on this thread. */
-DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_last_outcome(void);
+/* enum dynamiccl_nccl_outcome of the last getCollInfo on the channel's communicator. */
+DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_last_outcome(int channel);
 
 /*
- * The channels NCCL settled on for this thread's last collective, when it was of coll_type and
- * nbytes and ran since this thread's last publish or clear: with tuner ABI v6 (NCCL >= 2.30)
- * NCCL tells getChunkSize the channels of each channel-range piece of every collective, tuned
- * or not; this is the most of them. 0 when NCCL did not say (an older NCCL, another call).
+ * The channels NCCL settled on for the channel's last collective, when it was of coll_type and
+ * nbytes and ran since the last publish or clear: with tuner ABI v6+ (NCCL >= 2.30) NCCL tells
+ * getChunkSize the channels of each channel-range piece of every collective, tuned or not; this
+ * is the most of them. 0 when NCCL did not say (an older NCCL, another call).
  * The communicator's real channel count, which the tuner is otherwise never told.
  */
-DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_last_channels(int coll_type, size_t nbytes);
+DYNAMICCL_NCCL_EXPORT int dynamiccl_nccl_last_channels(int channel, int coll_type, size_t nbytes);
 
 /* Process-wide counters (relaxed atomics: each value is exact, the set is not a snapshot). */
 struct dynamiccl_nccl_counters {
   uint64_t applied;             /* getCollInfo calls that applied a published decision */
-  uint64_t abstained;           /* getCollInfo calls with no decision published on their thread */
+  uint64_t abstained;           /* getCollInfo calls with no decision on their channel */
   uint64_t unavailable;         /* matching decisions NCCL could not honour (cost entry -1) */
   uint64_t mismatched;          /* calls that did not match the published decision */
   uint64_t init_calls;          /* tuner init calls (one per communicator NCCL created) */
@@ -187,6 +209,7 @@ struct dynamiccl_nccl_counters {
   uint64_t chunk_size_applied;  /* decisions whose chunk getChunkSize returned (once each) */
   uint64_t chunk_size_rejected; /* matching calls whose published chunk was not valid for the
                                    protocol NCCL settled on: NCCL's value was kept */
+  uint64_t unbound_comms;       /* communicators initialised with no channel to bind to */
 };
 DYNAMICCL_NCCL_EXPORT void dynamiccl_nccl_get_counters(struct dynamiccl_nccl_counters* out);
 

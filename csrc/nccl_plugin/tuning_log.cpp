@@ -32,7 +32,7 @@ void describe_request(const Decision& d, char* out, size_t size) {
 // Why the call ended as it did, for the parenthesis of the log line.
 void describe_outcome(int outcome, const Decision* decision, char* out, size_t size) {
   if (decision == nullptr) {
-    std::snprintf(out, size, "nothing published on this thread");
+    std::snprintf(out, size, "nothing published on its channel");
     return;
   }
   char request[96];

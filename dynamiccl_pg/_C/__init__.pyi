@@ -7,9 +7,9 @@ import datetime
 import torch._C._distributed_c10d
 import typing
 from . import sim
-__all__: list[str] = ['EMULATED_NCCL_DEFAULT_RELEASE', 'EMULATED_NCCL_RELEASES', 'EmulatedNccl', 'Engine', 'PriorModel', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'backend_defaults', 'built_for_torch', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'is_nccl_arm_name', 'nccl_arm_uncapped', 'nccl_counters', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'policy_keys', 'prior_features', 'prior_schema', 'register_ddp_comm_hook', 'set_hint', 'sim', 'size_bin', 'vocabulary']
+__all__: list[str] = ['EMULATED_NCCL_DEFAULT_RELEASE', 'EMULATED_NCCL_RELEASES', 'EmulatedNccl', 'Engine', 'PriorModel', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'backend_defaults', 'backend_surface', 'built_for_torch', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'is_nccl_arm_name', 'nccl_arm_uncapped', 'nccl_channel_close', 'nccl_channel_open', 'nccl_comms_bound', 'nccl_counters', 'nccl_expect_comm', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'policy_keys', 'prior_features', 'prior_schema', 'register_ddp_comm_hook', 'set_hint', 'sim', 'size_bin', 'vocabulary']
 class EmulatedNccl(torch._C._distributed_c10d.Backend):
-    def __init__(self, rank: typing.SupportsInt | typing.SupportsIndex, size: typing.SupportsInt | typing.SupportsIndex, gloo: typing.Any, scenario: sim.ScenarioSpec, nodes: typing.SupportsInt | typing.SupportsIndex, gpus_per_node: typing.SupportsInt | typing.SupportsIndex, comm_id: typing.SupportsInt | typing.SupportsIndex, tuner_plugin: str, nccl_algo: str, nccl_proto: str, skip_plugin: bool, unavailable: collections.abc.Sequence[str], release: str = '2.28') -> None:
+    def __init__(self, rank: typing.SupportsInt | typing.SupportsIndex, size: typing.SupportsInt | typing.SupportsIndex, gloo: typing.Any, scenario: sim.ScenarioSpec, nodes: typing.SupportsInt | typing.SupportsIndex, gpus_per_node: typing.SupportsInt | typing.SupportsIndex, comm_id: typing.SupportsInt | typing.SupportsIndex, tuner_plugin: str, nccl_algo: str, nccl_proto: str, skip_plugin: bool, unavailable: collections.abc.Sequence[str], release: str = '2.28', nonblocking: bool = False) -> None:
         ...
     def runs(self) -> list:
         """
@@ -17,7 +17,14 @@ class EmulatedNccl(torch._C._distributed_c10d.Backend):
         """
     @property
     def plugin_loaded(self) -> bool:
-        ...
+        """
+        whether its communicator exists and loaded the tuner plugin
+        """
+    @property
+    def tuner_abi(self) -> int:
+        """
+        the tuner ABI its communicator loaded (0: none yet)
+        """
 class Engine:
     """
     The engines a group runs calls on.
@@ -82,7 +89,7 @@ class PriorModel:
     def path(self) -> str:
         ...
 class ProcessGroupDynamicCCL(torch._C._distributed_c10d.Backend):
-    def __init__(self, rank: typing.SupportsInt | typing.SupportsIndex, size: typing.SupportsInt | typing.SupportsIndex, gloo: typing.Any, control: typing.Any, nccl: typing.Any, config: dict, timeout: datetime.timedelta) -> None:
+    def __init__(self, rank: typing.SupportsInt | typing.SupportsIndex, size: typing.SupportsInt | typing.SupportsIndex, gloo: typing.Any, nccl: typing.Any, config: dict, timeout: datetime.timedelta, nccl_channel: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
         ...
     def add_loss(self, arg0: typing.SupportsFloat | typing.SupportsIndex) -> None:
         ...
@@ -108,9 +115,9 @@ class ProcessGroupDynamicCCL(torch._C._distributed_c10d.Backend):
         """
         what the last consensus round cost, as the engine's learner prices it (us; 0: none yet)
         """
-    def set_split_factory(self, arg0: typing.Any) -> None:
+    def set_factories(self, split: typing.Any, merge: typing.Any, membership: typing.Any) -> None:
         """
-        The creator split() calls: fn(store, ranks, parent_rank, timeout, name, desc).
+        The creator's part: split(store, ranks, parent_rank, timeout, name, desc) -> child; merge(store, gloo, cuda, rank, size, timeout, name, desc) -> group; membership(uuid, rank, size) after a reconfigure (agrees on the settings).
         """
     def snapshot(self, arg0: Engine) -> typing.Any:
         ...
@@ -149,7 +156,7 @@ class ProcessGroupDynamicCCL(torch._C._distributed_c10d.Backend):
     @property
     def shut_down(self) -> bool:
         """
-        True once the group was destroyed (shutdown() or abort()).
+        True once the group was destroyed (shutdown()).
         """
     @property
     def steps(self) -> int:
@@ -165,6 +172,10 @@ def assumed_bw_GBps(link: str, gpu: str) -> float:
 def backend_defaults() -> dict:
     """
     The backend configuration's defaults (csrc/backend/config.h and the learner's), by the keys of the config dict ProcessGroupDynamicCCL takes.
+    """
+def backend_surface() -> list:
+    """
+    How the backend answers every virtual of c10d::Backend: (method, answer, how), answer one of ours, forwarded, inherited, not offered (csrc/backend/surface.h).
     """
 def default_heads() -> dict:
     """
@@ -188,8 +199,20 @@ def nccl_arm_uncapped(name: str) -> str:
     """
     The NCCL arm `name` without its channel cap (the arm a cap at or above its channels runs).
     """
+def nccl_channel_close(channel: typing.SupportsInt | typing.SupportsIndex) -> None:
+    ...
+def nccl_channel_open() -> int:
+    """
+    A new decision channel's id (0: none left, the group is not tuned).
+    """
+def nccl_comms_bound(channel: typing.SupportsInt | typing.SupportsIndex) -> int:
+    ...
 def nccl_counters() -> dict:
     ...
+def nccl_expect_comm(channel: typing.SupportsInt | typing.SupportsIndex, n_ranks: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    Communicators of n_ranks ranks NCCL creates from now on bind to the channel; -1: no more.
+    """
 def nccl_plugin_path() -> str:
     """
     Path of the tuner plugin library this module is linked with (give NCCL this one).
@@ -227,5 +250,5 @@ def vocabulary() -> dict:
     Every name list the core defines (ops, roles, modes, engines, ...), indexed by value.
     """
 EMULATED_NCCL_DEFAULT_RELEASE: str = '2.28'
-EMULATED_NCCL_RELEASES: list = ['2.28', '2.30']
+EMULATED_NCCL_RELEASES: list = ['2.28', '2.30', '2.32']
 built_for_torch: str = '2.15.0+cu132'

@@ -26,7 +26,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
-def _child(rank, world_size, store_path, backend, env, pg_timeout_s, fn, args, queue):
+def _child(rank, world_size, store_path, backend, env, pg_timeout_s, init_kwargs, fn, args,
+           queue):
     try:
         os.environ.update(env.get(rank, env[None]))
         import torch
@@ -35,7 +36,7 @@ def _child(rank, world_size, store_path, backend, env, pg_timeout_s, fn, args, q
         import dynamiccl_pg  # noqa: F401  registers "dynamiccl"
         store = dist.FileStore(store_path, world_size)
         dist.init_process_group(backend, store=store, rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=pg_timeout_s))
+                                timeout=timedelta(seconds=pg_timeout_s), **init_kwargs)
         try:
             result = fn(rank, world_size, *args)
         finally:
@@ -50,9 +51,11 @@ def _child(rank, world_size, store_path, backend, env, pg_timeout_s, fn, args, q
 def run_ranks(fn: Callable, world_size: int, *args, backend: str = "dynamiccl",
               env: Optional[Dict[str, str]] = None, timeout: float = 180,
               pg_timeout_s: float = 60, expect_failure: bool = False,
-              rank_env: Optional[Dict[int, Dict[str, str]]] = None) -> List[Any]:
+              rank_env: Optional[Dict[int, Dict[str, str]]] = None,
+              init_kwargs: Optional[Dict[str, Any]] = None) -> List[Any]:
     """Returns the per-rank results (or, with expect_failure, the per-rank error texts/results).
-    ``rank_env`` adds variables for single ranks on top of ``env``."""
+    ``rank_env`` adds variables for single ranks on top of ``env``; ``init_kwargs`` goes to
+    init_process_group (e.g. enable_reconfigure=True)."""
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     child_env = {"PYTHONPATH": os.pathsep.join([ROOT, HERE, os.environ.get("PYTHONPATH", "")])}
@@ -63,7 +66,8 @@ def run_ranks(fn: Callable, world_size: int, *args, backend: str = "dynamiccl",
     with tempfile.TemporaryDirectory() as tmp:
         store_path = os.path.join(tmp, "store")
         procs = [ctx.Process(target=_child, args=(r, world_size, store_path, backend, envs,
-                                                  pg_timeout_s, fn, args, queue), daemon=True)
+                                                  pg_timeout_s, init_kwargs or {}, fn, args,
+                                                  queue), daemon=True)
                  for r in range(world_size)]
         for p in procs:
             p.start()

@@ -1,10 +1,12 @@
 """The backend's NCCL branch end to end, on the emulated NCCL (DYNAMICCL_EMULATE_NCCL): our tuner
-plugin loaded by the emulated NCCL as NCCL loads it, decisions published on the calling thread
-and applied, unavailable arms dropped on every rank, the plugin-loaded agreement, NCCL_ALGO
-respected, GPU times read from the inner works — with results checked against exact values.
+plugin loaded by the emulated NCCL as NCCL loads it, decisions published on the group's channel
+and applied, unavailable arms dropped on every rank, the plugin agreement, NCCL_ALGO respected,
+GPU times read from the inner works — with results checked against exact values.
 
-Every test runs twice: with the emulated NCCL behaving as NCCL 2.28 (tuner ABI v5, the NCCL of
-torch 2.11) and as NCCL 2.30 (ABI v6 first, getChunkSize after the choice: torch 2.14+)."""
+Every test runs three times: with the emulated NCCL behaving as NCCL 2.28 (tuner ABI v5, the NCCL
+of torch 2.11), as NCCL 2.30 (ABI v6 first, getChunkSize after the choice: torch 2.14+) with
+non-blocking communicators (the tuner called on NCCL's own thread, not the caller's), and as NCCL
+2.32 (ABI v7 first), which users can install beside torch 2.15."""
 
 from __future__ import annotations
 
@@ -38,18 +40,32 @@ def scenario(tmp_path, **truth) -> str:
     return str(path)
 
 
-RELEASE = {"name": "2.28"}  # the emulated NCCL release of the running test (fixture below)
+# The emulated NCCL of the running test (fixture below): its release, and whether its
+# communicators are non-blocking.
+RELEASE = {"name": "2.28", "nonblocking": False}
+CONFIGS = {"2.28": False, "2.30": True, "2.32": False}
+assert set(CONFIGS) == set(dynamiccl_pg._C.EMULATED_NCCL_RELEASES)
 
 
-@pytest.fixture(autouse=True, params=dynamiccl_pg._C.EMULATED_NCCL_RELEASES)
+@pytest.fixture(autouse=True, params=list(CONFIGS),
+                ids=[f"{r}{'-nonblocking' if nb else ''}" for r, nb in CONFIGS.items()])
 def nccl_release(request):
-    RELEASE["name"] = request.param
+    RELEASE.update(name=request.param, nonblocking=CONFIGS[request.param])
     return request.param
+
+
+# The tuner ABI each release loads first; chunk sizes from 2.30 (ABI v6) on.
+TUNER_ABI = {"2.28": 5, "2.30": 6, "2.32": 7}
+
+
+def chunks(release: str) -> bool:
+    return TUNER_ABI[release] >= 6
 
 
 def emulated(path: str, **extra) -> dict:
     return {"DYNAMICCL_EMULATE_NCCL": path,
-            "DYNAMICCL_EMULATE_NCCL_VERSION": RELEASE["name"], **extra}
+            "DYNAMICCL_EMULATE_NCCL_VERSION": RELEASE["name"],
+            "DYNAMICCL_EMULATE_NCCL_NONBLOCKING": "1" if RELEASE["nonblocking"] else "0", **extra}
 
 
 def runs_of(group=None):
@@ -150,17 +166,18 @@ def test_decisions_reach_the_emulated_nccl_through_the_plugin_it_loaded(tmp_path
         assert wrong == 0
         plugin = st["nccl_plugin"]
         assert plugin["loaded_by_nccl"] and plugin["tuning_active"], plugin
-        # NCCL 2.30 loads ABI v6 and asks for each tuned call's chunk size, which the plugin keeps
-        # (the emulation's default for the protocol, at most the message) unless the arm names
-        # one; 2.28 loads v5 and its catalog has no chunk arms.
-        v6 = nccl_release == "2.30"
-        assert plugin["abi_version"] == (6 if v6 else 5), plugin
+        # NCCL 2.30 loads ABI v6 (2.32: v7) and asks for each tuned call's chunk size, which the
+        # plugin keeps (the emulation's default for the protocol, at most the message) unless
+        # the arm names one; 2.28 loads v5 and its catalog has no chunk arms.
+        v6 = chunks(nccl_release)
+        assert plugin["abi_version"] == TUNER_ABI[nccl_release], plugin
         assert (plugin["chunk_size_calls"] == len(runs)) if v6 else plugin["chunk_size_calls"] == 0
         assert all(0 < r["chunk_bytes"] <= 4 << 20 for r in runs if r["tuner_saw"]), runs[:3]
         assert st["nccl_emulated"].endswith("cluster.json")
         assert st["nccl_topology"]["nodes"] == 2 and st["nccl_topology"]["gpus_per_node"] == 2
-        # The first NCCL call runs NCCL's own choice (the plugin agreement); every later one was
-        # decided by the learner, published, and is what the emulated NCCL ran.
+        # The first NCCL call runs NCCL's own choice (the plugin check: it binds the group's
+        # channel); every later one was decided by the learner, published, and is what the
+        # emulated NCCL ran.
         assert len(runs) == len(log) + 1
         default_run = (runs[0]["algo"], runs[0]["proto"], runs[0]["channels"])
         applied = 0
@@ -174,13 +191,14 @@ def test_decisions_reach_the_emulated_nccl_through_the_plugin_it_loaded(tmp_path
                 if _arm_chunk(name) is not None:
                     assert v6 and run["chunk_bytes"] == _arm_chunk(name), (name, run)
                 applied += 1
-        assert plugin["applied"] == applied > 0
+        # (The plugin check's call published NCCL's own choice, which it applied too.)
+        assert plugin["applied"] == applied + 1 and applied > 0
         [state] = st["states"]["nccl"]
         # Rings are slow in truth: whatever it settled on is not one.
         assert not state["incumbent"].startswith("ring"), state
 
 
-# ---- the channels NCCL runs on (NCCL >= 2.30) --------------------------------------------------
+# ---- the channels NCCL runs on (NCCL >= 2.30) ---------------------------------------------------
 
 def test_nccl_reports_the_channels_it_ran_the_default_on(tmp_path, nccl_release):
     # The cluster's communicators run on 16 channels, more than the product assumes by itself for
@@ -199,10 +217,10 @@ def test_nccl_reports_the_channels_it_ran_the_default_on(tmp_path, nccl_release)
         [state] = st["states"]["nccl"]
         assert any("/c" in a for a in arms), arms  # the group offers channel caps
         assert state["exposure"] == "overlapped" and 0 < state["assumed_channels"] < 16, state
-        assert state["nccl_channels"] == (16 if nccl_release == "2.30" else 0), state
+        assert state["nccl_channels"] == (16 if chunks(nccl_release) else 0), state
         events = [e["what"] for e in state["events"]]
         dropped = "caps under a quarter of NCCL's channels dropped" in events
-        assert dropped == (nccl_release == "2.30"), events
+        assert dropped == chunks(nccl_release), events
         if dropped:
             ran = {arms[entry[4]] for entry in log} - {"default"}
             ran_caps = {_parse_arm(name)[2] for name in ran}
@@ -226,7 +244,7 @@ def forced_allreduces(rank, world, calls, nbytes):
 
 def test_a_forced_chunk_arm_is_applied_and_read_back_per_call(tmp_path, nccl_release):
     env = emulated(scenario(tmp_path), DYNAMICCL_FORCE=f"allreduce:{CHUNK_ARM}")
-    if nccl_release != "2.30":
+    if not chunks(nccl_release):
         # NCCL before 2.30 cannot take a chunk size: the arm is not offered, and forcing it is
         # refused at group creation, naming the arm and the arms that are accepted.
         errors = run_ranks(_init_only, 4, env=env, expect_failure=True)
@@ -240,8 +258,8 @@ def test_a_forced_chunk_arm_is_applied_and_read_back_per_call(tmp_path, nccl_rel
     calls = 6
     for wrong, plugin, runs in run_ranks(forced_allreduces, 4, calls, 1 << 20, env=env):
         assert wrong == 0
-        assert plugin["abi_version"] == 6, plugin
-        # The first call is NCCL's own (the plugin agreement); every later one ran the forced arm
+        assert plugin["abi_version"] == TUNER_ABI[nccl_release], plugin
+        # The first call is NCCL's own (the plugin check); every later one ran the forced arm
         # with its chunk, as getChunkSize returned it.
         tuned = [r for r in runs if r["tuner_saw"]][1:]
         assert len(tuned) == calls - 1, runs
@@ -286,7 +304,9 @@ def test_one_rank_without_the_plugin_makes_every_rank_step_aside(tmp_path):
         assert wrong == 0
         assert not st["nccl_plugin"]["tuning_active"], rank
         assert st["nccl_plugin"]["loaded_by_nccl"] == (rank != 1)
-        assert logged == 0 and st["nccl_plugin"]["applied"] == 0
+        # Nothing decided; where the plugin was loaded, only the check's call (NCCL's own
+        # choice) was applied.
+        assert logged == 0 and st["nccl_plugin"]["applied"] == (rank != 1)
 
 
 def test_an_arm_unavailable_on_one_rank_is_dropped_on_every_rank(tmp_path):

@@ -4,7 +4,7 @@ same results, and the children are dynamiccl groups with their own learners and 
 split_group goes through our Backend::split (torch 2.11-2.14 split only from a default group bound
 to a device, and refuse otherwise for gloo as for us: the test then compares the refusals);
 new_subgroups, new_group with local synchronization and DeviceMesh (with _flatten where this
-torch has it) through the creator. The creator's control plane shares the Gloo engine's devices.
+torch has it) through the creator.
 """
 
 import pytest
@@ -98,32 +98,3 @@ def test_torchcomms_mode_leaves_dynamiccl_on_the_process_group_path():
     for g, o in zip(gloo, ours):
         assert o["local_sync"] == g["local_sync"] and o["mesh_dp"] == g["mesh_dp"]
         assert o["new_subgroups"][0] == g["new_subgroups"][0]
-
-
-def control_plane_on_engine_device(rank, world):
-    from dynamiccl_pg.backend import _control_plane
-    engine = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
-    store = dist.PrefixStore("control/", dist.distributed_c10d._get_default_store())
-    control = _control_plane(store, rank, world, engine)
-    # Both groups at once on the one event loop: a round's all-reduce beside a call.
-    opts = dist.AllreduceOptions()
-    opts.reduceOp = dist.ReduceOp.MIN
-    payload = torch.full((54,), float(rank + 1), dtype=torch.float64)
-    round_work = control.allreduce([payload], opts)
-    call = torch.ones(3)
-    dist.all_reduce(call)
-    round_work.wait()
-    return (all(c is e for c, e in zip(control.options._devices, engine.options._devices)),
-            len(control.options._devices) == len(engine.options._devices),
-            control.options._timeout == engine.options._timeout,
-            payload.tolist(), call.tolist())
-
-
-def test_control_plane_shares_the_engine_event_loop():
-    """The control group is built on the Gloo engine's devices (one event-loop thread, not a
-    second one that every consensus round wakes), and both groups work on it at once."""
-    for rank, (same_devices, same_count, same_timeout, payload, call) in enumerate(
-            run_ranks(control_plane_on_engine_device, 2, backend="gloo")):
-        assert same_devices and same_count and same_timeout, rank
-        assert payload == [1.0] * 54, rank
-        assert call == [2.0] * 3, rank

@@ -98,6 +98,34 @@ c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::rescale_after(
 
 c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::run_schedule(const CpuCallArgs& args,
                                                                 const Action& action) {
+  return enqueue(args, action, /*test_effects=*/true);
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::min_allreduce(const at::Tensor& t) {
+  if (channel_.size() == 1) {  // nothing to exchange: done now, on the caller's thread
+    auto done = tensor_list_future();
+    done->markCompleted(c10::IValue(std::vector<at::Tensor>{t}));
+    return done;
+  }
+  static const int8_t rd = [] {
+    const auto& all = cpu_schedules();
+    return static_cast<int8_t>(std::find(all.begin(), all.end(), &recursive_doubling_schedule()) -
+                               all.begin());
+  }();
+  CpuCallArgs args;
+  args.op = OpKind::kAllReduce;
+  args.reduction.engine_op = RedOp::MIN;
+  args.outputs = t;
+  args.in = args.out = &t;
+  Action action;
+  action.algo = rd;
+  action.channels = 1;
+  return enqueue(args, action, /*test_effects=*/false);
+}
+
+c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::enqueue(const CpuCallArgs& args,
+                                                           const Action& action,
+                                                           bool test_effects) {
   // Schedules move data, not autograd history: they work on detached views (a bucket may
   // require grad, e.g. DDP with create_graph). List forms run on a flat buffer of the message.
   const int n = channel_.size();
@@ -118,7 +146,9 @@ c10::intrusive_ptr<c10::ivalue::Future> CpuEngine::run_schedule(const CpuCallArg
   auto task = [this, future, action, in, out, op = args.op, root = args.root, red = args.reduction,
                outputs = args.outputs.vec(), gather_into = args.gather_into.vec(),
                scatter_from = args.scatter_from.vec(), tag = call_tag(next_tag_++, action),
-               delay = slow_.on(action.algo), debt = busy_.on(action.algo)]() mutable {
+               delay = test_effects ? slow_.on(action.algo) : std::chrono::microseconds(0),
+               debt = test_effects ? busy_.on(action.algo)
+                                   : std::chrono::microseconds(0)]() mutable {
     at::NoGradGuard no_grad;  // grad mode is per thread: this one only moves data
     if (delay.count() > 0) std::this_thread::sleep_for(delay);
     try {

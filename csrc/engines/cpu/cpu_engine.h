@@ -34,7 +34,8 @@ struct CpuCallArgs {
 
 class CpuEngine {
  public:
-  // `p2p`: the engine our schedules exchange data on (not the one native calls run on).
+  // `p2p`: the engine our schedules exchange data on: the group's Gloo, in a tag range of our own
+  // (P2PChannel), so that a group opens no connections beyond its engine's.
   CpuEngine(c10::intrusive_ptr<c10d::Backend> p2p, std::chrono::milliseconds timeout);
 
   // The rescale step of a native call (null when nothing is rescaled), to run once it completed.
@@ -52,6 +53,10 @@ class CpuEngine {
   c10::intrusive_ptr<c10::ivalue::Future> run_batch(const std::vector<CpuCallArgs>& parts,
                                                     c10::ArrayRef<at::Tensor> outputs,
                                                     const Action& action);
+  // A consensus round's all-reduce: `t` reduced in place with MIN over the group by recursive
+  // doubling (log2 of the group's size in hops, and the same peers warm_connections warmed), on
+  // the schedule threads, in issue order with the calls. Test arm effects do not apply.
+  c10::intrusive_ptr<c10::ivalue::Future> min_allreduce(const at::Tensor& t);
 
   // Sends kWarmBytes to each peer our schedules talk to, on the connections they use, and
   // receives as much from each; every rank of the group calls it, before any schedule runs. TCP
@@ -83,6 +88,9 @@ class CpuEngine {
   void stop() { worker_.stop(); }
 
  private:
+  c10::intrusive_ptr<c10::ivalue::Future> enqueue(const CpuCallArgs& args, const Action& action,
+                                                  bool test_effects);
+
   P2PChannel channel_;
   ScheduleWorker worker_;
   uint32_t next_tag_ = 0;

@@ -11,13 +11,15 @@ namespace {
 // The tag on the wire also carries the message's size: a receive that expects another size than
 // was sent (ranks that disagree on a call's size) never matches it, so it times out with an error
 // instead of leaving a partial result. (The call's tag carries the schedule: cpu_engine.cpp.)
-// The inner engine takes a non-negative int tag (ProcessGroupGloo rejects negative ones).
+// The inner engine takes a non-negative int tag (ProcessGroupGloo rejects negative ones); ours
+// are in [kFirstReservedTag, 2^31).
 int wire_tag(uint32_t tag, const at::Tensor& t) {
   uint64_t h = (static_cast<uint64_t>(tag) << 32) ^ static_cast<uint64_t>(t.nbytes());
   h ^= h >> 33;
   h *= 0xff51afd7ed558ccdull;
   h ^= h >> 33;
-  return static_cast<int>(h & 0x7fffffffu);
+  constexpr uint64_t kFirst = P2PChannel::kFirstReservedTag;
+  return static_cast<int>(kFirst | (h & (kFirst - 1)));
 }
 }  // namespace
 

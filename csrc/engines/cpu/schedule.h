@@ -25,10 +25,13 @@
 
 namespace dynamiccl {
 
-// Blocking point-to-point on a dedicated inner engine. Every wait honours `timeout`, so a peer
-// that never arrives becomes an exception, not a hang.
+// Blocking point-to-point on the group's CPU engine (the one its native calls run on), in a tag
+// range of its own: every tag on the wire is at least kFirstReservedTag, which the user's own
+// send/recv may not use (the backend says so), so our messages never match theirs. Every wait
+// honours `timeout`, so a peer that never arrives becomes an exception, not a hang.
 class P2PChannel {
  public:
+  static constexpr int kFirstReservedTag = 1 << 30;
   P2PChannel(c10::intrusive_ptr<c10d::Backend> pg, std::chrono::milliseconds timeout)
       : pg_(std::move(pg)), timeout_(timeout) {}
   int rank() const { return pg_->getRank(); }

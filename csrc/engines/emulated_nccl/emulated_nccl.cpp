@@ -76,11 +76,14 @@ class EmulatedWork : public c10d::Work {
   // `engine_future`: whether the Gloo work has a future (Gloo gives point-to-point works none).
   // Without one, ours completes once the inner work is seen complete (isCompleted / wait): NCCL
   // gives every op a future.
-  EmulatedWork(c10::intrusive_ptr<c10d::Work> inner, double duration_us,
+  // `timed`: the engine times its calls (enableCollectivesTiming), as torch's NCCL engines do
+  // only when asked.
+  EmulatedWork(c10::intrusive_ptr<c10d::Work> inner, double duration_us, bool timed,
                std::function<void()> after, std::vector<at::Tensor> outputs, bool engine_future)
       : Work(-1, inner->retrieveOpType()),
         inner_(std::move(inner)),
         duration_ms_(static_cast<float>(duration_us / 1000.0)),
+        timed_(timed),
         outputs_(std::move(outputs)) {
     if (!engine_future) {
       lazy_after_ = std::move(after);
@@ -116,6 +119,8 @@ class EmulatedWork : public c10d::Work {
   }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
   float getDuration() const override {
+    TORCH_CHECK(timed_, "emulated NCCL: getDuration() needs timing enabled "
+                        "(enableCollectivesTiming)");
     TORCH_CHECK(future_->completed(), "emulated NCCL: getDuration() before the work completed");
     return duration_ms_;
   }
@@ -136,6 +141,7 @@ class EmulatedWork : public c10d::Work {
 
   c10::intrusive_ptr<c10d::Work> inner_;
   float duration_ms_;
+  bool timed_;
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::function<void()> lazy_after_;
@@ -165,8 +171,6 @@ EmulatedNccl::EmulatedNccl(int rank, int size, c10::intrusive_ptr<c10d::Backend>
       gloo_(std::move(gloo)),
       config_(std::move(config)),
       world_(make_world(config_)),
-      tuner_(config_.skip_plugin ? std::string() : config_.tuner_plugin, config_.release,
-             config_.comm_id, static_cast<size_t>(size), static_cast<size_t>(config_.shape.nodes)),
       rng_(config_.cluster.seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(rank)) {
   TORCH_CHECK(gloo_, "emulated NCCL: a Gloo engine is required to move the data");
   const auto algos = parse_selection("NCCL_ALGO", config_.nccl_algo, nccl::algo_names());
@@ -188,6 +192,16 @@ std::vector<EmulatedRun> EmulatedNccl::runs() const {
   return out;
 }
 
+const LoadedTuner& EmulatedNccl::communicator() {
+  if (!tuner_) {
+    tuner_ = std::make_unique<LoadedTuner>(
+        config_.skip_plugin ? std::string() : config_.tuner_plugin, config_.release,
+        config_.comm_id, static_cast<size_t>(size_), static_cast<size_t>(config_.shape.nodes),
+        config_.nonblocking);
+  }
+  return *tuner_;
+}
+
 EmulatedRun EmulatedNccl::decide(OpKind op, uint64_t bytes) {
   const int func = nccl::func_of(op);
   const nccl::NcclCostModel& model = world_.nominal();
@@ -199,7 +213,8 @@ EmulatedRun EmulatedNccl::decide(OpKind op, uint64_t bytes) {
     }
   }
   int n_channels = 0;
-  tuner_.get_coll_info(func, bytes, table, &n_channels);
+  const LoadedTuner& tuner = communicator();
+  tuner.get_coll_info(func, bytes, table, &n_channels);
   // NCCL's scan: the strict minimum over entries it offers, algorithm-major.
   EmulatedRun run;
   run.op = op;
@@ -224,8 +239,8 @@ EmulatedRun EmulatedNccl::decide(OpKind op, uint64_t bytes) {
   // NCCL tells it the channels the call runs on: the cap or the communicator's, fewer for a call
   // too small to fill them (the model's per-call shrink).
   const int cap = run.channels > 0 ? run.channels : model.graph_channels(run.algo);
-  tuner_.get_chunk_size(func, bytes, run.algo, run.proto,
-                        model.channels_used(run.algo, run.proto, bytes, cap), &chunk);
+  tuner.get_chunk_size(func, bytes, run.algo, run.proto,
+                       model.channels_used(run.algo, run.proto, bytes, cap), &chunk);
   // NCCL clamps a tuner's chunk to the step buffer (a chunk of 0 would be its own bug: kept out).
   if (chunk == 0) chunk = nccl_chunk;
   chunk = std::min(chunk, nccl::default_chunk_bytes(run.proto));
@@ -239,6 +254,7 @@ EmulatedRun EmulatedNccl::decide(OpKind op, uint64_t bytes) {
 }
 
 EmulatedRun EmulatedNccl::untuned(OpKind op, uint64_t bytes) {
+  communicator();
   EmulatedRun run;
   run.op = op;
   run.bytes = bytes;
@@ -262,8 +278,8 @@ c10::intrusive_ptr<c10d::Work> EmulatedNccl::finish(c10::intrusive_ptr<c10d::Wor
   // Gloo's point-to-point works (send, recv; gather and scatter are recorded as sends) are
   // treated as futureless: completing lazily is right for any work.
   const bool engine_future = run.op != OpKind::kSend && run.op != OpKind::kRecv;
-  return c10::make_intrusive<EmulatedWork>(std::move(inner), run.duration_us, std::move(after),
-                                           std::move(outputs), engine_future);
+  return c10::make_intrusive<EmulatedWork>(std::move(inner), run.duration_us, timing_,
+                                           std::move(after), std::move(outputs), engine_future);
 }
 
 // ---- the collectives NCCL's tuner sees ------------------------------------------------------
@@ -423,7 +439,7 @@ c10::intrusive_ptr<c10d::Work> EmulatedNccl::recvAnysource(std::vector<at::Tenso
 }
 
 c10::intrusive_ptr<c10d::Work> EmulatedNccl::barrier(const c10d::BarrierOptions& opts) {
-  return c10::make_intrusive<EmulatedWork>(gloo_->barrier(opts), 0.0, nullptr,
+  return c10::make_intrusive<EmulatedWork>(gloo_->barrier(opts), 0.0, timing_, nullptr,
                                            std::vector<at::Tensor>(),  // not a run of note
                                            /*engine_future=*/true);
 }

@@ -1,11 +1,14 @@
-// An emulated NCCL: a host-only stand-in for ProcessGroupNCCL that behaves as NCCL 2.28 or 2.30
-// does towards our tuner plugin, so that the backend's NCCL branch runs end to end without a GPU
-// (DYNAMICCL_EMULATE_NCCL=<scenario.json>). Per collective it builds NCCL's cost table from NCCL's
-// cost model of the emulated communicator (nccl_model/), lets the plugin it loaded as NCCL does
-// (tuner_loader.h) adjust it on the calling thread, picks the cheapest entry and the channel cap
-// as NCCL does, moves the data through Gloo (results are exact), and reports through the Work's
-// getDuration() — the timing path the backend reads for NCCL — what the scenario's truth says
-// the chosen algorithm, protocol and channels cost, with noise. It records what it ran.
+// An emulated NCCL: a host-only stand-in for torch's NCCL engines that behaves as NCCL 2.28, 2.30
+// or 2.32 does towards our tuner plugin, so that the backend's NCCL branch runs end to end
+// without a GPU (DYNAMICCL_EMULATE_NCCL=<scenario.json>). Like ProcessGroupNCCL it creates its
+// communicator (and so inits the tuner) at its first collective. Per collective it builds NCCL's
+// cost table from NCCL's cost model of the emulated communicator (nccl_model/), lets the plugin
+// it loaded as NCCL does (tuner_loader.h) adjust it, on the calling thread or, for a non-blocking
+// communicator, on a thread of its own, picks the cheapest entry and the channel cap as NCCL
+// does, moves the data through Gloo (results are exact), and reports through the Work's
+// getDuration() — the timing path the backend reads for NCCL, on once enableCollectivesTiming()
+// was called, as in torch's engines — what the scenario's truth says the chosen algorithm,
+// protocol and channels cost, with noise. It records what it ran.
 //
 // Tests can ask one rank's emulated NCCL not to load the plugin, or to mark pairs unavailable.
 // NCCL_ALGO / NCCL_PROTO restrict the table as in NCCL.
@@ -31,11 +34,12 @@ struct EmulationConfig {
   truth::ClusterTruth cluster;  // the cluster (topology), the truth, the noise, the seed
   nccl::GroupShape shape;       // this communicator on that cluster
   uint64_t comm_id = 0;         // the same on every rank of the communicator
-  NcclRelease release = NcclRelease::k2_28;      // how it treats the tuner (ABI v5, or v6 + chunks)
-  std::string tuner_plugin;                      // NCCL_TUNER_PLUGIN ("" = none)
-  std::string nccl_algo;                         // NCCL_ALGO as the user set it ("" = unset)
-  std::string nccl_proto;                        // NCCL_PROTO
-  bool skip_plugin = false;                      // tests: this rank's NCCL does not load the plugin
+  NcclRelease release = NcclRelease::k2_28;  // how it treats the tuner (ABI v5, or v6 + chunks)
+  std::string tuner_plugin;                  // NCCL_TUNER_PLUGIN ("" = none)
+  std::string nccl_algo;                     // NCCL_ALGO as the user set it ("" = unset)
+  std::string nccl_proto;                    // NCCL_PROTO
+  bool skip_plugin = false;                  // tests: this rank's NCCL does not load the plugin
+  bool nonblocking = false;  // the tuner is called on NCCL's own thread, not the caller's
   std::vector<std::pair<int, int>> unavailable;  // tests: (algo, proto) unavailable on this rank
 };
 
@@ -59,7 +63,11 @@ class EmulatedNccl : public c10d::Backend {
   ~EmulatedNccl() override;
 
   const std::string getBackendName() const override { return "emulated_nccl"; }
-  bool plugin_loaded() const { return tuner_.loaded(); }
+  // Whether its communicator exists and loaded the plugin, and by which ABI (0: none).
+  bool plugin_loaded() const { return tuner_ && tuner_->loaded(); }
+  int tuner_abi() const { return tuner_ ? tuner_->abi() : 0; }
+  void enableCollectivesTiming() override { timing_ = true; }
+  void eagerConnectSingleDevice(at::Device /*device*/) override { communicator(); }
   std::vector<EmulatedRun> runs() const;  // the most recent, oldest first
 
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
@@ -112,6 +120,8 @@ class EmulatedNccl : public c10d::Backend {
   void shutdown() override;
 
  private:
+  // The communicator, created at first use (its tuner init included).
+  const LoadedTuner& communicator();
   // NCCL's decision for one collective its tuner sees, and its modelled duration.
   EmulatedRun decide(OpKind op, uint64_t bytes);
   // The run of anything else (all-to-all, send, ...): NCCL's own path, modelled duration.
@@ -125,7 +135,8 @@ class EmulatedNccl : public c10d::Backend {
   c10::intrusive_ptr<c10d::Backend> gloo_;
   EmulationConfig config_;
   truth::GroupWorld world_;
-  LoadedTuner tuner_;
+  std::unique_ptr<LoadedTuner> tuner_;
+  bool timing_ = false;  // enableCollectivesTiming(): Works report their duration
   bool allowed_[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];  // NCCL_ALGO/PROTO and test faults
   truth::Rng rng_;
   mutable std::mutex mu_;

@@ -66,21 +66,59 @@ void logger(ncclDebugLogLevel level, unsigned long flags, const char* file, int 
 
 }  // namespace
 
+HelperThread::HelperThread() {
+  thread_ = std::thread([this] {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || task_ != nullptr; });
+      if (stop_) return;
+      (*task_)();
+      task_ = nullptr;
+      done_ = true;
+      cv_.notify_all();
+    }
+  });
+}
+
+HelperThread::~HelperThread() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void HelperThread::run(const std::function<void()>& task) {
+  std::unique_lock<std::mutex> lock(mu_);
+  task_ = &task;
+  done_ = false;
+  cv_.notify_all();
+  cv_.wait(lock, [this] { return done_; });
+}
+
 LoadedTuner::LoadedTuner(const std::string& path, NcclRelease release, uint64_t comm_id,
-                         size_t n_ranks, size_t n_nodes) {
+                         size_t n_ranks, size_t n_nodes, bool nonblocking)
+    : helper_(nonblocking ? std::make_unique<HelperThread>() : nullptr) {
   if (path.empty()) return;
   handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // The newest ABI the release loads that the file exports.
+  const std::pair<const char*, int> kAbis[] = {
+      {"ncclTunerPlugin_v7", 7}, {"ncclTunerPlugin_v6", 6}, {"ncclTunerPlugin_v5", 5}};
+  const int newest = release == NcclRelease::k2_32 ? 7 : release == NcclRelease::k2_30 ? 6 : 5;
   if (handle_ == nullptr) {
     const char* why = dlerror();
     failure_ = "could not load " + path + ": " + (why ? why : "unknown error");
-  } else if (release == NcclRelease::k2_30 && dlsym(handle_, "ncclTunerPlugin_v6") != nullptr) {
-    const auto* v6 = static_cast<const ncclTuner_v6_t*>(dlsym(handle_, "ncclTunerPlugin_v6"));
-    tuner_ = reinterpret_cast<const ncclTuner_v5_t*>(v6);
-    get_chunk_size_ = v6->getChunkSize;
-    abi_ = 6;
   } else {
-    tuner_ = static_cast<const ncclTuner_v5_t*>(dlsym(handle_, "ncclTunerPlugin_v5"));
-    abi_ = 5;
+    for (const auto& [symbol, abi] : kAbis) {
+      if (abi > newest) continue;
+      if (void* table = dlsym(handle_, symbol)) {
+        tuner_ = static_cast<const ncclTuner_v5_t*>(table);
+        if (abi >= 6) get_chunk_size_ = static_cast<const ncclTuner_v6_t*>(table)->getChunkSize;
+        abi_ = abi;
+        break;
+      }
+    }
     if (tuner_ == nullptr) failure_ = path + " has no ncclTunerPlugin_v5";
   }
   if (!failure_.empty()) {
@@ -89,23 +127,42 @@ LoadedTuner::LoadedTuner(const std::string& path, NcclRelease release, uint64_t 
     tuner_ = nullptr;
     return;
   }
-  // NCCL hands the plugin the NVLink domain shape and its model constants (in/out). The
-  // emulation builds its own cost table from the project's model, so it passes zeros and reads
-  // nothing back (our plugin leaves both untouched).
-  ncclNvlDomainInfo_v5_t domains{};
-  ncclTunerConstants_v5_t constants{};
-  if (tuner_->init(&context_, comm_id, n_ranks, n_nodes, logger, &domains, &constants) !=
-      ncclSuccess) {
-    failure_ = "the plugin's init failed";
-    tuner_ = nullptr;
-    return;
-  }
+  on_nccl_thread([&] { init(comm_id, n_ranks, n_nodes); });
+  if (tuner_ == nullptr) return;
   logger(NCCL_LOG_INFO, NCCL_INIT | NCCL_TUNING, __func__, __LINE__, "TUNER/Plugin: Using %s (v%d)",
          tuner_->name, abi_);
 }
 
+// NCCL hands the plugin the NVLink domain shape and its model constants (in/out), in the ABI's
+// layout (v7: five GPU generations). The emulation builds its own cost table from the project's
+// model, so it passes zeros and reads nothing back (our plugin leaves both untouched).
+void LoadedTuner::init(uint64_t comm_id, size_t n_ranks, size_t n_nodes) {
+  ncclNvlDomainInfo_v5_t domains{};
+  ncclResult_t rc;
+  if (abi_ == 7) {
+    ncclTunerConstants_v7_t constants{};
+    rc = reinterpret_cast<const ncclTuner_v7_t*>(tuner_)->init(&context_, comm_id, n_ranks, n_nodes,
+                                                               logger, &domains, &constants);
+  } else {
+    ncclTunerConstants_v5_t constants{};
+    rc = tuner_->init(&context_, comm_id, n_ranks, n_nodes, logger, &domains, &constants);
+  }
+  if (rc != ncclSuccess) {
+    failure_ = "the plugin's init failed";
+    tuner_ = nullptr;
+  }
+}
+
+void LoadedTuner::on_nccl_thread(const std::function<void()>& call) const {
+  if (helper_) {
+    helper_->run(call);
+  } else {
+    call();
+  }
+}
+
 LoadedTuner::~LoadedTuner() {
-  if (tuner_ != nullptr) tuner_->finalize(context_);
+  if (tuner_ != nullptr) on_nccl_thread([this] { tuner_->finalize(context_); });
   // NCCL keeps the library loaded until its last communicator goes; so do we (dlclose would only
   // drop our reference: the backend itself is linked with the same file).
   if (handle_ != nullptr) dlclose(handle_);
@@ -115,16 +172,20 @@ void LoadedTuner::get_coll_info(int coll_type, size_t n_bytes, float table[][NCC
                                 int* n_channels) const {
   if (tuner_ == nullptr) return;
   // As NCCL passes it: one contiguous float[algorithms][protocols], typed float**.
-  tuner_->getCollInfo(context_, static_cast<ncclFunc_t>(coll_type), n_bytes, /*numPipeOps=*/1,
-                      reinterpret_cast<float**>(table), NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS,
-                      /*regBuff=*/0, n_channels);
+  on_nccl_thread([&] {
+    tuner_->getCollInfo(context_, static_cast<ncclFunc_t>(coll_type), n_bytes, /*numPipeOps=*/1,
+                        reinterpret_cast<float**>(table), NCCL_NUM_ALGORITHMS, NCCL_NUM_PROTOCOLS,
+                        /*regBuff=*/0, n_channels);
+  });
 }
 
 void LoadedTuner::get_chunk_size(int coll_type, size_t n_bytes, int algo, int proto, int n_channels,
                                  size_t* chunk) const {
   if (tuner_ == nullptr || get_chunk_size_ == nullptr) return;
-  get_chunk_size_(context_, static_cast<ncclFunc_t>(coll_type), n_bytes, algo, proto, n_channels,
-                  chunk);
+  on_nccl_thread([&] {
+    get_chunk_size_(context_, static_cast<ncclFunc_t>(coll_type), n_bytes, algo, proto, n_channels,
+                    chunk);
+  });
 }
 
 }  // namespace emulated_nccl

@@ -3,4 +3,4 @@
 #include "tuner_v2.h"
 #include "tuner_v3.h"
 #include "tuner_v4.h"
-#include "tuner_v6.h"
+#include "tuner_v7.h"

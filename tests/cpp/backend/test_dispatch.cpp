@@ -14,14 +14,13 @@ using testing::NullEngine;
 
 struct Group {
   c10::intrusive_ptr<NullEngine> gloo = c10::make_intrusive<NullEngine>();
-  c10::intrusive_ptr<NullEngine> control = c10::make_intrusive<NullEngine>();
   c10::intrusive_ptr<ProcessGroupDynamicCCL> pg;
 
   explicit Group(BackendConfig cfg) {
     pg = c10::make_intrusive<ProcessGroupDynamicCCL>(
-        0, 1, ProcessGroupDynamicCCL::Engines{gloo, control, {}}, std::move(cfg),
-        std::chrono::seconds(10));
+        0, 1, ProcessGroupDynamicCCL::Engines{gloo, {}}, std::move(cfg), std::chrono::seconds(10));
   }
+  int rounds() const { return static_cast<int>(pg->rounds_started()); }
   void allreduce(int64_t numel) {
     std::vector<at::Tensor> t{at::ones({numel})};
     pg->allreduce(t, c10d::AllreduceOptions())->wait();
@@ -39,7 +38,7 @@ TEST(Dispatch, OffPassesThroughWithoutDecisions) {
   Group g(config(Mode::kOff));
   for (int i = 0; i < 10; ++i) g.allreduce(4);
   EXPECT_EQ(g.gloo->allreduces, 10);
-  EXPECT_EQ(g.control->allreduces, 0);  // no consensus rounds
+  EXPECT_EQ(g.rounds(), 0);  // no consensus rounds
   EXPECT_EQ(g.pg->telemetry().decisions_logged(), 0u);
   EXPECT_EQ(g.pg->learned_calls(), 0u);
   const SummaryCell& cell = g.pg->telemetry().summary(EngineKind::kCpu, OpKind::kAllReduce, 4);
@@ -57,7 +56,7 @@ TEST(Dispatch, ConsensusRoundsApplyOneRoundLater) {
   for (int n = 1; n <= 22; ++n) {
     g.allreduce(256);
     const uint64_t started = n / 4;
-    EXPECT_EQ(g.control->allreduces, static_cast<int>(started)) << "after call " << n;
+    EXPECT_EQ(g.rounds(), static_cast<int>(started)) << "after call " << n;
     EXPECT_EQ(g.pg->rounds_applied(), started > 0 ? started - 1 : 0) << "after call " << n;
     EXPECT_EQ(g.pg->learner(EngineKind::kCpu)->epoch(), g.pg->rounds_applied());
   }
@@ -131,7 +130,7 @@ TEST(Dispatch, UnknownForcedArmIsAValueErrorListingTheArms) {
 }
 
 // A settled state stops asking for costs: once every state of the group has settled, rounds
-// carry nothing and are skipped, so the control plane goes quiet (what `frozen` costs).
+// carry nothing and are skipped, so consensus goes quiet (what `frozen` costs).
 TEST(Dispatch, SettledStatesMakeRoundsStop) {
   BackendConfig cfg = config(Mode::kLearn, 4);
   for (HeadConfig& h : cfg.learner.heads) {
@@ -146,7 +145,7 @@ TEST(Dispatch, SettledStatesMakeRoundsStop) {
   // evaluated (and settles) at a round.
   const auto phase = [&] { return g.pg->learner(EngineKind::kCpu)->stats().at(0).phase; };
   for (int i = 0; i < 400 || (phase() != "settled" && i < 40000); ++i) g.allreduce(256);
-  const int rounds = g.control->allreduces;
+  const int rounds = g.rounds();
   const StateStats st = g.pg->learner(EngineKind::kCpu)->stats().at(0);
   std::string events;
   for (const StateEvent& e : st.events) events += " " + std::to_string(e.call) + ":" + e.what;
@@ -155,48 +154,85 @@ TEST(Dispatch, SettledStatesMakeRoundsStop) {
   for (int i = 0; i < 400; ++i) g.allreduce(256);
   // A settled state measures a fraction of its calls (the null engine's rounds cost ~nothing,
   // so that fraction is high): far fewer rounds than one per K calls.
-  EXPECT_LT(g.control->allreduces - rounds, 400 / 4);
+  EXPECT_LT(g.rounds() - rounds, 400 / 4);
   EXPECT_LT(g.pg->learner(EngineKind::kCpu)->stats().at(0).measured_calls, st.calls + 400);
 }
 
-// Another rank decided differently (its decision hash differs): the group fails with a
-// DistBackendError, and every later call on it fails the same way.
-TEST(Dispatch, RanksThatDecideDifferentlyFailTheGroup) {
-  Group g(config(Mode::kLearn, 4));
-  g.control->reduce = [](std::vector<at::Tensor>& t) {
-    double* p = t[0].data_ptr<double>();
-    p[2 * 4 + 1] -= 1;  // after the 2K per-call words, the hash's negated maximum: larger elsewhere
+// Consensus of one rank whose round all-reduce adds what the other ranks would: `others`
+// rewrites the payload as the reduced result.
+struct TwoFacedRounds {
+  std::function<void(at::Tensor&)> others;
+  int started = 0;
+  RoundTransport transport() {
+    RoundTransport t;
+    t.min_allreduce = [this](const at::Tensor& payload) {
+      ++started;
+      at::Tensor p = payload;
+      if (others) others(p);
+      auto f = c10::make_intrusive<c10::ivalue::Future>(
+          c10::ListType::create(c10::TensorType::get()));
+      f->markCompleted(c10::IValue(std::vector<at::Tensor>{payload}));
+      return f;
+    };
+    t.allgather = [](const at::Tensor& mine) { return std::vector<at::Tensor>{mine, mine}; };
+    return t;
+  }
+};
+
+CallRecord learned_call(uint64_t seq, bool measured) {
+  CallRecord call;
+  call.seq = seq;
+  call.learned = true;
+  call.measured = measured;
+  call.start_ns = 1000;
+  return call;
+}
+
+// Another rank decided differently (its decision hash differs): the round that shows it fails
+// with a DistBackendError, and every later boundary fails the same way.
+TEST(Consensus, RanksThatDecideDifferentlyFailTheGroup) {
+  TwoFacedRounds rounds;
+  rounds.others = [](at::Tensor& t) {
+    t.data_ptr<double>()[2 * 4 + 1] -= 1;  // after the 2K per-call words, the hash's negated
+                                           // maximum: larger elsewhere
   };
+  Consensus consensus(4, CostReduce::kMin, rounds.transport());
   bool failed = false;
-  for (int i = 0; i < 12 && !failed; ++i) {
+  for (uint64_t i = 0; i < 12 && !failed; ++i) {
+    consensus.add_call(learned_call(i, true));
     try {
-      g.allreduce(256);
+      consensus.end_call({nullptr, nullptr});
     } catch (const c10::DistBackendError& e) {
       failed = true;
       EXPECT_NE(std::string(e.what()).find("decided differently"), std::string::npos) << e.what();
     }
   }
   ASSERT_TRUE(failed);
-  EXPECT_THROW(g.allreduce(256), c10::DistBackendError);
+  EXPECT_THROW(consensus.end_call({nullptr, nullptr}), c10::DistBackendError);
+  EXPECT_FALSE(consensus.failure().empty());
 }
 
 // Nothing measured (frozen: decisions come from the loaded policy, no costs are asked for) still
 // leaves one round per kAgreementCalls learned calls, carrying the decision hash, so ranks that
 // decide differently are caught in frozen mode too.
-TEST(Dispatch, FrozenGroupsStillCheckAgreement) {
+TEST(Consensus, UnmeasuredCallsStillCheckAgreement) {
   constexpr int kCalls = static_cast<int>(RoundScheduler::kAgreementCalls);
-  Group quiet(config(Mode::kFrozen, 4));
-  for (int i = 0; i < 3 * kCalls; ++i) quiet.allreduce(256);
-  EXPECT_EQ(quiet.control->allreduces, 3);
+  TwoFacedRounds quiet_rounds;
+  Consensus quiet(4, CostReduce::kMin, quiet_rounds.transport());
+  for (int i = 0; i < 3 * kCalls; ++i) {
+    quiet.add_call(learned_call(i, false));
+    quiet.end_call({nullptr, nullptr});
+  }
+  EXPECT_EQ(quiet_rounds.started, 3);
 
-  Group g(config(Mode::kFrozen, 4));
-  g.control->reduce = [](std::vector<at::Tensor>& t) {
-    t[0].data_ptr<double>()[2 * 4 + 1] -= 1;  // the hash's negated maximum: larger elsewhere
-  };
+  TwoFacedRounds rounds;
+  rounds.others = [](at::Tensor& t) { t.data_ptr<double>()[2 * 4 + 1] -= 1; };
+  Consensus consensus(4, CostReduce::kMin, rounds.transport());
   int failed_at = -1;
   for (int i = 0; i < 3 * kCalls && failed_at < 0; ++i) {
+    consensus.add_call(learned_call(i, false));
     try {
-      g.allreduce(256);
+      consensus.end_call({nullptr, nullptr});
     } catch (const c10::DistBackendError& e) {
       failed_at = i;
       EXPECT_NE(std::string(e.what()).find("decided differently"), std::string::npos) << e.what();
@@ -206,11 +242,20 @@ TEST(Dispatch, FrozenGroupsStillCheckAgreement) {
   EXPECT_EQ(failed_at, kCalls + 4 - 1);
 }
 
+// Frozen groups (no learner asks for costs) go through the same path in the backend: a round per
+// kAgreementCalls learned calls.
+TEST(Dispatch, FrozenGroupsRunAgreementRoundsOnly) {
+  constexpr int kCalls = static_cast<int>(RoundScheduler::kAgreementCalls);
+  Group quiet(config(Mode::kFrozen, 4));
+  for (int i = 0; i < 3 * kCalls; ++i) quiet.allreduce(256);
+  EXPECT_EQ(quiet.rounds(), 3);
+}
+
 // A completion that arrives after its slot was reused by a later call is ignored: it never
 // passes for the later call's cost.
 TEST(Consensus, LateCompletionOfAReusedSlotIsIgnored) {
-  auto control = c10::make_intrusive<NullEngine>();
-  Consensus consensus(2, CostReduce::kMin, control);  // 2K = 4 slots
+  TwoFacedRounds rounds;
+  Consensus consensus(2, CostReduce::kMin, rounds.transport());  // 2K = 4 slots
   SummaryCell cell;
   CallRecord call;
   call.start_ns = 1000;

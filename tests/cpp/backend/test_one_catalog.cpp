@@ -30,7 +30,6 @@ TEST(OneCatalog, BackendAndSimulatorOfferTheSameNcclArms) {
   auto pg = c10::make_intrusive<ProcessGroupDynamicCCL>(
       0, 1,
       ProcessGroupDynamicCCL::Engines{c10::make_intrusive<NullEngine>(),
-                                      c10::make_intrusive<NullEngine>(),
                                       c10::make_intrusive<NullEngine>()},
       cfg, std::chrono::seconds(10));
 

@@ -17,6 +17,7 @@
 #include "nccl_plugin/abi/tuner_v4.h"
 #include "nccl_plugin/abi/tuner_v5.h"
 #include "nccl_plugin/abi/tuner_v6.h"
+#include "nccl_plugin/abi/tuner_v7.h"
 #include "nccl_plugin/dynamiccl_nccl.h"
 
 namespace dynamiccl {
@@ -41,13 +42,39 @@ class PluginUnderTest {
   const ncclTuner_v4_t* v4() const { return table<ncclTuner_v4_t>("ncclTunerPlugin_v4"); }
   const ncclTuner_v5_t* v5() const { return table<ncclTuner_v5_t>("ncclTunerPlugin_v5"); }
   const ncclTuner_v6_t* v6() const { return table<ncclTuner_v6_t>("ncclTunerPlugin_v6"); }
+  const ncclTuner_v7_t* v7() const { return table<ncclTuner_v7_t>("ncclTunerPlugin_v7"); }
   const ncclProfiler_v5_t* profiler() const { return table<ncclProfiler_v5_t>("ncclProfiler_v5"); }
 
-  void (*publish)(int, size_t, int, int, int) = nullptr;
-  void (*publish_chunk)(int, size_t, int, int, int, size_t) = nullptr;
-  void (*clear)() = nullptr;
-  int (*last_outcome)() = nullptr;
-  int (*last_channels)(int, size_t) = nullptr;
+  // The decision API as a group uses it, on the test's channel (channel()).
+  void publish(int coll, size_t bytes, int algo, int proto, int channels) const {
+    publish_fn(channel_, coll, bytes, algo, proto, channels);
+  }
+  void publish_chunk(int coll, size_t bytes, int algo, int proto, int channels,
+                     size_t chunk) const {
+    publish_chunk_fn(channel_, coll, bytes, algo, proto, channels, chunk);
+  }
+  void clear() const { clear_fn(channel_); }
+  int last_outcome() const { return last_outcome_fn(channel_); }
+  int last_channels(int coll, size_t bytes) const {
+    return last_channels_fn(channel_, coll, bytes);
+  }
+  // A fresh channel, expected by every communicator created from now on (any size).
+  void open_test_channel() {
+    if (channel_ != 0) channel_close(channel_);
+    channel_ = channel_open();
+    expect_comm(channel_, 0);
+  }
+  int channel() const { return channel_; }
+
+  void (*publish_fn)(int, int, size_t, int, int, int) = nullptr;
+  void (*publish_chunk_fn)(int, int, size_t, int, int, int, size_t) = nullptr;
+  void (*clear_fn)(int) = nullptr;
+  int (*last_outcome_fn)(int) = nullptr;
+  int (*last_channels_fn)(int, int, size_t) = nullptr;
+  int (*channel_open)() = nullptr;
+  void (*channel_close)(int) = nullptr;
+  void (*expect_comm)(int, size_t) = nullptr;
+  int (*comms_bound)(int) = nullptr;
   void (*get_counters)(dynamiccl_nccl_counters*) = nullptr;
   int (*loaded_by_nccl)() = nullptr;
   size_t (*profiler_read)(uint64_t, dynamiccl_nccl_coll_record*, size_t) = nullptr;
@@ -63,11 +90,15 @@ class PluginUnderTest {
   PluginUnderTest() {
     handle_ = dlopen(DYNAMICCL_NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
     if (handle_ == nullptr) return;
-    resolve(publish, "dynamiccl_nccl_publish");
-    resolve(publish_chunk, "dynamiccl_nccl_publish_chunk");
-    resolve(clear, "dynamiccl_nccl_clear");
-    resolve(last_outcome, "dynamiccl_nccl_last_outcome");
-    resolve(last_channels, "dynamiccl_nccl_last_channels");
+    resolve(publish_fn, "dynamiccl_nccl_publish");
+    resolve(publish_chunk_fn, "dynamiccl_nccl_publish_chunk");
+    resolve(clear_fn, "dynamiccl_nccl_clear");
+    resolve(last_outcome_fn, "dynamiccl_nccl_last_outcome");
+    resolve(last_channels_fn, "dynamiccl_nccl_last_channels");
+    resolve(channel_open, "dynamiccl_nccl_channel_open");
+    resolve(channel_close, "dynamiccl_nccl_channel_close");
+    resolve(expect_comm, "dynamiccl_nccl_expect_comm");
+    resolve(comms_bound, "dynamiccl_nccl_comms_bound");
     resolve(get_counters, "dynamiccl_nccl_get_counters");
     resolve(loaded_by_nccl, "dynamiccl_nccl_loaded_by_nccl");
     resolve(profiler_read, "dynamiccl_nccl_profiler_read");
@@ -80,16 +111,20 @@ class PluginUnderTest {
   }
 
   void* handle_ = nullptr;
+  int channel_ = 0;
 };
 
-// Every test starts from a loaded library and an empty decision slot on its thread.
+// Every test starts from a loaded library and a fresh decision channel that the communicators
+// it creates bind to.
 class PluginTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_NE(plugin().handle(), nullptr) << dlerror();
-    ASSERT_NE(plugin().publish, nullptr);
+    ASSERT_NE(plugin().publish_fn, nullptr);
+    ASSERT_NE(plugin().channel_open, nullptr);
     ASSERT_NE(plugin().get_counters, nullptr);
-    plugin().clear();
+    plugin().open_test_channel();
+    ASSERT_NE(plugin().channel(), 0);
   }
   static PluginUnderTest& plugin() { return PluginUnderTest::get(); }
 };

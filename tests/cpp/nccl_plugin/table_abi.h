@@ -1,5 +1,5 @@
-// One driver for the four cost-table tuner ABIs (v3..v6), calling them the way the NCCL
-// generation that uses each one does.
+// One driver for the cost-table tuner ABIs (v3..v7), calling them the way the NCCL generation
+// that uses each one does.
 #ifndef DYNAMICCL_TESTS_NCCL_PLUGIN_TABLE_ABI_H_
 #define DYNAMICCL_TESTS_NCCL_PLUGIN_TABLE_ABI_H_
 
@@ -11,7 +11,7 @@ namespace dynamiccl {
 namespace testing {
 
 struct TableAbi {
-  int version;   // tuner ABI: 3, 4, 5, 6
+  int version;   // tuner ABI: 3, 4, 5, 6, 7
   int num_algo;  // NCCL 2.22 passes 6 algorithms, 2.23 and later 7
 
   void* init(size_t n_ranks = 8, size_t n_nodes = 1, uint64_t comm_id = 0x5eed,
@@ -24,6 +24,7 @@ struct TableAbi {
       case 4: rc = p.v4()->init(n_ranks, n_nodes, logger, &ctx); break;
       case 5: rc = p.v5()->init(&ctx, comm_id, n_ranks, n_nodes, logger, nullptr, nullptr); break;
       case 6: rc = p.v6()->init(&ctx, comm_id, n_ranks, n_nodes, logger, nullptr, nullptr); break;
+      case 7: rc = p.v7()->init(&ctx, comm_id, n_ranks, n_nodes, logger, nullptr, nullptr); break;
     }
     EXPECT_EQ(rc, ncclSuccess);
     return ctx;
@@ -43,6 +44,8 @@ struct TableAbi {
         return p.v5()->getCollInfo(ctx, f, bytes, pipe_ops, t.arg(), num_algo, np, 1, n_channels);
       case 6:
         return p.v6()->getCollInfo(ctx, f, bytes, pipe_ops, t.arg(), num_algo, np, 0, n_channels);
+      case 7:
+        return p.v7()->getCollInfo(ctx, f, bytes, pipe_ops, t.arg(), num_algo, np, 0, n_channels);
     }
     return ncclInternalError;
   }
@@ -54,6 +57,7 @@ struct TableAbi {
       case 4: return p.v4()->destroy(ctx);
       case 5: return p.v5()->finalize(ctx);
       case 6: return p.v6()->finalize(ctx);
+      case 7: return p.v7()->finalize(ctx);
     }
     return ncclInternalError;
   }
@@ -63,7 +67,7 @@ inline std::ostream& operator<<(std::ostream& os, const TableAbi& abi) {
   return os << "v" << abi.version << "_" << abi.num_algo << "algos";
 }
 
-inline const TableAbi kTableAbis[] = {{3, 6}, {3, 7}, {4, 7}, {5, 7}, {6, 7}};
+inline const TableAbi kTableAbis[] = {{3, 6}, {3, 7}, {4, 7}, {5, 7}, {6, 7}, {7, 7}};
 
 }  // namespace testing
 }  // namespace dynamiccl

@@ -52,7 +52,8 @@ using PluginExportsTest = PluginTest;
 TEST_F(PluginExportsTest, OnlyPluginSymbolsAndPublicApiAreExported) {
   const std::set<std::string> plugin_symbols = {"ncclTunerPlugin_v2", "ncclTunerPlugin_v3",
                                                 "ncclTunerPlugin_v4", "ncclTunerPlugin_v5",
-                                                "ncclTunerPlugin_v6", "ncclProfiler_v5"};
+                                                "ncclTunerPlugin_v6", "ncclTunerPlugin_v7",
+                                                "ncclProfiler_v5"};
   const std::vector<std::string> names = defined_dynamic_symbols(DYNAMICCL_NCCL_PLUGIN_PATH);
   ASSERT_FALSE(names.empty());
   std::set<std::string> seen_plugin_symbols;
@@ -70,8 +71,9 @@ TEST_F(PluginExportsTest, OnlyPluginSymbolsAndPublicApiAreExported) {
 
 TEST_F(PluginExportsTest, PublicApiResolvesThroughDlsym) {
   for (const char* name :
-       {"dynamiccl_nccl_publish", "dynamiccl_nccl_publish_chunk", "dynamiccl_nccl_clear",
-        "dynamiccl_nccl_last_outcome", "dynamiccl_nccl_last_channels",
+       {"dynamiccl_nccl_channel_open", "dynamiccl_nccl_channel_close", "dynamiccl_nccl_expect_comm",
+        "dynamiccl_nccl_comms_bound", "dynamiccl_nccl_publish", "dynamiccl_nccl_publish_chunk",
+        "dynamiccl_nccl_clear", "dynamiccl_nccl_last_outcome", "dynamiccl_nccl_last_channels",
         "dynamiccl_nccl_get_counters", "dynamiccl_nccl_loaded_by_nccl",
         "dynamiccl_nccl_profiler_read", "dynamiccl_nccl_profiler_loaded_by_nccl"}) {
     EXPECT_NE(dlsym(plugin().handle(), name), nullptr) << name;
@@ -79,15 +81,15 @@ TEST_F(PluginExportsTest, PublicApiResolvesThroughDlsym) {
 }
 
 // NCCL opens the plugin by the path of the copy the backend already has loaded: the loader
-// returns that same object, so both sides share one decision channel.
+// returns that same object, so both sides share the decision channels.
 TEST_F(PluginExportsTest, SecondDlopenOfTheSamePathSharesState) {
   void* again = dlopen(DYNAMICCL_NCCL_PLUGIN_PATH, RTLD_NOW | RTLD_LOCAL);
   ASSERT_NE(again, nullptr) << dlerror();
   EXPECT_EQ(dlsym(again, "dynamiccl_nccl_publish"),
             dlsym(plugin().handle(), "dynamiccl_nccl_publish"));
-  using Publish = void (*)(int, size_t, int, int, int);
-  reinterpret_cast<Publish>(dlsym(again, "dynamiccl_nccl_publish"))(DYNAMICCL_NCCL_COLL_ALLREDUCE,
-                                                                    64, -1, -1, -1);
+  using Publish = void (*)(int, int, size_t, int, int, int);
+  reinterpret_cast<Publish>(dlsym(again, "dynamiccl_nccl_publish"))(
+      plugin().channel(), DYNAMICCL_NCCL_COLL_ALLREDUCE, 64, -1, -1, -1);
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_NOT_CALLED);
   void* ctx = nullptr;
   ASSERT_EQ(plugin().v5()->init(&ctx, 1, 2, 1, nullptr, nullptr, nullptr), ncclSuccess);

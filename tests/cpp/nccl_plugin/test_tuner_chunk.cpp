@@ -1,5 +1,5 @@
 // Chunk size (tuner ABI v6, NCCL >= 2.30): getChunkSize returns the published chunk for the
-// collective whose decision getCollInfo applied on this thread, and keeps NCCL's value otherwise.
+// collective whose decision getCollInfo applied on its channel, and keeps NCCL's value otherwise.
 #include "table_abi.h"
 
 namespace dynamiccl {
@@ -14,7 +14,7 @@ class PluginTunerChunkTest : public PluginTest {
  protected:
   void SetUp() override {
     PluginTest::SetUp();
-    ASSERT_NE(plugin().publish_chunk, nullptr);
+    ASSERT_NE(plugin().publish_chunk_fn, nullptr);
     ASSERT_EQ(plugin().v6()->init(&ctx_, 0x30, 8, 1, nullptr, nullptr, nullptr), ncclSuccess);
     ASSERT_NE(ctx_, nullptr);
   }

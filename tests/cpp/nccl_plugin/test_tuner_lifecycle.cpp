@@ -1,4 +1,5 @@
 // Communicator life cycle, counters and the outcome API, across all tuner ABIs.
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -18,8 +19,11 @@ TEST_F(PluginTunerLifecycleTest, EveryAbiIsExportedUnderItsNcclName) {
   ASSERT_NE(plugin().v4(), nullptr);
   ASSERT_NE(plugin().v5(), nullptr);
   ASSERT_NE(plugin().v6(), nullptr);
+  ASSERT_NE(plugin().v7(), nullptr);
   EXPECT_STREQ(plugin().v5()->name, "DynamICCL");
   EXPECT_STREQ(plugin().v6()->name, "DynamICCL");
+  EXPECT_STREQ(plugin().v7()->name, "DynamICCL");
+  EXPECT_NE(plugin().v7()->getChunkSize, nullptr);
   EXPECT_NE(plugin().v6()->getCollInfo, nullptr);
   EXPECT_NE(plugin().v6()->finalize, nullptr);
   EXPECT_NE(plugin().v6()->getChunkSize, nullptr);
@@ -89,7 +93,7 @@ TEST_F(PluginTunerLifecycleTest, NullArgumentsNeverFailNccl) {
   EXPECT_EQ(kTableAbis[3].fini(ctx), ncclSuccess);
 }
 
-TEST_F(PluginTunerLifecycleTest, OutcomeIsPerThreadAndResetByPublish) {
+TEST_F(PluginTunerLifecycleTest, OutcomeIsPerChannelAndResetByPublish) {
   void* ctx = kTableAbis[4].init();
   CostTable t(7);
   int n_channels = 0;
@@ -99,30 +103,33 @@ TEST_F(PluginTunerLifecycleTest, OutcomeIsPerThreadAndResetByPublish) {
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_APPLIED);
   plugin().clear();
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_APPLIED) << "clear keeps the outcome";
-  int fresh_thread_outcome = -1;
-  std::thread([&] { fresh_thread_outcome = plugin().last_outcome(); }).join();
-  EXPECT_EQ(fresh_thread_outcome, DYNAMICCL_NCCL_NOT_CALLED);
+  const int other = plugin().channel_open();
+  EXPECT_EQ(plugin().last_outcome_fn(other), DYNAMICCL_NCCL_NOT_CALLED);
+  plugin().channel_close(other);
   plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, -1, -1, 2);
   EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_NOT_CALLED);
   EXPECT_EQ(kTableAbis[4].fini(ctx), ncclSuccess);
 }
 
-// Many threads drive their own collectives on one communicator at once: each thread's
-// decisions reach only its own calls, and the relaxed counters lose nothing.
-TEST_F(PluginTunerLifecycleTest, ConcurrentThreadsKeepDecisionsApartAndCountersExact) {
+// Several groups, each on its own thread with its own channel and communicator, at once: each
+// group's decisions reach only its own calls, and the relaxed counters lose nothing.
+TEST_F(PluginTunerLifecycleTest, ConcurrentGroupsKeepDecisionsApartAndCountersExact) {
   constexpr int kThreads = 8;
   constexpr int kCallsPerThread = 2000;
-  void* ctx = kTableAbis[3].init();
   const auto before = plugin().counters();
   std::vector<int> wrong(kThreads, 0);
   std::vector<std::thread> threads;
   for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {
+      const int channel = plugin().channel_open();
+      plugin().expect_comm(channel, 8);
+      void* ctx = kTableAbis[3].init();  // binds to this thread's expectation
+      plugin().expect_comm(channel, static_cast<size_t>(-1));
       for (int k = 0; k < kCallsPerThread; ++k) {
-        // Thread i forces algorithm i % 2 with protocol k % 3 and i + 1 channels.
+        // Group i forces algorithm i % 2 with protocol k % 3 and i + 1 channels.
         const int algo = i % 2, proto = k % 3;
         const size_t bytes = kBytes + static_cast<size_t>(i);
-        plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, bytes, algo, proto, i + 1);
+        plugin().publish_fn(channel, DYNAMICCL_NCCL_COLL_ALLREDUCE, bytes, algo, proto, i + 1);
         CostTable t(7);
         int n_channels = 0;
         kTableAbis[3].get(ctx, DYNAMICCL_NCCL_COLL_ALLREDUCE, bytes, 1, t, &n_channels);
@@ -130,17 +137,88 @@ TEST_F(PluginTunerLifecycleTest, ConcurrentThreadsKeepDecisionsApartAndCountersE
         CostTable mismatched(7);
         kTableAbis[3].get(ctx, DYNAMICCL_NCCL_COLL_BROADCAST, bytes, 1, mismatched, &n_channels);
       }
+      kTableAbis[3].fini(ctx);
+      plugin().channel_close(channel);
     });
   }
   for (auto& th : threads) th.join();
-  for (int i = 0; i < kThreads; ++i) EXPECT_EQ(wrong[i], 0) << "thread " << i;
+  for (int i = 0; i < kThreads; ++i) EXPECT_EQ(wrong[i], 0) << "group " << i;
   const auto after = plugin().counters();
   const uint64_t total = static_cast<uint64_t>(kThreads) * kCallsPerThread;
   EXPECT_EQ(after.applied - before.applied, total);
-  // The Broadcast after each consumed decision finds nothing published on its thread.
+  // The Broadcast after each consumed decision finds nothing published on its channel.
   EXPECT_EQ(after.abstained - before.abstained, total);
   EXPECT_EQ(after.mismatched - before.mismatched, 0u);
-  EXPECT_EQ(kTableAbis[3].fini(ctx), ncclSuccess);
+}
+
+// A communicator created while no group expects one (another library's) binds to no channel:
+// it abstains whatever is published, and is counted.
+TEST_F(PluginTunerLifecycleTest, CommunicatorCreatedOutsideAnExpectationIsNeverTuned) {
+  plugin().expect_comm(plugin().channel(), static_cast<size_t>(-1));
+  const auto before = plugin().counters();
+  void* ctx = kTableAbis[4].init();
+  EXPECT_EQ(plugin().counters().unbound_comms, before.unbound_comms + 1);
+  EXPECT_EQ(plugin().comms_bound(plugin().channel()), 0);
+  plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, DYNAMICCL_NCCL_ALGO_TREE,
+                   DYNAMICCL_NCCL_PROTO_SIMPLE, 2);
+  CostTable t(7);
+  const CostTable untouched = t;
+  int n_channels = 0;
+  kTableAbis[4].get(ctx, DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, 1, t, &n_channels);
+  EXPECT_EQ(std::memcmp(t.cells, untouched.cells, sizeof(t.cells)), 0);
+  EXPECT_EQ(n_channels, 0);
+  EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_NOT_CALLED);
+  EXPECT_EQ(kTableAbis[4].fini(ctx), ncclSuccess);
+}
+
+// Where several groups expect a communicator of the size being created, on threads other than
+// the one NCCL initialises it on, which group it is for cannot be told: it binds to none (and
+// each group's check finds its channel unconsulted and steps aside).
+TEST_F(PluginTunerLifecycleTest, AmbiguousExpectationsBindNothing) {
+  plugin().expect_comm(plugin().channel(), static_cast<size_t>(-1));
+  const int a = plugin().channel_open(), b = plugin().channel_open();
+  plugin().expect_comm(a, 4);
+  plugin().expect_comm(b, 4);
+  void* ctx = nullptr;
+  std::thread([&] { ctx = kTableAbis[4].init(4); }).join();  // NCCL's own thread
+  EXPECT_EQ(plugin().comms_bound(a) + plugin().comms_bound(b), 0);
+  EXPECT_EQ(kTableAbis[4].fini(ctx), ncclSuccess);
+  // One expectation left: a communicator initialised on NCCL's own thread binds to it.
+  plugin().expect_comm(b, static_cast<size_t>(-1));
+  std::thread([&] { ctx = kTableAbis[4].init(4); }).join();
+  EXPECT_EQ(plugin().comms_bound(a), 1);
+  // Another size does not.
+  void* other = nullptr;
+  std::thread([&] { other = kTableAbis[4].init(8); }).join();
+  EXPECT_EQ(plugin().comms_bound(a), 1);
+  EXPECT_EQ(kTableAbis[4].fini(other), ncclSuccess);
+  plugin().publish_fn(a, DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, DYNAMICCL_NCCL_ALGO_TREE,
+                      DYNAMICCL_NCCL_PROTO_SIMPLE, -1);
+  CostTable t(7);
+  int n_channels = 0;
+  kTableAbis[4].get(ctx, DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, 1, t, &n_channels);
+  EXPECT_EQ(plugin().last_outcome_fn(a), DYNAMICCL_NCCL_APPLIED);
+  EXPECT_EQ(kTableAbis[4].fini(ctx), ncclSuccess);
+  plugin().channel_close(a);
+  plugin().channel_close(b);
+}
+
+// A group's channel closes with the group; its communicator, if NCCL keeps it, abstains from
+// then on, even once the channel's slot serves a new group.
+TEST_F(PluginTunerLifecycleTest, ClosedChannelIsNeverReadAgain) {
+  void* ctx = kTableAbis[4].init();
+  const int old_channel = plugin().channel();
+  plugin().open_test_channel();  // closes the old one; may reuse its slot
+  EXPECT_NE(plugin().channel(), old_channel);
+  plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, DYNAMICCL_NCCL_ALGO_TREE,
+                   DYNAMICCL_NCCL_PROTO_SIMPLE, 2);
+  CostTable t(7);
+  int n_channels = 0;
+  kTableAbis[4].get(ctx, DYNAMICCL_NCCL_COLL_ALLREDUCE, kBytes, 1, t, &n_channels);
+  EXPECT_EQ(n_channels, 0);
+  EXPECT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_NOT_CALLED);
+  EXPECT_EQ(plugin().last_outcome_fn(old_channel), DYNAMICCL_NCCL_NOT_CALLED);
+  EXPECT_EQ(kTableAbis[4].fini(ctx), ncclSuccess);
 }
 
 }  // namespace

@@ -84,7 +84,8 @@ TEST_F(PluginTunerLogTest, InitAnnouncesTheCommunicatorUnderInitAndTuning) {
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0].level, NCCL_LOG_INFO);
   EXPECT_EQ(lines[0].flags, static_cast<unsigned long>(NCCL_INIT | NCCL_TUNING));
-  EXPECT_EQ(lines[0].text, "DynamICCL tuner: ABI v5, comm 0xabc, 16 ranks on 2 nodes");
+  EXPECT_EQ(lines[0].text,
+            "DynamICCL tuner: ABI v5, comm 0xabc, 16 ranks on 2 nodes, bound to a DynamICCL group");
   EXPECT_EQ(kV5.fini(ctx), ncclSuccess);
 }
 
@@ -100,7 +101,7 @@ TEST_F(PluginTunerLogTest, AppliedAbstainedAndUnavailableCallsAreEachLogged) {
   lines = call(t);
   ASSERT_EQ(plugin().last_outcome(), DYNAMICCL_NCCL_ABSTAINED);
   expect_one_line(lines, NCCL_LOG_INFO,
-                  kCall + "abstained (nothing published on this thread)" + kFirst);
+                  kCall + "abstained (nothing published on its channel)" + kFirst);
 
   t.mark_unavailable(DYNAMICCL_NCCL_ALGO_NVLS, DYNAMICCL_NCCL_PROTO_SIMPLE);
   plugin().publish(DYNAMICCL_NCCL_COLL_ALLREDUCE, kMiB, DYNAMICCL_NCCL_ALGO_NVLS,
