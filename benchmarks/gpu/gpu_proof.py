@@ -205,15 +205,28 @@ def rank_collectives(rank, world, store_path, args):
             checks[name] = "ok" if all(torch.equal(a, b) for a, b in zip(got, want)) else "MISMATCH"
         except Exception as e:  # recorded, not hidden
             checks[name] = f"error: {type(e).__name__}: {e}"[:300]
-    x = torch.ones(1 << 20, device="cuda")  # 4 MiB
-    try:
-        timing = {"dynamiccl_us": _median_us(torch, lambda: dist.all_reduce(x)),
-                  "nccl_us": _median_us(torch, lambda: dist.all_reduce(x, group=ref))}
-    except Exception as e:  # the checks above are still worth reporting
-        timing = {"error": f"{type(e).__name__}: {e}"[:300]}
+    # Pass-through cost per call against torch's default `nccl`, alternated: a group in mode
+    # `off` and the world (learn) once its state has settled on a warm-up.
+    off = dist.new_group(pg_options=dynamiccl_pg.Options(mode="off"))
+    timing = {}
+    for label, numel in (("4KiB", 1 << 10), ("4MiB", 1 << 20), ("64MiB", 1 << 24)):
+        x = torch.ones(numel, device="cuda")
+        try:
+            for _ in range(2000):  # the learned state's warm-up and probes
+                dist.all_reduce(x)
+            runs = {"nccl": [], "off": [], "learn": []}
+            for _ in range(3):
+                runs["nccl"].append(_median_us(torch, lambda: dist.all_reduce(x, group=ref)))
+                runs["off"].append(_median_us(torch, lambda: dist.all_reduce(x, group=off)))
+                runs["learn"].append(_median_us(torch, lambda: dist.all_reduce(x)))
+            timing[label] = {k: statistics.median(v) for k, v in runs.items()}
+        except Exception as e:  # the checks above are still worth reporting
+            timing[label] = {"error": f"{type(e).__name__}: {e}"[:300]}
     stats = dynamiccl_pg.stats()
+    phases = sorted({st["phase"] for st in stats["states"].get("nccl", [])})
     dist.destroy_process_group()
-    return {"checks": checks, "allreduce_4MiB": timing, "nccl_plugin": stats["nccl_plugin"]}
+    return {"checks": checks, "allreduce": timing, "learn_phases": phases,
+            "nccl_plugin": stats["nccl_plugin"]}
 
 
 def stage_collectives(args):
@@ -569,11 +582,18 @@ def report(stages: dict) -> str:
         for name in r0["checks"]:
             verdicts = {r["ok"]["checks"][name] for r in ranks}
             lines.append(f"| {name} | {' / '.join(sorted(verdicts))} |")
-        t = r0["allreduce_4MiB"]
-        timing = (f"failed: {t['error']}" if "error" in t else
-                  f"dynamiccl {_fmt(t['dynamiccl_us'], ' µs')}, nccl {_fmt(t['nccl_us'], ' µs')}")
-        lines.extend(["", f"4 MiB all-reduce, median per call: {timing}. "
-                          f"Plugin: {r0['nccl_plugin']}", ""])
+        lines.extend(["", "All-reduce, median per call against torch's default `nccl` (dynamiccl "
+                          f"`off`, and `learn` after 2,000 calls: states {r0['learn_phases']}):",
+                      "", "| size | nccl | off | learn | off / nccl | learn / nccl |",
+                      "|---|---|---|---|---|---|"])
+        for label, t in r0["allreduce"].items():
+            if "error" in t:
+                lines.append(f"| {label} | failed: {t['error']} | | | | |")
+                continue
+            lines.append(f"| {label} | {_fmt(t['nccl'], ' µs')} | {_fmt(t['off'], ' µs')} | "
+                         f"{_fmt(t['learn'], ' µs')} | {t['off'] / t['nccl']:.3f} | "
+                         f"{t['learn'] / t['nccl']:.3f} |")
+        lines.extend(["", f"Plugin: {r0['nccl_plugin']}", ""])
 
     s = section("(a) every collective at world size 1, CUDA tensors, against `nccl`", "collectives")
     if s:

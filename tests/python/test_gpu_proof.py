@@ -53,8 +53,9 @@ def test_arm_verdict_compares_what_ran_with_the_forced_arm():
 
 def test_report_states_every_stage_honestly():
     ok = {"ok": {"checks": {"broadcast": "ok", "reduce": "MISMATCH"},
-                 "allreduce_4MiB": {"dynamiccl_us": 101.0, "nccl_us": 100.0},
-                 "nccl_plugin": {"loaded_by_nccl": True}}}
+                 "allreduce": {"4KiB": {"nccl": 20.0, "off": 20.1, "learn": 20.2},
+                               "64MiB": {"error": "OutOfMemoryError: x"}},
+                 "learn_phases": ["settled"], "nccl_plugin": {"loaded_by_nccl": True}}}
     all_ok = {"ok": dict(ok["ok"], checks={"broadcast": "ok", "reduce": "ok"})}
     stages = {
         "preflight": {"device": "NVIDIA H100", "gpus": 1, "torch": "2.11.0", "cuda": "13.0",
@@ -75,6 +76,8 @@ def test_report_states_every_stage_honestly():
     text = gpu_proof.report(stages)
     assert "NVIDIA H100 (x1), torch 2.11.0, CUDA 13.0, NCCL 2.28.9" in text
     assert "| reduce | MISMATCH |" in text and "| broadcast | ok |" in text
+    assert "| 4KiB | 20.0 µs | 20.1 µs | 20.2 µs | 1.005 | 1.010 |" in text, text
+    assert "| 64MiB | failed: OutOfMemoryError: x |" in text
     assert "timed out after 300 s" in text
     assert "- plain: refused: DistBackendError: Duplicate GPU detected" in text
     assert "- NCCL_MULTI_RANK_GPU_ENABLE=1: refused: reduce: MISMATCH" in text
