@@ -113,8 +113,7 @@ def _cuda_engine(cfg, dist_opts, store, rank, size, timeout, global_ranks, nccl_
             from . import emulation
             if not dist_opts.global_ranks_in_group:  # the world
                 emulation.check_world(emulation.scenario(emulated), size)
-            nccl = emulation.make_engine(store, rank, size, global_ranks, timeout, cfg,
-                                         dist_opts.group_id)
+            nccl = emulation.make_engine(store, rank, size, global_ranks, timeout, cfg, dist_opts)
         else:
             parent = getattr(getattr(dist_opts, "split_from", None), "nccl_engine", None)
             nccl = engines.create("cuda", cfg["inner"]["cuda"], store, rank, size, timeout,

@@ -62,10 +62,14 @@ def group_shape(sc: Scenario, global_ranks: List[int]) -> tuple:
 
 
 def make_engine(store, rank: int, size: int, global_ranks: List[int], timeout: timedelta,
-                cfg: dict, group_id: str):
-    """The emulated NCCL of one group: its own Gloo for the data, on its own store prefix."""
+                cfg: dict, dist_opts):
+    """The emulated NCCL of one group: its own Gloo for the data, on its own store prefix, made as
+    torch makes Gloo (in the reconfigure regime where the group is)."""
+    from . import engines
     sc = scenario(cfg["emulate_nccl"])
-    gloo = dist.ProcessGroupGloo(dist.PrefixStore("emulated_nccl/", store), rank, size, timeout)
+    gloo = engines.create("cpu", "gloo", dist.PrefixStore("emulated_nccl/", store), rank, size,
+                          timeout, dist_opts)
+    group_id = dist_opts.group_id
     nodes, gpus = group_shape(sc, global_ranks)
     fault = cfg["emulate_nccl_fault"]
     return _C.EmulatedNccl(

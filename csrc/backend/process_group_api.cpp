@@ -16,6 +16,7 @@ namespace dynamiccl {
 
 namespace {
 
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
 // A group with a CUDA engine hands out both engines' reconfigure handles as one:
 // "dynamiccl:<length of Gloo's>:<Gloo's><the CUDA engine's>". A CPU group hands out Gloo's as is.
 constexpr char kHandlePrefix[] = "dynamiccl:";
@@ -39,6 +40,24 @@ std::pair<std::string, std::string> split_handle(const std::string& h) {
                     "' is not one of a dynamiccl group with a CUDA engine; accepted: the handles "
                     "its ranks' get_reconfigure_handle() returned");
   return {h.substr(colon + 1, length), h.substr(colon + 1 + length)};
+}
+#endif
+
+// An engine's own options (their type kept where torch can copy them so) for a group merge()
+// makes of it, with the merged group's timeout and name.
+c10::intrusive_ptr<c10d::Backend::Options> merged_options(
+    c10d::Backend& engine, const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
+#if DYNAMICCL_C10D_HAS_2_14_SURFACE
+  auto o = engine.getBackendOptions()->clone();
+#else
+  auto o = c10::make_intrusive<c10d::Backend::Options>(*engine.getBackendOptions());
+#endif
+  if (opts) {
+    o->timeout = opts->timeout;
+    o->group_name = opts->group_name;
+    o->group_desc = opts->group_desc;
+  }
+  return o;
 }
 
 }  // namespace
@@ -105,18 +124,11 @@ c10::intrusive_ptr<c10d::Backend> ProcessGroupDynamicCCL::merge(
     const int& rank, const int& size) {
   TORCH_CHECK(!shut_down_, "dynamiccl: merge() after shutdown()");
   TORCH_CHECK(factories_.merge, "dynamiccl: this group cannot be merged (no creator was given)");
-  auto engine_opts = [&](c10d::Backend& engine) {
-    auto o = engine.getBackendOptions()->clone();
-    if (opts) {
-      o->timeout = opts->timeout;
-      o->group_name = opts->group_name;
-      o->group_desc = opts->group_desc;
-    }
-    return o;
-  };
   c10::intrusive_ptr<c10d::Backend> cuda;
-  if (engines_.nccl) cuda = engines_.nccl->merge(store, engine_opts(*engines_.nccl), rank, size);
-  auto gloo = engines_.gloo->merge(store, engine_opts(*engines_.gloo), rank, size);
+  if (engines_.nccl) {
+    cuda = engines_.nccl->merge(store, merged_options(*engines_.nccl, opts), rank, size);
+  }
+  auto gloo = engines_.gloo->merge(store, merged_options(*engines_.gloo, opts), rank, size);
   return factories_.merge(MergeRequest{store, gloo, cuda, rank, size,
                                        opts ? opts->timeout : timeout_,
                                        opts ? opts->group_name : "", opts ? opts->group_desc : ""});
@@ -226,6 +238,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupDynamicCCL::reconfigure(
 
 void ProcessGroupDynamicCCL::reconfigure_engines(
     const c10d::ReconfigureOptions& opts, std::vector<c10::intrusive_ptr<c10d::Work>>& works) {
+  // An engine that cannot reconfigure raises its own error before any engine has changed.
+  for (c10d::Backend* e : {engines_.nccl.get(), engines_.gloo.get()}) {
+    if (e && !e->supportsReconfigure()) works.push_back(e->reconfigure(opts));
+  }
   if (!engines_.nccl) {
     works.push_back(engines_.gloo->reconfigure(opts));
   } else {

@@ -22,8 +22,8 @@
 // C10D_BACKEND_HAS_HOOKS.
 //   2.12: suspend, resume, getMemoryStats (engine memory offload).
 #define DYNAMICCL_C10D_HAS_MEMORY_OFFLOAD DYNAMICCL_TORCH_AT_LEAST(2, 12)
-//   2.14: gather_single, gather_into_tensor, addEphemeralTimeout, and get/setBoundDeviceId as
-//   virtuals.
+//   2.14: gather_single, gather_into_tensor, addEphemeralTimeout, get/setBoundDeviceId as
+//   virtuals, and Backend::Options::clone() (a copy that keeps an engine's own options type).
 #define DYNAMICCL_C10D_HAS_2_14_SURFACE DYNAMICCL_TORCH_AT_LEAST(2, 14)
 //   2.15: completion hooks, supportsAbortHooks, start/endTimeEstimate, isInitialized.
 #define DYNAMICCL_C10D_HAS_2_15_SURFACE DYNAMICCL_TORCH_AT_LEAST(2, 15)

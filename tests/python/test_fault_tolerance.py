@@ -5,11 +5,15 @@ into two groups then merge, recover after abort, a reused uuid and stale handles
 the engine's error, shrink excluding the last rank; merge_remote_group; and a DDP job that loses
 a rank, reconfigures the survivors and trains on to gloo's weights. On dynamiccl the learner
 restarts on every new membership: learned calls run between the reconfigures (probing our CPU
-schedules), every result is exact, and the ranks of each membership decide alike."""
+schedules), every result is exact, and the ranks of each membership decide alike. The scenarios
+run once more on the emulated NCCL, which reconfigures as nccl2 does: the group's handle then
+carries both engines', and the CUDA engine's new communicator binds to the group's channel."""
 
 from __future__ import annotations
 
 from datetime import timedelta
+
+import json
 
 import pytest
 import torch
@@ -17,6 +21,7 @@ import torch.distributed as dist
 
 import dynamiccl_pg
 from dist_harness import run_ranks
+from test_emulated_nccl import CLUSTER
 
 pytestmark = [
     pytest.mark.timeout(600),
@@ -72,8 +77,11 @@ def _work(tag: str, calls: int = 40):
     learned = None
     if dist.get_backend() == "dynamiccl":
         st = dynamiccl_pg.stats()
-        learned = {"hash": dynamiccl_pg.decision_hash(), "calls": st["learned_calls"],
-                   "probes": sum(s["probes"] for s in st["states"]["cpu"])}
+        # (With a CUDA engine, a membership's first call checks the plugin: it runs natively.)
+        learned = {"hash": dynamiccl_pg.decision_hash(),
+                   "calls": st["learned_calls"] + ("cuda" in st["engines"]),
+                   "probes": sum(s["probes"] for states in st["states"].values()
+                                 for s in states)}
     return facts, learned
 
 
@@ -163,10 +171,21 @@ def _compare(gloo, ours):
         assert len(seen) == 1, f"the ranks of membership {tag!r} decided differently"
 
 
-def test_reconfigure_scenarios_match_gloo():
-    gloo = run_ranks(scenarios, WORLD, backend="gloo", init_kwargs=RECONFIGURE, timeout=400)
-    ours = run_ranks(scenarios, WORLD, init_kwargs=RECONFIGURE, timeout=400,
-                     env={"DYNAMICCL_ROUND_CALLS": "4"})
+@pytest.fixture(scope="module")
+def gloo_scenarios():
+    return run_ranks(scenarios, WORLD, backend="gloo", init_kwargs=RECONFIGURE, timeout=400)
+
+
+@pytest.mark.parametrize("emulated", [False, True], ids=["cpu", "emulated_nccl"])
+def test_reconfigure_scenarios_match_gloo(gloo_scenarios, emulated, tmp_path):
+    gloo = gloo_scenarios
+    env = {"DYNAMICCL_ROUND_CALLS": "4"}
+    if emulated:  # one node of three GPUs: CPU tensors take the NCCL branch
+        path = tmp_path / "cluster.json"
+        path.write_text(json.dumps(dict(CLUSTER, topology=dict(CLUSTER["topology"], nodes=1,
+                                                                gpus_per_node=WORLD))))
+        env["DYNAMICCL_EMULATE_NCCL"] = str(path)
+    ours = run_ranks(scenarios, WORLD, init_kwargs=RECONFIGURE, timeout=400, env=env)
     _compare(gloo, ours)
     for rank_steps in gloo:
         assert ("stale", True) in rank_steps and ("reused", True) in rank_steps

@@ -454,5 +454,15 @@ void EmulatedNccl::setTimeout(std::chrono::milliseconds timeout) { gloo_->setTim
 
 void EmulatedNccl::shutdown() { gloo_->shutdown(); }
 
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+c10::intrusive_ptr<c10d::Work> EmulatedNccl::reconfigure(const c10d::ReconfigureOptions& opts) {
+  auto work = gloo_->reconfigure(opts);
+  rank_ = gloo_->getRank();
+  size_ = gloo_->getSize();
+  tuner_.reset();  // the old communicator goes; the next call creates the new one
+  return work;
+}
+#endif
+
 }  // namespace emulated_nccl
 }  // namespace dynamiccl

@@ -118,6 +118,15 @@ class EmulatedNccl : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> endCoalescing() override;
   void setTimeout(std::chrono::milliseconds timeout) override;
   void shutdown() override;
+#ifdef C10D_BACKEND_HAS_RECONFIGURE
+  // Fault tolerance as nccl2 offers it, on the Gloo that moves the data: a new membership, then a
+  // new communicator (and tuner init) at the next call.
+  bool supportsReconfigure() const override { return gloo_->supportsReconfigure(); }
+  c10d::ReconfigureHandle get_reconfigure_handle() const override {
+    return gloo_->get_reconfigure_handle();
+  }
+  c10::intrusive_ptr<c10d::Work> reconfigure(const c10d::ReconfigureOptions& opts) override;
+#endif
 
  private:
   // The communicator, created at first use (its tuner init included).
