@@ -58,7 +58,7 @@ ROUND_CALLS_RANGE = (1, 65536)
 DECISION_LOG_RANGE = (0, 1 << 20)
 LOSS_STALL_ROUNDS_RANGE = (1, 1000000)
 
-# The core's defaults (csrc/backend/config.h, the learner's), as the README's table shows them:
+# The core's defaults (csrc/backend/config.h, the learner's), as docs/configuration.md shows them:
 # 0/1 for switches, fractions with two decimals where that is exact (0.10).
 CORE_DEFAULTS = _C.backend_defaults()
 
@@ -72,7 +72,7 @@ def _core_default(key: str) -> str:
     return str(value)
 
 
-# name: (default, description) — the README's configuration table mirrors this.
+# name: (default, description) — docs/configuration.md's table mirrors this (a test keeps it so).
 ENV_VARS = {
     "DYNAMICCL_MODE": (_core_default("mode"), "learn | frozen | off"),
     "DYNAMICCL_ROUND_CALLS": (_core_default("round_calls"), "learned calls between consensus "
