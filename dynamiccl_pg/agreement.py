@@ -12,11 +12,7 @@ from __future__ import annotations
 import json
 from typing import Callable, Dict, List
 
-from .config import ConfigError
-
-
-class AgreementError(ConfigError):
-    """The ranks of a group do not agree on something that must be the same everywhere."""
+from .errors import AgreementError
 
 
 def agree(store, rank: int, size: int, topic: str, value, combine: Callable[[List], object]):

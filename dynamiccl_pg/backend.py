@@ -18,17 +18,11 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from . import _C, agreement, config, engines, topology
+from . import _C, agreement, config, engines, groups, topology
+from .groups import backend_of, backends, process_rank  # noqa: F401  (the package's API)
 
 BACKEND_NAME = "dynamiccl"
 
-# The live backends of this process, for stats()/save_policy() without a group argument and for
-# the exit-time summary/trace. A destroyed group's backend (shut down by destroy_process_group) is
-# dropped at the next look (a group's creation, backends()) so that it is freed; on_destroyed
-# hooks (telemetry's) first keep what the exit-time outputs need of it.
-_created: list = []
-on_destroyed: list = []  # callables(pg), each run once per destroyed backend
-_process_rank = None  # this process's global rank, still known once every group is gone
 _warned = set()
 
 
@@ -189,8 +183,6 @@ def _create(dist_opts, backend_options, merged=None):
     # This process's global rank, still known once the default group is gone (exit-time trace).
     # (The default group is created without its global ranks: there they are the group's.)
     pg.global_rank = global_ranks[rank]
-    global _process_rank
-    _process_rank = pg.global_rank
     policy_path = os.environ.get("DYNAMICCL_POLICY")
     if policy_path and cfg["mode"] != "off":
         from . import policy_io
@@ -198,8 +190,7 @@ def _create(dist_opts, backend_options, merged=None):
     _declare_flight_recording(engines.self_recording(cfg["inner"]["cpu"]) and
                               (nccl is None or (not emulated and
                                                 engines.self_recording(cfg["inner"]["cuda"]))))
-    _drop_destroyed()
-    _created.append(pg)
+    groups.add(pg)
     return pg
 
 
@@ -223,44 +214,3 @@ def register() -> None:
     config.validate_environment()
     dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True,
                                   devices=["cpu", "cuda"])
-
-
-def _drop_destroyed() -> None:
-    live = []
-    for pg in _created:
-        if pg.shut_down:
-            for hook in on_destroyed:
-                hook(pg)
-        else:
-            live.append(pg)
-    _created[:] = live
-
-
-def backends():
-    """The live dynamiccl backends of this process, oldest first."""
-    _drop_destroyed()
-    return list(_created)
-
-
-def process_rank() -> int:
-    """This process's global rank (0 before any dynamiccl group was created)."""
-    if dist.is_initialized():
-        return dist.get_rank()
-    return _process_rank if _process_rank is not None else 0
-
-
-def backend_of(group=None):
-    """The ProcessGroupDynamicCCL behind ``group`` (default: the world)."""
-    pg = group if group is not None else dist.group.WORLD
-    if pg is None:
-        raise RuntimeError("dynamiccl: no process group; call init_process_group first")
-    if isinstance(pg, _C.ProcessGroupDynamicCCL):
-        return pg
-    b = pg._get_backend(torch.device("cpu"))
-    if not isinstance(b, _C.ProcessGroupDynamicCCL):
-        raise ValueError(f"dynamiccl: group {pg.group_name!r} does not use the dynamiccl backend "
-                         f"(its CPU backend is {type(b).__name__})")
-    if b.shut_down:
-        raise ValueError(f"dynamiccl: group {pg.group_name!r} was destroyed; its policy and "
-                         "statistics went with it")
-    return b

@@ -16,6 +16,8 @@ import warnings
 from typing import Dict, Optional
 
 from . import _C
+from .errors import ConfigError
+from .topology import NCCL_CHANNEL_BOUNDS, parse_override
 
 # The core's vocabularies, indexed by their C++ enum values (defined once, in csrc/core/types.h).
 VOCABULARY = _C.vocabulary()
@@ -26,10 +28,6 @@ OPS = tuple(VOCABULARY["ops"])
 EXPOSURES = tuple(VOCABULARY["exposures"])
 HEAD_SETTINGS = {h["name"]: h for h in _C.head_settings()}  # the learner's table
 LIBRARY_VERSION = "0.2.0"  # the package's version too (setup.py reads it)
-
-
-class ConfigError(ValueError):
-    """A DYNAMICCL_* variable or option has a value we do not accept."""
 
 
 @dataclasses.dataclass
@@ -392,7 +390,6 @@ def parse_emulation_fault(value: str) -> dict:
 
 
 def _topology_override() -> dict:
-    from .topology import parse_override  # (it needs torch; config is imported first)
     return parse_override(_env("DYNAMICCL_TOPOLOGY"))
 
 
@@ -400,8 +397,6 @@ def _topology_override() -> dict:
 _DECISION_SETTINGS = ("mode", "round_calls", "cost_reduce", "force", "role_map", "heads",
                       "step_regression", "loss_stall_rounds", "nccl_plugin", "topology_override",
                       "test_slow_arm", "test_busy_arm", "emulate_nccl", "check_calls", "inner")
-# NCCL's channel bounds, as the described topology's keys (topology.nccl_channel_bounds).
-NCCL_CHANNEL_BOUNDS = {"min_channels": "NCCL_MIN_NCHANNELS", "max_channels": "NCCL_MAX_NCHANNELS"}
 # NCCL's own choices: set on some ranks only, tuning would step aside there and not elsewhere
 # (NCCL_ALGO/PROTO), the channel caps offered, which follow NCCL's channel bounds, would differ,
 # or the ranks would run different NCCL engines (TORCH_DIST_USE_NCCL2).

@@ -23,7 +23,7 @@ from typing import Dict, List
 import torch.distributed as dist
 
 from . import _C
-from .config import ConfigError
+from .errors import ConfigError
 from .sim.scenario import Scenario, load_scenario
 
 

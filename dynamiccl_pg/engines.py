@@ -18,7 +18,7 @@ from typing import Optional
 import torch
 import torch.distributed as dist
 
-from .config import ConfigError
+from .errors import ConfigError
 
 VARIABLE = "DYNAMICCL_INNER"
 

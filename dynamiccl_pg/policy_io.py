@@ -16,7 +16,7 @@ import warnings
 import torch
 import torch.distributed as dist
 
-from . import backend as _backend
+from . import groups as _groups
 from .policy_schema import ENGINES, FORMAT, PolicyError
 from .policy_schema import read as read_policy
 
@@ -36,8 +36,8 @@ def fingerprint(pg=None) -> dict:
 
 def _targets(group, what: str) -> list:
     if group is not None:
-        return [_backend.backend_of(group)]
-    pgs = _backend.backends()
+        return [_groups.backend_of(group)]
+    pgs = _groups.backends()
     if not pgs:
         raise RuntimeError(f"dynamiccl: {what}: this process has no dynamiccl process group; "
                            "call torch.distributed.init_process_group(backend='dynamiccl') first")

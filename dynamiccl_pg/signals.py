@@ -3,7 +3,7 @@ step-time guard and the loss-stall guard), through consensus like everything els
 
 from __future__ import annotations
 
-from . import backend as _backend
+from . import groups as _groups
 
 
 def step() -> None:
@@ -11,7 +11,7 @@ def step() -> None:
     previous one is the step time: the step-time guard watches it, and overlapped calls are
     judged by it (step trials). Groups whose steps DDP's hook marks (its last bucket) ignore it.
     """
-    for pg in _backend.backends():
+    for pg in _groups.backends():
         if pg.mode != "off":
             pg.end_step()
 
@@ -19,6 +19,6 @@ def step() -> None:
 def report_loss(loss) -> None:
     """Reports the step's loss (a float or a 0-d tensor) for the loss-stall guard."""
     value = float(loss.detach().item() if hasattr(loss, "detach") else loss)
-    for pg in _backend.backends():
+    for pg in _groups.backends():
         if pg.mode != "off":
             pg.add_loss(value)

@@ -9,7 +9,7 @@ import sys
 from typing import List, Optional
 
 from . import _C
-from . import backend as _backend
+from . import groups as _groups
 from .config import ENV_VARS
 
 ENGINES = _C.Engine.__members__  # name -> engine, in the core's order
@@ -20,7 +20,7 @@ def stats(group=None) -> dict:
     probes, the step trial of an overlapped state, per-arm counts, mean/median cost and the
     prior it was ordered by (µs), alarms, frozen; plus the per-collective call summary and the
     NCCL plugin's counters. JSON-serialisable."""
-    pg = _backend.backend_of(group)
+    pg = _groups.backend_of(group)
     return {
         "group": pg.group_name_at_creation,
         "group_desc": pg.group_desc,
@@ -48,12 +48,12 @@ def stats(group=None) -> dict:
 def decision_log(group=None) -> List[tuple]:
     """Per learned or forced call (oldest first, bounded by DYNAMICCL_DECISION_LOG):
     (seq, op, bytes, state_id, arm, epoch, engine, probe, forced). Identical on every rank."""
-    return _backend.backend_of(group).decision_log()
+    return _groups.backend_of(group).decision_log()
 
 
 def decision_hash(group=None) -> int:
     """A hash over every decision of the group so far: compare it across ranks."""
-    return _backend.backend_of(group).decision_hash()
+    return _groups.backend_of(group).decision_hash()
 
 
 def size_label(bin_: int) -> str:
@@ -154,7 +154,7 @@ def _trace_prefix() -> str:
 
 
 def _summary_wanted() -> bool:
-    return os.environ.get("DYNAMICCL_SUMMARY") == "1" and _backend.process_rank() == 0
+    return os.environ.get("DYNAMICCL_SUMMARY") == "1" and _groups.process_rank() == 0
 
 
 def _keep_for_exit(pg) -> None:
@@ -166,7 +166,7 @@ def _keep_for_exit(pg) -> None:
         _destroyed_summaries.append(format_summary(pg))
 
 
-_backend.on_destroyed.append(_keep_for_exit)
+_groups.on_destroyed.append(_keep_for_exit)
 
 
 def write_trace(prefix: str, rank: Optional[int] = None) -> List[str]:
@@ -175,8 +175,8 @@ def write_trace(prefix: str, rank: Optional[int] = None) -> List[str]:
     the files written. A call whose completion callback has not run yet (c10's Future wakes
     the waiter first) has ``dur_us`` null."""
     if rank is None:
-        rank = _backend.process_rank()
-    live = [(pg.group_name_at_creation, pg.trace_records()) for pg in _backend.backends()]
+        rank = _groups.process_rank()
+    live = [(pg.group_name_at_creation, pg.trace_records()) for pg in _groups.backends()]
     records, events = [], []
     for group, group_records in _destroyed_traces + live:
         for (seq, op, nbytes, engine, role, exposure, arm, probe, learned, epoch, start,
@@ -201,7 +201,7 @@ def write_trace(prefix: str, rank: Optional[int] = None) -> List[str]:
 
 @atexit.register
 def _at_exit() -> None:
-    live = _backend.backends()  # hands groups destroyed since the last look to _keep_for_exit
+    live = _groups.backends()  # hands groups destroyed since the last look to _keep_for_exit
     prefix = _trace_prefix()
     if prefix and (live or _destroyed_traces):
         try:

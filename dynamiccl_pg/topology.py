@@ -17,7 +17,7 @@ import torch
 
 from . import _C
 from .agreement import agree
-from .config import NCCL_CHANNEL_BOUNDS, ConfigError
+from .errors import ConfigError
 
 _VOCAB = _C.vocabulary()
 GPUS = tuple(_VOCAB["gpus"])  # NCCL's compute-capability classes, oldest first
@@ -25,6 +25,8 @@ CPUS = tuple(_VOCAB["cpus"])
 INTRA = tuple(_VOCAB["intra_links"])
 INTER = tuple(_VOCAB["inter_links"])
 _KEYS = ("nodes", "gpus", "gpu", "cpu", "intra", "inter", "nvswitch", "sharp", "channels")
+# NCCL's channel bounds, as the described topology's keys (nccl_channel_bounds).
+NCCL_CHANNEL_BOUNDS = {"min_channels": "NCCL_MIN_NCHANNELS", "max_channels": "NCCL_MAX_NCHANNELS"}
 
 
 def _gpu_class(major: int) -> str:

@@ -63,20 +63,4 @@ class DynamicWork : public c10d::Work {
   bool waited_ = false;
 };
 
-// One Work for a batch issued between startCoalescing() and endCoalescing() on an engine that
-// has no native coalescing (Gloo): waits on every member.
-class CoalescedWork : public c10d::Work {
- public:
-  CoalescedWork(int rank, std::vector<c10::intrusive_ptr<c10d::Work>> works);
-  bool isCompleted() override;
-  bool isSuccess() const override;
-  std::exception_ptr exception() const override;
-  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
-  void synchronize() override;
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
-
- private:
-  std::vector<c10::intrusive_ptr<c10d::Work>> works_;
-};
-
 }  // namespace dynamiccl

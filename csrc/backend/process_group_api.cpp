@@ -11,6 +11,7 @@
 
 #include "backend/dynamic_work.h"
 #include "backend/process_group_dynamiccl.h"
+#include "engines/coalesced_work.h"
 
 namespace dynamiccl {
 

@@ -12,6 +12,7 @@
 #include "backend/dynamic_work.h"
 #include "backend/hint_scope.h"
 #include "backend/roles.h"
+#include "engines/coalesced_work.h"
 #include "engines/cpu/arm_catalog.h"
 #include "engines/nccl/arm_catalog.h"
 #include "engines/nccl/publish.h"

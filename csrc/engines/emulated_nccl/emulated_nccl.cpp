@@ -9,7 +9,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "backend/dynamic_work.h"
+#include "engines/coalesced_work.h"
 #include "engines/cpu/reduction.h"
 
 namespace dynamiccl {
