@@ -30,7 +30,8 @@ void bind_results(py::module_& m) {
       .def_readonly("oracle_us", &CostTotals::oracle_us)
       .def_readonly("calls", &CostTotals::calls)
       .def_readonly("probes", &CostTotals::probes)
-      .def_readonly("rounds", &CostTotals::rounds);
+      .def_readonly("rounds", &CostTotals::rounds)
+      .def_readonly("rounds_us", &CostTotals::rounds_us);
   py::class_<StateResult::Event>(m, "StateEvent")
       .def_readonly("call", &StateResult::Event::call)
       .def_readonly("step", &StateResult::Event::step)

@@ -5,6 +5,16 @@
 
 namespace dynamiccl {
 
+int round_exchanges(int ranks) {
+  if (ranks <= 1) return 0;
+  int p2 = 1, exchanges = 0;
+  while (p2 * 2 <= ranks) {
+    p2 *= 2;
+    ++exchanges;
+  }
+  return exchanges + (p2 == ranks ? 0 : 2);
+}
+
 RoundScheduler::RoundScheduler(int round_calls) : k_(round_calls) {
   if (round_calls < 1) {
     throw std::invalid_argument("round_calls=" + std::to_string(round_calls) + " (accepted: >= 1)");

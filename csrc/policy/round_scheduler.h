@@ -18,6 +18,12 @@
 
 namespace dynamiccl {
 
+// A round's all-reduce over `ranks` ranks, in sequential exchanges: the product runs it as
+// recursive doubling over the largest power of two (CpuEngine::min_allreduce), the ranks beyond
+// it folded in before and out after (two exchanges more). What a round takes is this times one
+// exchange's latency on the hosts' network (docs/scale.md); the simulator prices rounds so.
+int round_exchanges(int ranks);
+
 class RoundScheduler {
  public:
   static constexpr uint64_t kAgreementCalls = 1024;

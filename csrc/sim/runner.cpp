@@ -99,7 +99,10 @@ struct Group {
   int ranks_sampled = 1;
   RoundScheduler rounds;  // the product's: measured costs apply one round later
   RoundResult current, pending;
-  double prev_cost_us = 0;         // the group's previous call (overlapping calls queue behind it)
+  double round_us = 0;      // what a round's all-reduce takes over the group (round_exchanges)
+  double window_us = 0;     // the group's calls since the round in flight started
+  double round_price = 0;   // what the last applied round cost the job (the learner's price)
+  double prev_cost_us = 0;  // the group's previous call (overlapping calls queue behind it)
   std::vector<StateTrack> states;  // by state id
   int unconverged = 0;             // states seen, with something to learn, not yet converged
   int poll_interval = 1;
@@ -146,6 +149,7 @@ struct SimRunner::Impl {
           nccl_catalog_for(prior_topo, g.info.shape, spec.channel_caps, spec.derive_channel_caps));
       g.learner = std::make_unique<Learner>(cfg, wrap ? wrap(g.catalog, g.info.shape) : g.catalog);
       g.ranks_sampled = std::min(spec.ranks_sampled, g.info.shape.ranks());
+      g.round_us = round_exchanges(g.info.shape.ranks()) * spec.hop_us;
       g.current.calls.reserve(spec.round_calls);
       g.pending.calls.reserve(spec.round_calls);
       res.groups.push_back(g.info.name + ": " + std::to_string(g.info.shape.nodes) + " x " +
@@ -367,8 +371,16 @@ struct SimRunner::Impl {
     g.poll_countdown = g.poll_interval;
   }
 
+  // The round in flight is applied: it cost the job what of its all-reduce the group's calls
+  // since it started did not cover (the boundary waits for it), or the scenario's fixed price.
   void apply(Group& g, RoundResult& round) {
-    round.round_cost_us = spec.round_cost_us;
+    g.round_price = spec.round_cost_us >= 0 ? spec.round_cost_us
+                                            : std::max(0.0, g.round_us - g.window_us);
+    res.total.learned_us += g.round_price;
+    res.total.rounds_us += g.round_price;
+    res.step_learned_us.back() += g.round_price;
+    if (compute && g.round_price > 0) model->block(learned_step, g.round_price);
+    round.round_cost_us = g.round_price;
     round.round_calls = spec.round_calls;
     g.learner->apply_round(round);
     round.calls.clear();
@@ -423,16 +435,15 @@ struct SimRunner::Impl {
       if (s.unavailable[d.arm]) g.current.unavailable.emplace_back(d.state_id, d.arm);
     }
     g.prev_cost_us = chosen * paid;
+    g.window_us += learned;
     g.rounds.add_call(d.measure);
     const RoundScheduler::Boundary b = g.rounds.end_call();
     if (b.at) g.learner->close_window();
     if (b.apply) apply(g, g.pending);
     if (b.start) {
-      // The job pays for the round's control-plane all-reduce; only learning runs rounds.
+      // Only learning runs rounds; the job pays for each when it is applied.
       ++res.total.rounds;
-      res.total.learned_us += spec.round_cost_us;
-      res.step_learned_us.back() += spec.round_cost_us;
-      if (compute) model->block(learned_step, spec.round_cost_us);
+      g.window_us = 0;
       std::swap(g.current, g.pending);  // in flight until the next boundary
       g.current.calls.clear();
       g.current.unavailable.clear();

@@ -27,7 +27,8 @@ struct CostTotals {
   double oracle_us = 0;
   uint64_t calls = 0;
   uint64_t probes = 0;
-  uint64_t rounds = 0;  // consensus rounds run (total only): each costs the job round_cost_us
+  uint64_t rounds = 0;   // consensus rounds run (total only)
+  double rounds_us = 0;  // what they cost the job (total only; in learned_us too)
 };
 
 // One learner state (group, role, op, size bin) at the end of the run.

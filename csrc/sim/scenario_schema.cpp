@@ -481,8 +481,13 @@ Key consensus() {
                   "learned calls of a group per consensus round (applied one round later)"),
           integer("ranks_sampled", &S::ranks_sampled, 1, 64,
                   "the learner is told the minimum cost over this many ranks"),
-          number("round_cost_us", &S::round_cost_us, 0, 1e9,
-                 "what one round's control-plane all-reduce costs the job, us"),
+          number("hop_us", &S::hop_us, 0, 1e6,
+                 "one exchange of a round's all-reduce on the hosts' network, us: a round takes "
+                 "this times its exchanges (log2 of the group's ranks, +2 where not a power of "
+                 "two) and costs the job what of that its K calls do not cover"),
+          number("round_cost_us", &S::round_cost_us, -1, 1e9,
+                 "a fixed price for every round, us (-1: priced by hop_us as the group's size "
+                 "gives)"),
       });
 }
 

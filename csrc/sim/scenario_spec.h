@@ -113,10 +113,14 @@ struct ScenarioSpec {
   bool derive_channel_caps = true;
   // Consensus as the product runs it (policy/round_scheduler.h): rounds of `round_calls` learned
   // calls, applied one round later; a call's cost is the product's reduction for NCCL (the
-  // minimum) over `ranks_sampled` ranks; a round costs the job `round_cost_us`.
+  // minimum) over `ranks_sampled` ranks. A round's all-reduce takes round_exchanges(group's
+  // ranks) x `hop_us` on the hosts' network while the group's calls go on; it costs the job what
+  // of that the round's K calls do not cover (the boundary that applies it waits), unless
+  // `round_cost_us` (>= 0) fixes the price.
   int round_calls = 16;
   int ranks_sampled = 4;
-  double round_cost_us = 0.0;
+  double hop_us = 25.0;
+  double round_cost_us = -1.0;
   std::vector<HeadOverrides> heads;  // applied in this order
 
   // What the truth model needs of the scenario (the emulated NCCL runs on it too).

@@ -35,6 +35,9 @@ class CostTotals:
     @property
     def rounds(self) -> int:
         ...
+    @property
+    def rounds_us(self) -> float:
+        ...
 class RecoveryResult:
     @property
     def calls(self) -> int:

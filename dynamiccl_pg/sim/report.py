@@ -13,6 +13,9 @@ Definitions (benchmarks/scenarios/README.md repeats them for readers of results)
                                        learner's call count when the state first converged (the
                                        target applies to the median over every scenario's states)
   probe_fraction                       probe calls / calls
+  rounds, rounds_us, rounds_share      consensus rounds run, what they cost the job (the part of
+                                       each round's all-reduce its K calls did not cover), and
+                                       that cost's share of learned_us
   recovery                             per state hit by a congestion episode: calls until a
                                        window of 8 calls averages within 5% of the oracle
 """
@@ -77,6 +80,9 @@ def summarize(sc: Scenario, res, wall_s: float) -> dict[str, Any]:
         "steps": res.steps,
         "calls": tot.calls,
         "rounds": tot.rounds,
+        # What the consensus rounds cost the job (in learned_us), and its share of the run.
+        "rounds_us": tot.rounds_us,
+        "rounds_share": _ratio(tot.rounds_us, tot.learned_us),
         "default_us": tot.default_us,
         "learned_us": tot.learned_us,
         "oracle_us": tot.oracle_us,
@@ -215,7 +221,11 @@ def _targets_cell(s: dict[str, Any]) -> str:
 
 HEADER = ["scenario", "expect", "calls", "default ms", "learned ms", "oracle ms", "speedup",
           "headroom", "captured", "gap after conv.", "calls to conv. (med/max)", "probe %",
-          "recovery calls", "targets"]
+          "rounds (% of learned)", "recovery calls", "targets"]
+
+
+def _percent(share: float | None) -> float | None:
+    return None if share is None else 100 * share
 
 
 def table_rows(summaries: list[dict[str, Any]]) -> list[list[str]]:
@@ -233,6 +243,7 @@ def table_rows(summaries: list[dict[str, Any]]) -> list[list[str]]:
             + (f" ({s['states_learnable'] - s['states_converged']} not)"
                if s["states_learnable"] > s["states_converged"] else ""),
             _fmt(None if s["probe_fraction"] is None else 100 * s["probe_fraction"], ".2f"),
+            f"{s['rounds']} ({_fmt(_percent(s['rounds_share']), '.3f')}%)",
             _recovery_cell(s), _targets_cell(s),
         ])
     return rows

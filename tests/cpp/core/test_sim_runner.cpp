@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 
+#include "policy/round_scheduler.h"
 #include "sim/runner.h"
 
 namespace dynamiccl {
@@ -158,6 +159,38 @@ TEST(SimRunner, BadSpecsNameTheField) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("probe_budgett"), std::string::npos) << e.what();
   }
+}
+
+// A round's all-reduce is recursive doubling over the group: log2 of its ranks, two more where
+// they are not a power of two (CpuEngine::min_allreduce folds the rest in and out).
+TEST(RoundPrice, ExchangesGrowAsLog2OfTheGroup) {
+  EXPECT_EQ(round_exchanges(1), 0);
+  EXPECT_EQ(round_exchanges(2), 1);
+  EXPECT_EQ(round_exchanges(4), 2);
+  EXPECT_EQ(round_exchanges(5), 4);
+  EXPECT_EQ(round_exchanges(1024), 10);
+  EXPECT_EQ(round_exchanges(100000), 18);
+}
+
+// Rounds are priced by the model at the group's size: what of a round's all-reduce its K calls
+// do not cover, charged to learning (and a fixed price where the scenario sets one).
+TEST(RoundPrice, RoundsCostWhatTheirCallsDoNotCover) {
+  ScenarioSpec s = four_node_ddp(100);
+  s.workload.resize(1);  // the DDP buckets: a window of K calls is milliseconds
+  SimResult covered = run_scenario(s);
+  ASSERT_GT(covered.total.rounds, 0u);
+  EXPECT_EQ(covered.total.rounds_us, 0.0);  // 16 ranks: 4 exchanges of 25 us, well covered
+
+  s.hop_us = 1e6;  // a round far longer than its calls: every applied round waits
+  const SimResult waited = run_scenario(s);
+  ASSERT_GT(waited.total.rounds, 0u);
+  EXPECT_GT(waited.total.rounds_us, 0.5 * 4 * 1e6 * static_cast<double>(waited.total.rounds - 1));
+  // Where rounds are dear, states measure less, so fewer rounds run.
+  EXPECT_LT(waited.total.rounds, covered.total.rounds);
+
+  s.round_cost_us = 100;
+  const SimResult fixed = run_scenario(s);
+  EXPECT_NEAR(fixed.total.rounds_us, 100.0 * static_cast<double>(fixed.total.rounds), 100.0);
 }
 
 }  // namespace
