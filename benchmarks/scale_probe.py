@@ -118,7 +118,9 @@ def main(argv=None) -> int:
     if args.lazy:
         env["TORCH_GLOO_LAZY_INIT"] = "1"
     here = os.path.dirname(os.path.abspath(__file__))
-    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(here), os.environ.get("PYTHONPATH", "")])
+    # A PYTHONPATH given first: another checkout's package can be probed with this script.
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.environ.get("PYTHONPATH"),
+                                                      os.path.dirname(here)]))
     os.environ["PYTHONPATH"] = env["PYTHONPATH"]
     print(f"| ranks | backend | sockets/rank | threads/rank | RSS MiB/rank | store keys | "
           f"creation s (best of {args.repeats}) | round all-reduce us |")
