@@ -150,7 +150,7 @@ struct Learner::Impl {
     const uint32_t id = static_cast<uint32_t>(states.size());
     const int role = static_cast<int>(ctx.role);
     states.emplace_back(id, ctx, bin, config.heads[role], *catalog, budget.get(), trials.get(),
-                        evidence.get());
+                        evidence.get(), config.rules);
     index[key] = static_cast<int32_t>(id);
     PolicyState& s = states.back();
     if (pending_index[key] >= 0) {
@@ -182,7 +182,8 @@ struct Learner::Impl {
       t.marks.pop_front();
       for (int j = 0; j < kTrialLanes; ++j) {
         // The step's time without what its exposed probes' own calls added to it.
-        if (mark.used[j]) take_lane_step(t.lanes[j], step, us - mark.probe_extra_us, mark.probed);
+        const double extra = config.rules.on(Rule::kProbeStepExtra) ? mark.probe_extra_us : 0.0;
+        if (mark.used[j]) take_lane_step(t.lanes[j], step, us - extra, mark.probed);
       }
     }
   }
@@ -195,7 +196,14 @@ struct Learner::Impl {
       incumbent = {us, step, probed};
     } else if (std::isfinite(incumbent.us) && incumbent.step + lane.lag == step) {
       PolicyState& owner = states[lane.owner];
-      if (!(probed || incumbent.probed) || owner.keeps_probed_pair(incumbent.us, us)) {
+      const bool probed_pair = probed || incumbent.probed;
+      if (!probed_pair ||
+          (config.rules.on(Rule::kProbedPairs) && owner.keeps_probed_pair(incumbent.us, us))) {
+        if (!config.rules.on(Rule::kPairClip)) {
+          owner.add_trial_pair(incumbent.us, us);
+          incumbent = {};
+          return;
+        }
         // Winsorized: the longer step is brought within `limit` of the other (kPairClipZ).
         const double spread = kPairClipZ * kMadToSigma *
                               successive_steps.median_recent(SampleWindow::kCapacity);
@@ -363,7 +371,7 @@ void Learner::apply_round(const RoundResult& round) {
     // ranks wait in it for the late one, so its cost (max over ranks) is mostly the probe's skew,
     // which the probe's own cost already holds. Folded in, it raised the incumbent's worst recent
     // cost, which kept hopeless challengers from being eliminated, and so probed on (kSkewRatio).
-    const bool skewed = c.after_probe && m.long_probe;
+    const bool skewed = m.config.rules.on(Rule::kSkewSkip) && c.after_probe && m.long_probe;
     m.long_probe = c.probe && timed && s.long_probe(c.cost_us);
     // Untimed, it added nothing its step can be cleared of; taken all the same, so that the costs
     // that follow pair with their own probes.

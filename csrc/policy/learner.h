@@ -67,6 +67,7 @@
 
 #include "core/types.h"
 #include "policy/arm_catalog.h"
+#include "policy/rules.h"
 
 namespace dynamiccl {
 
@@ -111,6 +112,9 @@ struct LearnerConfig {
   std::array<HeadConfig, kNumRoles> heads = default_heads();
   double step_regression = 0.10;  // guard: step time worse than baseline by this fraction
   int loss_stall_rounds = 20;     // guard: rounds without loss improvement during exploration
+  // The learner's named rules (policy/rules.h), all on: tests and the simulator's ablations
+  // switch some off; nothing a user sets reaches it.
+  RuleSet rules;
   static std::array<HeadConfig, kNumRoles> default_heads();
 };
 

@@ -23,7 +23,8 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
     a.prev_center = !a.unavailable && a.view.n > 0 ? a.view.center : INFINITY;
   }
   // Focus set: the incumbent, the challenger, then the best others by previous centre.
-  int focus[kRecoveryArms];
+  const int max_focus = on(Rule::kFocusedReopen) ? kRecoveryArms : num_slots();
+  std::vector<int> focus(static_cast<size_t>(std::max(max_focus, 2)));
   int n_focus = 0;
   const auto in_focus = [&](int i) {
     for (int k = 0; k < n_focus; ++k) {
@@ -33,7 +34,7 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
   };
   focus[n_focus++] = from;
   if (challenger >= 0 && challenger != from) focus[n_focus++] = challenger;
-  while (n_focus < kRecoveryArms) {
+  while (n_focus < max_focus) {
     int best = -1;
     for (int i = 0; i < num_slots(); ++i) {
       const ArmSlot& a = slots_[i];
@@ -51,7 +52,7 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
     } else {
       a.clear_regime();
     }
-    const bool focused = in_focus(i);
+    const bool focused = !on(Rule::kFocusedReopen) || in_focus(i);
     a.parked = !focused && !a.unavailable;
     a.gated = !focused && a.arm != kDefaultArm;
     // A focused arm is re-probed now, whatever gate (b) said of a first probe: a challenger that
@@ -67,7 +68,8 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
   // the same change.
   const ArmSlot& now = slots_[from];
   const double margin = head_.switch_margin;
-  if (slower && now.view.n > 0 && now.lowest > now.prev_center * (1.0 + kProvisionalShift)) {
+  if (on(Rule::kProvisionalSwitch) && slower && now.view.n > 0 &&
+      now.lowest > now.prev_center * (1.0 + kProvisionalShift)) {
     int best = -1;
     for (int k = 1; k < n_focus; ++k) {
       const double p = slots_[focus[k]].prev_center;
@@ -86,7 +88,7 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
                        : "reopened: the incumbent got cheaper",
        from, incumbent_);
   focus_from_ = from;
-  burst_ = true;
+  burst_ = on(Rule::kReopenBurst);
   phase_ = LearnPhase::kProbing;
   budget_ppm_ = probe_ppm_;
   rr_cursor_ = 0;
@@ -107,7 +109,7 @@ bool PolicyState::unpark_if_inconclusive() {
   const bool slower = std::isfinite(from.prev_center) &&
                       from.view.center > from.prev_center * (1.0 + head_.switch_margin);
   focus_from_ = -1;
-  if (improved || !slower) return false;
+  if (improved || !slower || !on(Rule::kUnparkInconclusive)) return false;
   bool any = false;
   for (ArmSlot& a : slots_) {
     if (!a.parked || a.prev_center > kFarBeyondRatio * from.prev_center) continue;

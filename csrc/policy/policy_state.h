@@ -23,6 +23,7 @@
 #include "policy/arm_slot.h"
 #include "policy/cusum.h"
 #include "policy/learner.h"
+#include "policy/rules.h"
 #include "policy/step_trial_board.h"
 
 namespace dynamiccl {
@@ -248,7 +249,7 @@ class PolicyState {
   // kept in probe order (pruned last, then prior, then arm index).
   PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin, const HeadConfig& head,
               const ArmCatalog& catalog, RegretBudget* group_budget, StepTrialBoard* trials,
-              ArmEvidenceBoard* evidence);
+              ArmEvidenceBoard* evidence, RuleSet rules = {});
 
   // Hot path: picks the slot for the next call and counts it; `measure` tells whether its cost
   // is wanted. No allocation.
@@ -383,13 +384,15 @@ class PolicyState {
   // arms that cannot win, the rung's probe came late, and the run captured 93% of the step
   // oracle's headroom instead of 95%).
   int probe_target() {
-    if (awaited_rung_ >= 0 && wants_first_probes(awaited_rung_)) return awaited_rung_;
+    if (on(Rule::kRungWaitsFirst) && awaited_rung_ >= 0 && wants_first_probes(awaited_rung_))
+      return awaited_rung_;
     const int n = num_slots();
     const double first_price = next_first_probe_price();
     for (int k = 0; k < n; ++k) {
       int i = rr_cursor_ + k;
       if (i >= n) i -= n;
-      if (!wants_first_probes(i) || (slots_[i].issued == 0 && priced_us(slots_[i]) > first_price))
+      if (!wants_first_probes(i) || (on(Rule::kFirstProbeOrder) && slots_[i].issued == 0 &&
+                                     priced_us(slots_[i]) > first_price))
         continue;
       rr_cursor_ = i + 1 == n ? 0 : i + 1;
       return i;
@@ -416,10 +419,12 @@ class PolicyState {
   bool wants_first_probes(int i) const {
     const ArmSlot& a = slots_[i];
     return i != incumbent_ && a.probeable() && a.issued < need_ && !awaiting(a) &&
-           worth_probing(a) && !(far_beyond(a) && !affordable(a));
+           worth_probing(a) && !(on(Rule::kFarBeyondSkip) && far_beyond(a) && !affordable(a));
   }
   // A gated candidate whose first cost is still in flight.
-  bool awaiting(const ArmSlot& a) const { return a.gated && a.stats.count() == 0 && a.issued > 0; }
+  bool awaiting(const ArmSlot& a) const {
+    return on(Rule::kFirstProbeGate) && a.gated && a.stats.count() == 0 && a.issued > 0;
+  }
   // Do-no-harm gate (a) of learner.h: the probe fits in the group's regret budget, or repays it.
   // Not before the state's default has a cost: there is nothing to measure the extra against yet.
   // A probe that would open a round window also waits for room for the window's further probes,
@@ -432,7 +437,7 @@ class PolicyState {
     // The probes a window carries at the exploring rate, this one included.
     const double window_probes = std::max(
         1.0, std::floor(measure_.round_calls * (double(probe_ppm_) / kPpmOne)));
-    const double room_us = group_->window_probed
+    const double room_us = group_->window_probed || !on(Rule::kWindowRoom)
                                ? 0.0
                                : std::min(measure_.round_us,
                                           (window_probes - 1) * a.expected_extra_us);
@@ -442,7 +447,8 @@ class PolicyState {
   // the round's price when it opens a round window (it brings the round about); the window's
   // further probes share a round already paid for.
   double probe_commit_us(const ArmSlot& a) const {
-    return a.expected_extra_us + (group_->window_probed ? 0.0 : measure_.round_us);
+    const bool opens = !group_->window_probed && on(Rule::kRoundPricing);
+    return a.expected_extra_us + (opens ? measure_.round_us : 0.0);
   }
   // Confidently cheaper than the default, its measuring included (the upper bound of its centre;
   // for a lone cost, with the default's spread, only while the state has shown no slow outlier:
@@ -452,13 +458,14 @@ class PolicyState {
   // socket transport: 18-51x the default) stops every state's probes for thousands of calls, a
   // winning arm's too.
   bool repays(const ArmSlot& a) const {
-    if (a.view.n == 0 || a.step_rejected || (a.view.n == 1 && tail_ > 0) ||
+    if (!on(Rule::kRepays) || a.view.n == 0 || a.step_rejected || (a.view.n == 1 && tail_ > 0) ||
         (per_call_misleads() && judged_by_step())) {
       return false;
     }
     const double half_width = a.view.n == 1 ? kConfidenceZ * slots_[default_slot_].view.spread
                                             : a.view.half_width;
-    return a.view.center + half_width + measure_.probe_us < ref_us_;
+    const double round_share = on(Rule::kRoundPricing) ? measure_.probe_us : 0.0;
+    return a.view.center + half_width + round_share < ref_us_;
   }
   // Measured over kFarBeyondRatio x the incumbent (which has costs of its own).
   bool far_beyond(const ArmSlot& a) const {
@@ -471,7 +478,8 @@ class PolicyState {
   void begin_probing() {
     phase_ = LearnPhase::kProbing;
     for (ArmSlot& a : slots_) {
-      a.deferred = a.issued == 0 && a.stats.count() == 0 && calls_ < a.worth_from_call;
+      a.deferred = on(Rule::kWorthProbing) && a.issued == 0 && a.stats.count() == 0 &&
+                   calls_ < a.worth_from_call;
     }
   }
   // The incumbent's call outside a settled state: measured while probes flow or a cross-check
@@ -532,7 +540,7 @@ class PolicyState {
       kind += kinds * l.challenger_at(trials_->step);
       kinds *= 2;
     }
-    if (kinds == 1) return true;
+    if (kinds == 1 || !on(Rule::kProbeStepKinds)) return true;
     if (kind != trial_time_probes_ % kinds) return false;
     ++trial_time_probes_;
     return true;
@@ -563,6 +571,12 @@ class PolicyState {
   // (a loop of tiny calls on shared cores: benchmarks/results/cost_statistics.md).
   bool per_call_misleads() const {
     return per_call_misleads_ || trials_->source == StepSource::kRoundsJudged;
+  }
+  bool on(Rule r) const { return rules_.on(r); }
+  // The board's free lane (-1 none); with one lane (Rule::kTwoLanes off) only while none runs.
+  int free_lane() const {
+    if (on(Rule::kTwoLanes)) return trials_->free_lane();
+    return trials_->busy() ? -1 : 0;
   }
   // Step trials (policy_trials.cpp).
   // Faster per call while holding no more: it can only shorten the step, so its trial may run
@@ -632,6 +646,7 @@ class PolicyState {
   int best_known() const;
 
   uint32_t id_;
+  RuleSet rules_;
   Role role_;
   OpKind op_;
   int size_bin_;

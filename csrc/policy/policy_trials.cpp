@@ -61,7 +61,7 @@ int PolicyState::stalled_faster(double keep) const {
 
 // Faster per call (not a footprint or tie trial) while holding no more of the machine.
 bool PolicyState::pays_back(int challenger, TrialKind kind) const {
-  return kind == TrialKind::kFaster && !per_call_misleads() &&
+  return on(Rule::kTrialPaysBack) && kind == TrialKind::kFaster && !per_call_misleads() &&
          slots_[challenger].footprint <= slots_[incumbent_].footprint;
 }
 
@@ -73,7 +73,7 @@ bool PolicyState::may_open_trial(int challenger, TrialKind kind) const {
 
 void PolicyState::retry_stopped_trial() {
   const int c = retry_challenger_;
-  if (c < 0 || trial_.challenger >= 0 || trials_->free_lane() < 0) return;
+  if (c < 0 || trial_.challenger >= 0 || free_lane() < 0) return;
   if (c == incumbent_ || slots_[c].step_rejected || slots_[c].unavailable) {
     retry_challenger_ = -1;
   } else if (may_open_trial(c, TrialKind::kFaster)) {
@@ -89,10 +89,10 @@ void PolicyState::retry_stopped_trial() {
 // step).
 void PolicyState::open_trial(int challenger, TrialKind kind) {
   claim_board(false);
-  lane_ = trials_->free_lane();
+  lane_ = free_lane();
   trials_->open(lane_, static_cast<int32_t>(id_));
-  const bool resume = challenger == stopped_.challenger && incumbent_ == stopped_.incumbent &&
-                      kind == trial_.kind;
+  const bool resume = on(Rule::kTrialResume) && challenger == stopped_.challenger &&
+                      incumbent_ == stopped_.incumbent && kind == trial_.kind;
   stopped_ = {};
   last_rung_ = -1;  // it runs on now, or another rung came first
   RunningStats deltas = trial_.deltas, incumbent_steps = trial_.incumbent_steps;
@@ -158,13 +158,13 @@ void PolicyState::propose_footprint_trial() {
     // parked, it would never get the first probe it waits for and the descent would stall for
     // good (seen in the simulator on an LLM step: the quarter-channel rung of the data-parallel
     // buckets). The re-open ranked arms per call; the rung is the step's question.
-    if (awaited >= 0) slots_[awaited].parked = false;
+    if (awaited >= 0 && on(Rule::kRungWaitsFirst)) slots_[awaited].parked = false;
   }
   // With no rung below it, the last one whose trial ended shorter on average runs on, once.
   const bool run_on = best < 0 && awaited < 0 && last_rung_ >= 0 && !slots_[last_rung_].unavailable;
   if (run_on) best = last_rung_;
   const bool ready = best >= 0 && may_open_trial(best, TrialKind::kFootprint);
-  if (trials_->free_lane() >= 0 && ready) {
+  if (free_lane() >= 0 && ready) {
     if (run_on) slots_[best].step_rejected = false;
     open_trial(best, TrialKind::kFootprint);
     trial_.extended = run_on;
@@ -176,7 +176,8 @@ void PolicyState::propose_footprint_trial() {
 
 void PolicyState::claim_board(bool wants) {
   const auto self = static_cast<int32_t>(id_);
-  if (wants && trials_->footprint_waiting < 0) trials_->footprint_waiting = self;
+  if (wants && on(Rule::kRungWaitsFirst) && trials_->footprint_waiting < 0)
+    trials_->footprint_waiting = self;
   if (!wants && trials_->footprint_waiting == self) trials_->footprint_waiting = -1;
 }
 
@@ -185,8 +186,8 @@ void PolicyState::claim_board(bool wants) {
 // None qualifying now ends nothing: an arm woken after the state converged, or measured again
 // since, may qualify by its later costs.
 void PolicyState::propose_tie_trial() {
-  if (tie_trials_left_ == 0 || trial_.challenger >= 0 || trials_->busy() ||
-      trials_->footprint_waiting >= 0) {
+  if (tie_trials_left_ == 0 || (!on(Rule::kNextTieTrial) && tie_trials_left_ < kMaxTieTrials) ||
+      trial_.challenger >= 0 || trials_->busy() || trials_->footprint_waiting >= 0) {
     return;
   }
   const ArmSlot& inc = slots_[incumbent_];
@@ -256,7 +257,7 @@ void PolicyState::evaluate_trial() {
     // little as a trial without effect: the descent goes on to a rung that ties per call (at one
     // seed of ten the 16 MiB buckets' `ring/LL128/c16` was rejected so, and the state kept the
     // default, short of `ring/Simple/c8`).
-    const bool rejects = trial_.kind == TrialKind::kFootprint
+    const bool rejects = trial_.kind == TrialKind::kFootprint && on(Rule::kRungSoftReject)
                              ? costs && trial_.deltas.mean() - trial_.stderr_us() > 0
                              : costs;
     if (!pays_back(trial_.challenger, trial_.kind)) {
@@ -282,9 +283,10 @@ void PolicyState::evaluate_trial() {
   }
   const double wanted = head_.trial_pairs;
   if (pairs < std::min(kFirstLookPairs, wanted)) return;
-  const double z = pairs >= max_pairs
+  const double early = on(Rule::kEarlyLooks) ? wanted / static_cast<double>(pairs) : 1.0;
+  const double z = pairs >= max_pairs && on(Rule::kLastLook)
                        ? kLastLookZ
-                       : kTrialZ * std::sqrt(std::max(1.0, wanted / static_cast<double>(pairs)));
+                       : kTrialZ * std::sqrt(std::max(1.0, early));
   const double mean = trial_.deltas.mean();
   const double se = trial_.stderr_us();
   const double margin = kStepTrialMargin * trial_.incumbent_steps.mean();
@@ -292,8 +294,8 @@ void PolicyState::evaluate_trial() {
   const double bar = trial_.kind == TrialKind::kFootprint ? 0.0 : margin;
   if (mean + z * se < -bar) return end_trial("adopted: shorter steps", TrialEnd::kAdopted);
   if (mean - z * se > 0) return reject_for_longer_steps();
-  const bool futile = pairs >= kFutilityLook * head_.max_trial_pairs && mean > -margin &&
-                      !(trial_.extended && mean < 0);
+  const bool futile = on(Rule::kFutility) && pairs >= kFutilityLook * head_.max_trial_pairs &&
+                      mean > -margin && !(trial_.extended && mean < 0);
   if (!futile && pairs < max_pairs) return;
   // A rung whose pairs show the step shorter only on average says that freeing more may show it:
   // the descent goes on to the next rung. The simulated LLM step's 32 MiB buckets' half-channel
@@ -301,7 +303,7 @@ void PolicyState::evaluate_trial() {
   // it ended without effect the descent stopped short of the quarter, which the state adopts
   // (benchmarks/sim/step_time.py --seeds 10, before this: 4% of the headroom over the run in one
   // seed of ten).
-  if (trial_.kind == TrialKind::kFootprint && mean < 0) {
+  if (trial_.kind == TrialKind::kFootprint && mean < 0 && on(Rule::kRungShorterOnAverage)) {
     return end_trial("no effect on the step, shorter on average: kept, next rung",
                      TrialEnd::kShorterOnAverage);
   }
@@ -313,7 +315,8 @@ void PolicyState::evaluate_trial() {
 // processes, with every arm of ours taking the compute's cores, a state trialed each faster arm
 // in turn, each lengthening the step.)
 void PolicyState::reject_for_longer_steps() {
-  per_call_misleads_ = per_call_misleads_ || trial_.kind == TrialKind::kFaster;
+  per_call_misleads_ = per_call_misleads_ ||
+                       (on(Rule::kPerCallMisleads) && trial_.kind == TrialKind::kFaster);
   end_trial("rejected: longer steps", TrialEnd::kRejected);
 }
 
@@ -352,7 +355,7 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
         stopped_ = {c, incumbent_};  // its pairs go on if it runs again
       }
     } else if (end == TrialEnd::kInconclusive && trial_.kind == TrialKind::kFootprint &&
-               !free_rungs_only_) {
+               !free_rungs_only_ && on(Rule::kFreeRungs)) {
       passed_rung_footprint_ = slots_[c].footprint;
       free_rungs_only_ = true;
     } else if (trial_.kind == TrialKind::kFootprint) {
