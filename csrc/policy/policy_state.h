@@ -597,8 +597,8 @@ class PolicyState {
   // allow (retry_stopped_trial), a footprint trial's once the descent proposes it. Shorter on
   // average: a footprint rung whose pairs showed the step shorter, not confidently, is rejected,
   // and the descent goes on below it (or, with no rung below, runs on once). Inconclusive (no
-  // effect, or rejected on a spent budget by its pairs' mean and a standard error): rejected; the
-  // descent goes on past a footprint rung only to a rung that ties per call.
+  // effect, or rejected on a spent budget by its pairs' mean): rejected; after a footprint rung
+  // the descent ends.
   enum class TrialEnd { kAdopted, kRejected, kStopped, kShorterOnAverage, kInconclusive };
   void end_trial(const char* verdict, TrialEnd end);
   void reject_for_longer_steps();
@@ -727,9 +727,6 @@ class PolicyState {
   int awaited_rung_ = -1;  // the descent's next rung, awaiting its first cost; -1 none
   // The rung whose trial ended shorter on average, run on if no rung below it qualifies; -1 none.
   int last_rung_ = -1;
-  // A rung's trial was inconclusive: the descent goes on only to rungs that tie per call
-  // (kTieRatio).
-  bool free_rungs_only_ = false;
   int tie_trials_left_ = kMaxTieTrials;  // 0: none until the next adoption
   // A trial of an arm faster per call found it lengthens the step: this state's per-call savings
   // are not step savings, so nothing it does counts as paying back any more (pays_back, repays).

@@ -12,18 +12,10 @@
 namespace dynamiccl {
 
 // A trial is looked at every round, so its bound is wider than a single test's: about 3 standard
-// errors keeps the chance that a neutral arm is judged either way over 40 looks near 5%.
+// errors keeps the chance that a neutral arm is judged either way over 40 looks near 5%. A verdict
+// needs at least kFirstLookPairs pairs (the spread of fewer says little).
 constexpr double kTrialZ = 3.0;
-// Before trial_pairs, a verdict needs stronger evidence, kTrialZ * sqrt(trial_pairs / pairs) (an
-// O'Brien-Fleming-like boundary: a clear effect ends its trial early, a faint one waits), and at
-// least this many pairs (the spread of fewer says little).
 constexpr double kFirstLookPairs = 4;
-// The last look, at max_trial_pairs, is a single look with nothing after it: it needs 2.24 standard
-// errors (a neutral arm crosses them there 2.5% of the time, either way), not kTrialZ, which is
-// wide because it holds over many looks. Over an emulated WAN, tie trials of `hd` and `ring` ended
-// without effect after 49 pairs at -2.43 +- 0.82 and -1.55 +- 0.51 ms a step, 2.7 standard errors
-// beyond the margin, while `hd` shortened the step 3-5 ms in the runs that adopted it.
-constexpr double kLastLookZ = 2.24;
 // A trial whose state runs in most steps stops without a verdict after this many steps per pair
 // it needed (max_trial_pairs), if its pairs have not come.
 constexpr uint64_t kMaxTrialStepsPerPair = 16;
@@ -113,12 +105,9 @@ void PolicyState::open_trial(int challenger, TrialKind kind) {
 
 // The descent: among the arms holding at most kFootprintStep of the incumbent's footprint, the
 // one holding the most (the smallest step down; ties to the better prior, the slots' order).
-// It continues from each adopted arm; below a rung that shortened the step only on average; and
-// below an inconclusive rung (TrialEnd::kInconclusive), to a rung that ties per call by its costs
-// (kTieRatio): freeing more for nothing per call can show what freeing less did not (the simulated
-// LLM step's 16 MiB buckets' half-channel cap), while a rung slower per call would only cost where
-// the default is right. A last rung shorter on average runs on once, to kLastRungPairsScale x the
-// pairs. It ends at a trial that confidently shows the step longer, at a second inconclusive one,
+// It continues from each adopted arm and below a rung that shortened the step only on average. A
+// last rung shorter on average runs on once, to kLastRungPairsScale x the pairs. It ends at a
+// trial that confidently shows the step longer, at an inconclusive one (TrialEnd::kInconclusive),
 // or when no rung qualifies by its costs (nor may yet, by costs still to come). A rung waiting for
 // its first cost is the state's next first probe (awaited_rung_).
 void PolicyState::propose_footprint_trial() {
@@ -139,10 +128,7 @@ void PolicyState::propose_footprint_trial() {
     // Per call: its costs, or before its first the prior's ratio to the incumbent's.
     const double per_call = c.stats.count() > 0 ? c.view.center / inc.view.center
                                                 : priced_us(c) / inc.prior_us;
-    // Below a rung that showed nothing, only a rung that ties by its own costs.
-    const double most = free_rungs_only_ ? (c.stats.count() > 0 ? kTieRatio : 0.0)
-                                         : kFootprintMaxSlowdown;
-    if (!(per_call <= most)) {
+    if (!(per_call <= kFootprintMaxSlowdown)) {
       // Not one priced dearer by measured costs: that is evidence, not the prior's word.
       if (c.stats.count() == 0 && c.evidence_factor <= 1.0 &&
           (awaited < 0 || c.footprint > slots_[awaited].footprint)) {
@@ -234,8 +220,8 @@ double PolicyState::probe_step_extra_us(uint16_t arm, float cost_us) const {
 
 // The verdict: adopted when the challenger confidently shortens the step by kStepTrialMargin of
 // it (a footprint rung: by anything); rejected when it confidently lengthens it (on a spent budget,
-// from the second pair on; otherwise from kFirstLookPairs on, on evidence that must be the stronger
-// the fewer the pairs, and at max_trial_pairs by kLastLookZ); after max_trial_pairs without either,
+// from the second pair on; otherwise from kFirstLookPairs on, by kTrialZ standard errors at every
+// look); after max_trial_pairs without either,
 // or once futile (kFutilityLook), no effect: the incumbent stays. On a spent budget a trial that
 // does not pay back ends: rejected if its own pairs cost step time, otherwise stopped without a
 // verdict (the budget went to other states' probes: it is tried again once it allows).
@@ -250,20 +236,9 @@ void PolicyState::evaluate_trial() {
     if (costs && trial_.deltas.mean() - kTrialZ * trial_.stderr_us() > 0) {
       return reject_for_longer_steps();
     }
-    // A footprint rung is rejected only when its pairs show the step longer beyond a standard
-    // error: a rung that shortens the step by a few tenths of a percent shows it longer in two or
-    // three pairs by chance (the simulated LLM step's 16 and 32 MiB buckets' rungs were rejected
-    // so), and stopped, it resumes its pairs once the budget allows. Rejected so, it says as
-    // little as a trial without effect: the descent goes on to a rung that ties per call (at one
-    // seed of ten the 16 MiB buckets' `ring/LL128/c16` was rejected so, and the state kept the
-    // default, short of `ring/Simple/c8`).
-    const bool rejects = trial_.kind == TrialKind::kFootprint && on(Rule::kRungSoftReject)
-                             ? costs && trial_.deltas.mean() - trial_.stderr_us() > 0
-                             : costs;
     if (!pays_back(trial_.challenger, trial_.kind)) {
-      return rejects
-                 ? end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kInconclusive)
-                 : end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);
+      return costs ? end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kInconclusive)
+                   : end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);
     }
   }
   // A state that stopped being called in most steps would hold its lane of the board forever.
@@ -283,10 +258,7 @@ void PolicyState::evaluate_trial() {
   }
   const double wanted = head_.trial_pairs;
   if (pairs < std::min(kFirstLookPairs, wanted)) return;
-  const double early = on(Rule::kEarlyLooks) ? wanted / static_cast<double>(pairs) : 1.0;
-  const double z = pairs >= max_pairs && on(Rule::kLastLook)
-                       ? kLastLookZ
-                       : kTrialZ * std::sqrt(std::max(1.0, early));
+  const double z = kTrialZ;
   const double mean = trial_.deltas.mean();
   const double se = trial_.stderr_us();
   const double margin = kStepTrialMargin * trial_.incumbent_steps.mean();
@@ -340,7 +312,6 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
     incumbent_ = c;
     passed_rung_footprint_ = std::numeric_limits<double>::infinity();
     last_rung_ = -1;
-    free_rungs_only_ = false;
     slots_[c].eliminated = false;
     slots_[c].step_adopted = true;
     tie_trials_left_ = kMaxTieTrials;  // ties are judged afresh beside the new incumbent
@@ -354,10 +325,6 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
         last_rung_ = c;
         stopped_ = {c, incumbent_};  // its pairs go on if it runs again
       }
-    } else if (end == TrialEnd::kInconclusive && trial_.kind == TrialKind::kFootprint &&
-               !free_rungs_only_ && on(Rule::kFreeRungs)) {
-      passed_rung_footprint_ = slots_[c].footprint;
-      free_rungs_only_ = true;
     } else if (trial_.kind == TrialKind::kFootprint) {
       footprint_done_ = true;
     }

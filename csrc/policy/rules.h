@@ -110,12 +110,6 @@ namespace dynamiccl {
   X(kRungShorterOnAverage, "rung_shorter_on_average",                                             \
     "A rung whose pairs show the step shorter only on average is passed and the descent goes "    \
     "on below it; the last such rung runs on once to 2x the pairs; off: it ends the descent")     \
-  X(kFreeRungs, "free_rungs",                                                                     \
-    "After an inconclusive rung the descent goes on to rungs that tie per call (within 1.1x); "   \
-    "off: the descent ends there")                                                                \
-  X(kRungSoftReject, "rung_soft_reject",                                                          \
-    "On a spent budget a footprint rung is rejected only when its pairs show the step longer "    \
-    "beyond a standard error; off: when their mean does")                                         \
   X(kTieTrials, "tie_trials",                                                                     \
     "After the descent a converged overlapped state step-trials its cheapest arm holding no "     \
     "more within 1.1x per call; off: no tie trials")                                              \
@@ -137,11 +131,6 @@ namespace dynamiccl {
   X(kPairClip, "pair_clip",                                                                       \
     "A trial pair's longer step is held within the shorter step, or 5 spreads of successive "     \
     "steps' differences; off: pairs as measured")                                                 \
-  X(kEarlyLooks, "early_looks",                                                                   \
-    "Before trial_pairs a verdict needs kTrialZ x sqrt(trial_pairs / pairs) standard errors "     \
-    "(O'Brien-Fleming-like); off: kTrialZ at every look")                                         \
-  X(kLastLook, "last_look",                                                                       \
-    "The last look, at max_trial_pairs, needs 2.24 standard errors, not kTrialZ; off: kTrialZ")   \
   X(kFutility, "futility",                                                                        \
     "From a third of max_trial_pairs a trial whose pairs' mean does not show the step shorter "   \
     "by the margin ends without effect; off: it runs to max_trial_pairs")                         \
