@@ -405,7 +405,7 @@ void PolicyState::evaluate(const MeasureCost& measure) {
   exchange_evidence();
   update_measure_rates(measure);
   update_budget_view();
-  if (frozen_ || phase_ == LearnPhase::kWarmup) return claim_board(false);
+  if (frozen_ || phase_ == LearnPhase::kWarmup) return;
   evaluate_trial();
   update_tail();
   const double keep = 1.0 - head_.switch_margin;  // a challenger wins below keep x the incumbent
@@ -418,17 +418,8 @@ void PolicyState::evaluate(const MeasureCost& measure) {
   retry_stopped_trial();
   // Once converged, the descent also runs while arms woken later are probed per call: it need
   // not wait for all of them (40 steps of the DDP interference scenario's 400 did).
-  if (converged_at_call_ > 0 && judged_by_step()) {
-    if (on(Rule::kFootprintDescent)) {
-      propose_footprint_trial();
-    } else {
-      claim_board(false);
-    }
-    if ((footprint_done_ || !on(Rule::kFootprintDescent)) && on(Rule::kTieTrials)) {
-      propose_tie_trial();
-    }
-  } else {
-    claim_board(false);
+  if (converged_at_call_ > 0 && judged_by_step() && on(Rule::kFootprintDescent)) {
+    propose_footprint_trial();
   }
   runner_up_ = phase_ == LearnPhase::kExploit ? pick_runner_up() : -1;
 }

@@ -194,27 +194,8 @@ constexpr double kFootprintMaxSlowdown = 1.5;
 // they held a half, and a first probe cannot be undone (simulator, LLM step: `ring/Simple/c2` of
 // 32 channels at 15.5x, 0.44% of the run).
 constexpr double kMinCapShare = 0.25;
-// --- Tie trials (overlapped states) -------------------------------------------------------------
-// After the descent, a converged overlapped state trials its cheapest other arm that holds no more
-// and is within kTieRatio of the incumbent per call: a call's cost depends on what runs beside
-// it, so states each choosing by their own calls can settle where none alone is cheaper per call
-// yet the step is not the shortest (over an emulated WAN: DDP buckets on tree beside a last
-// bucket on rd, 11.8 ms a step where rd for all stepped 10.5-11.6 ms).
+// A per-call switch by less than kTieRatio is a near tie, cross-checked (below).
 constexpr double kTieRatio = 1.1;
-// A tie trial without effect says that arm ties on the step, not that the next near tie does: its
-// per-call rank was within noise of the trialed one. So the trial passes to the next near tie if it
-// is cheaper per call than the incumbent (one slower is a cost where the default is right), up to
-// kMaxTieTrials per incumbent. Over an emulated WAN a tie trial of `ring` ended without effect and
-// the state kept the default, while `hd`, 6% cheaper per call and never trialed, was adopted by
-// step or tie trials in the other runs: 39.2 ms a step against 34.0-34.7.
-constexpr int kMaxTieTrials = 2;
-// A tie trial opens only while no other trial runs. A footprint rung ready while both lanes of the
-// board are held, one by another state's tie trial, goes first: the tie trial stops without a
-// verdict (and resumes its pairs later), and no tie trial opens while a rung waits
-// (StepTrialBoard::footprint_waiting). The rung is the descent's question, a tie trial a near
-// tie's: in the simulated LLM step, when the board had one lane, the 16 MiB buckets' tie trials
-// held it 38 steps at a time while the 32 MiB buckets' rungs waited (at the scenario's seed, 24%
-// of the step oracle's headroom over the run; 43% with this rule alone).
 // --- Cross-check of a per-call switch ----------------------------------------------------------
 // A challenger that took over on per-call costs (not by a step trial) by less than kTieRatio is
 // judged again from the other side: the previous incumbent is probed among the new incumbent's
@@ -238,8 +219,8 @@ constexpr uint32_t kCrossCheckCapFactor = 4;
 constexpr double kSkewRatio = 1.5;
 
 // Why a step trial's challenger was proposed: faster per call, holding less (footprint descent),
-// or a near-tie per call (a tie trial).
-enum class TrialKind : uint8_t { kFaster, kFootprint, kTie };
+// or holding less (a footprint rung of the descent).
+enum class TrialKind : uint8_t { kFaster, kFootprint };
 
 class PolicyState {
  public:
@@ -587,10 +568,6 @@ class PolicyState {
   void retry_stopped_trial();
   void open_trial(int challenger, TrialKind kind);
   void propose_footprint_trial();
-  // A footprint rung ready while other states' trials hold both lanes claims the next free one
-  // (true), or gives up a claim it no longer needs (false).
-  void claim_board(bool wants);
-  void propose_tie_trial();
   void evaluate_trial();
   // Adopted: the challenger becomes the incumbent. Rejected: it is not tried again. Stopped: no
   // verdict on it; a step trial's challenger is trialed again once the board and the budget
@@ -727,7 +704,6 @@ class PolicyState {
   int awaited_rung_ = -1;  // the descent's next rung, awaiting its first cost; -1 none
   // The rung whose trial ended shorter on average, run on if no rung below it qualifies; -1 none.
   int last_rung_ = -1;
-  int tie_trials_left_ = kMaxTieTrials;  // 0: none until the next adoption
   // A trial of an arm faster per call found it lengthens the step: this state's per-call savings
   // are not step savings, so nothing it does counts as paying back any more (pays_back, repays).
   bool per_call_misleads_ = false;

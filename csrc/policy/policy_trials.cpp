@@ -51,7 +51,7 @@ int PolicyState::stalled_faster(double keep) const {
   return best;
 }
 
-// Faster per call (not a footprint or tie trial) while holding no more of the machine.
+// Faster per call (not a footprint trial) while holding no more of the machine.
 bool PolicyState::pays_back(int challenger, TrialKind kind) const {
   return on(Rule::kTrialPaysBack) && kind == TrialKind::kFaster && !per_call_misleads() &&
          slots_[challenger].footprint <= slots_[incumbent_].footprint;
@@ -80,7 +80,6 @@ void PolicyState::retry_stopped_trial() {
 // times in 600 steps, stopped after one pair but the last time, each paying a longer challenger
 // step).
 void PolicyState::open_trial(int challenger, TrialKind kind) {
-  claim_board(false);
   lane_ = free_lane();
   trials_->open(lane_, static_cast<int32_t>(id_));
   const bool resume = on(Rule::kTrialResume) && challenger == stopped_.challenger &&
@@ -97,10 +96,7 @@ void PolicyState::open_trial(int challenger, TrialKind kind) {
   trial_.arm = slots_[challenger].arm;
   trial_.verdict = "running";
   trial_.kind = kind;
-  note(kind == TrialKind::kFootprint ? "footprint trial"
-       : kind == TrialKind::kTie     ? "tie trial"
-                                     : "step trial",
-       incumbent_, challenger);
+  note(kind == TrialKind::kFootprint ? "footprint trial" : "step trial", incumbent_, challenger);
 }
 
 // The descent: among the arms holding at most kFootprintStep of the incumbent's footprint, the
@@ -112,7 +108,7 @@ void PolicyState::open_trial(int challenger, TrialKind kind) {
 // its first cost is the state's next first probe (awaited_rung_).
 void PolicyState::propose_footprint_trial() {
   awaited_rung_ = -1;
-  if (footprint_done_ || trial_.challenger >= 0) return claim_board(false);
+  if (footprint_done_ || trial_.challenger >= 0) return;
   const ArmSlot& inc = slots_[incumbent_];
   // Below the incumbent, and below the last rung trialed and not adopted (passed_rung_footprint_).
   const double ceiling = kFootprintStep * std::min(inc.footprint, passed_rung_footprint_);
@@ -156,39 +152,7 @@ void PolicyState::propose_footprint_trial() {
     trial_.extended = run_on;
     return;
   }
-  claim_board(ready);
   if (!trials_->busy() && best < 0 && awaited < 0) footprint_done_ = true;
-}
-
-void PolicyState::claim_board(bool wants) {
-  const auto self = static_cast<int32_t>(id_);
-  if (wants && on(Rule::kRungWaitsFirst) && trials_->footprint_waiting < 0)
-    trials_->footprint_waiting = self;
-  if (!wants && trials_->footprint_waiting == self) trials_->footprint_waiting = -1;
-}
-
-// The tie trial (policy_state.h, kTieRatio): the cheapest arm per call among those holding no
-// more than the incumbent whose costs put them within kTieRatio of it and no step trial rejected.
-// None qualifying now ends nothing: an arm woken after the state converged, or measured again
-// since, may qualify by its later costs.
-void PolicyState::propose_tie_trial() {
-  if (tie_trials_left_ == 0 || (!on(Rule::kNextTieTrial) && tie_trials_left_ < kMaxTieTrials) ||
-      trial_.challenger >= 0 || trials_->busy() || trials_->footprint_waiting >= 0) {
-    return;
-  }
-  const ArmSlot& inc = slots_[incumbent_];
-  // After one without effect, only an arm cheaper per call than the incumbent.
-  const double ratio = tie_trials_left_ == kMaxTieTrials ? kTieRatio : 1.0;
-  int best = -1;
-  for (int i = 0; i < num_slots(); ++i) {
-    const ArmSlot& c = slots_[i];
-    if (i == incumbent_ || c.unavailable || c.step_rejected || c.stats.count() < need_ ||
-        c.footprint > inc.footprint || !(c.view.center <= ratio * inc.view.center)) {
-      continue;
-    }
-    if (best < 0 || c.view.center < slots_[best].view.center) best = i;
-  }
-  if (best >= 0 && may_open_trial(best, TrialKind::kTie)) open_trial(best, TrialKind::kTie);
 }
 
 bool PolicyState::keeps_probed_pair(double incumbent_step_us, double challenger_step_us) const {
@@ -227,9 +191,6 @@ double PolicyState::probe_step_extra_us(uint16_t arm, float cost_us) const {
 // verdict (the budget went to other states' probes: it is tried again once it allows).
 void PolicyState::evaluate_trial() {
   if (trial_.challenger < 0) return;
-  if (trial_.kind == TrialKind::kTie && trials_->footprint_waiting >= 0) {
-    return end_trial("stopped: a footprint trial goes first", TrialEnd::kStopped);
-  }
   const uint64_t pairs = trial_.deltas.count();
   if (!group_->allows(0)) {
     const bool costs = pairs >= 2 && trial_.deltas.mean() > 0;
@@ -314,7 +275,6 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
     last_rung_ = -1;
     slots_[c].eliminated = false;
     slots_[c].step_adopted = true;
-    tie_trials_left_ = kMaxTieTrials;  // ties are judged afresh beside the new incumbent
     cusum_.reset();
     unsettle();
   } else {
@@ -328,7 +288,6 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
     } else if (trial_.kind == TrialKind::kFootprint) {
       footprint_done_ = true;
     }
-    if (trial_.kind == TrialKind::kTie) --tie_trials_left_;
   }
 }
 

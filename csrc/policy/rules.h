@@ -105,17 +105,10 @@ namespace dynamiccl {
     "if they shorten the step at all; off: no footprint rungs")                                   \
   X(kRungWaitsFirst, "rung_waits_first",                                                          \
     "The descent's next rung awaiting its first cost is the state's next probe (unparked if a "   \
-    "re-open parked it), and a rung ready while both lanes are held takes the next free one "     \
-    "before any tie trial; off: it waits its turn")                                               \
+    "re-open parked it); off: it waits its turn among the first probes")                          \
   X(kRungShorterOnAverage, "rung_shorter_on_average",                                             \
     "A rung whose pairs show the step shorter only on average is passed and the descent goes "    \
     "on below it; the last such rung runs on once to 2x the pairs; off: it ends the descent")     \
-  X(kTieTrials, "tie_trials",                                                                     \
-    "After the descent a converged overlapped state step-trials its cheapest arm holding no "     \
-    "more within 1.1x per call; off: no tie trials")                                              \
-  X(kNextTieTrial, "next_tie_trial",                                                              \
-    "A tie trial without effect passes to the next near tie cheaper per call (2 per incumbent); " \
-    "off: one tie trial per incumbent")                                                           \
   X(kTwoLanes, "two_lanes",                                                                       \
     "Two step trials run at once on orthogonal step patterns (lags 1 and 2); off: one at a time") \
   X(kProbeStepKinds, "probe_step_kinds",                                                          \

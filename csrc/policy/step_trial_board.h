@@ -94,9 +94,6 @@ struct StepTrialBoard {
   // A probe's cost arrived (they arrive in decision order; one whose outcome never came is passed
   // over): what it added to its step, counted against the step's time in its trial pairs.
   void take_probe_cost(uint32_t state, double extra_us);
-  // The state whose footprint rung waits for a free lane (-1 none): a running tie trial stops for
-  // it and no tie trial opens until it has run (PolicyState::claim_board).
-  int32_t footprint_waiting = -1;
   StepSource source = StepSource::kMarked;
   StepTrialBoard() { lanes[1].lag = 2; }
   bool busy() const {

@@ -62,12 +62,6 @@ class ThreeArmCatalog : public NamedArmsCatalog {
   ThreeArmCatalog() : NamedArmsCatalog({"default", "fast", "twin"}, another_algorithm) {}
 };
 
-// "default" and three arms within the switch margin of it per call, all holding the same.
-class NearTiesCatalog : public NamedArmsCatalog {
- public:
-  NearTiesCatalog() : NamedArmsCatalog({"default", "tie", "tie2", "tie3"}, another_algorithm) {}
-};
-
 // An engine whose arms hold less and less of the machine: "default" (all of it), "half", "quarter".
 class FootprintCatalog : public NamedArmsCatalog {
  public:
@@ -350,108 +344,6 @@ TEST(StepTrials, AStepHoldingOtherWorkIsNoArmsDoing) {
   EXPECT_GE(trialed, kSeeds / 2);
   EXPECT_LE(adopted, 1);
   EXPECT_LE(gap_in_ledger, 1);
-}
-
-// Over an emulated WAN (CPU, 4 ranks, DDP) the buckets adopted tree by a step trial, then rd,
-// as cheap per call beside the last bucket, was never compared with it on the step, which rd
-// shortens (11.8 -> 10.5-11.6 ms).
-TEST(StepTrials, ANearTiePerCallThatShortensTheStepIsAdoptedByATieTrial) {
-  Learner learner(config(), std::make_shared<ThreeArmCatalog>());
-  // "twin" is 6% slower per call than "fast" but costs the step 40 µs less a call.
-  const StateStats st = run_steps(learner, {{100, 100}, {50, 50}, {53, 10}}, 800, true);
-  EXPECT_TRUE(has_event(st, "tie trial"));
-  EXPECT_EQ(st.arms.at(st.incumbent).name, "twin") << st.trial.verdict;
-  EXPECT_EQ(st.trial.verdict, "adopted: shorter steps");
-}
-
-TEST(StepTrials, ANearTieThatDoesNotShortenTheStepIsTrialedOnceAndKept) {
-  Learner learner(config(), std::make_shared<ThreeArmCatalog>());
-  const StateStats st = run_steps(learner, {{100, 100}, {50, 50}, {53, 53}}, 1500, true);
-  EXPECT_EQ(st.arms.at(st.incumbent).name, "fast");
-  EXPECT_EQ(std::count_if(st.events.begin(), st.events.end(),
-                          [](const StateEvent& e) { return e.what == "tie trial"; }),
-            1);
-  EXPECT_EQ(st.trial.challenger, "twin");
-  // Rejected (longer steps) or futile (no effect): either way kept.
-  EXPECT_NE(st.trial.verdict, "adopted: shorter steps");
-  EXPECT_NE(st.trial.verdict, "running");
-}
-
-// One overlapped state with little per-call noise, so that near ties rank per call as set.
-StateStats run_near_ties(const std::vector<ArmTruth>& truth, int steps) {
-  Learner learner(config(), std::make_shared<NearTiesCatalog>());
-  return run_states(learner, truth, steps, true, nullptr, 7, nullptr, Noise{0.003, 20.0}).at(0);
-}
-
-// The challengers of the state's tie trials (a trial stopped without a verdict runs again).
-std::set<std::string> tie_trialed(const StateStats& st) {
-  std::set<std::string> names;
-  for (const StateEvent& e : st.events) {
-    if (e.what == "tie trial") names.insert(st.arms.at(e.to_arm).name);
-  }
-  return names;
-}
-
-// Over an emulated WAN a tie trial of `ring` ended without effect and the state kept the default,
-// while `hd`, cheaper than the default per call too, would have shortened the step.
-TEST(StepTrials, ATieTrialWithoutEffectHandsTheTrialToTheNextNearTieCheaperPerCall) {
-  // Within the switch margin per call: "tie" is the cheapest but ties on the step; "tie2"
-  // shortens it.
-  const StateStats st = run_near_ties({{100, 100}, {98, 100}, {99, 60}, {200, 200}}, 1500);
-  EXPECT_EQ(tie_trialed(st), (std::set<std::string>{"tie", "tie2"}));
-  EXPECT_EQ(st.arms.at(st.incumbent).name, "tie2") << st.trial.verdict;
-  // Each verdict keeps its evidence (the state's trial stats keep only the last trial's): "tie"
-  // changed the step by nothing it could tell, "tie2" shortened it by about 4 x 40 µs.
-  // (A trial the budget stopped resumes with its pairs: only its final verdict counts here.)
-  std::vector<StateEvent> verdicts;
-  std::copy_if(st.events.begin(), st.events.end(), std::back_inserter(verdicts),
-               [](const StateEvent& e) {
-                 return e.trial.pairs > 0 && e.what.rfind("stopped", 0) != 0;
-               });
-  ASSERT_EQ(verdicts.size(), 2u);
-  EXPECT_NE(verdicts[0].what.rfind("adopted", 0), 0u) << verdicts[0].what;  // no effect, or spent
-  EXPECT_LT(std::fabs(verdicts[0].trial.mean_delta_us), 3 * verdicts[0].trial.stderr_us + 1.0);
-  EXPECT_EQ(verdicts[1].what, "adopted: shorter steps");
-  EXPECT_NEAR(verdicts[1].trial.mean_delta_us, -160, 40);
-  EXPECT_EQ(verdicts[1].trial.pairs, st.trial.pairs);
-}
-
-TEST(StepTrials, TieTrialsWithoutEffectStopAtKMaxTieTrials) {
-  const StateStats st = run_near_ties({{100, 100}, {98, 100}, {98.5, 100}, {99, 100}}, 3000);
-  EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
-  static_assert(kMaxTieTrials == 2);
-  EXPECT_EQ(tie_trialed(st), (std::set<std::string>{"tie", "tie2"}));
-}
-
-// "default" and "late", which the prior prices at 3x the default: its first probe waits until the
-// state has seen enough calls (gate (b)), after the state first converged.
-class LateNearTieCatalog : public NamedArmsCatalog {
- public:
-  LateNearTieCatalog() : NamedArmsCatalog({"default", "late"}, another_algorithm) {}
-  double prior_cost_us(OpKind, uint16_t arm, uint64_t, int) const override {
-    return arm == 0 ? 100 : 300;
-  }
-};
-
-// Over an emulated WAN two bucket states converged on the default, then woke arms for their first
-// probes, and ran no tie trial at all, though `hd` ended 2-4% cheaper per call (3-5 ms shorter
-// steps where it was trialed): tie trials ended for good when no arm qualified at convergence.
-TEST(StepTrials, ANearTieMeasuredAfterTheStateConvergedIsStillTrialed) {
-  Learner learner(config(), std::make_shared<LateNearTieCatalog>());
-  const StateStats st = run_states(learner, {{100, 100}, {99, 60}}, 1500, true, nullptr, 7, nullptr,
-                                   Noise{0.003, 20.0})
-                            .at(0);
-  EXPECT_TRUE(has_event(st, "probing arms now worth a first probe"));
-  EXPECT_EQ(tie_trialed(st), (std::set<std::string>{"late"}));
-  EXPECT_EQ(st.arms.at(st.incumbent).name, "late") << st.trial.verdict;
-}
-
-// The next near tie of a trial without effect is not trialed when it is slower per call than the
-// incumbent: in a state where the default is right, each such trial only costs.
-TEST(StepTrials, AfterATieTrialWithoutEffectANearTieSlowerPerCallIsNotTrialed) {
-  const StateStats st = run_near_ties({{100, 100}, {98, 100}, {102, 100}, {200, 200}}, 3000);
-  EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
-  EXPECT_EQ(tie_trialed(st), (std::set<std::string>{"tie"}));
 }
 
 TEST(StepTrials, AnArmSlowerPerCallThatHoldsLessIsAdoptedWhenTheStepIsShorter) {
@@ -795,50 +687,6 @@ TEST(StepTrials, EachLanesPairsRunOneArmOfTheOtherLane) {
       }
     }
   }
-}
-
-TEST(StepTrials, ATieTrialRunsBesideAnotherStatesFootprintRung) {
-  // A: "tie" ties with the default on the step, "half" is far slower per call. B (from the step
-  // A's tie trial runs): "half", 10% slower per call, shortens the step.
-  std::string a_verdict_when_b_trial_opened;
-  const std::vector<StateStats> st = run_buckets(
-      std::make_shared<TieAndRungCatalog>(),
-      {{1 << 20, {{100, 100}, {99, 100}, {300, 300}}},
-       {4 << 20, {{100, 100}, {300, 300}, {110, 40}}, once_trial_runs(0)}},
-      1500, 5, verdict_of_0_when_trial_runs(1, &a_verdict_when_b_trial_opened));
-  ASSERT_EQ(st.size(), 2u);
-  EXPECT_EQ(a_verdict_when_b_trial_opened, "running");
-  EXPECT_EQ(st[1].arms.at(st[1].incumbent).name, "half") << st[1].trial.verdict;
-  EXPECT_FALSE(has_event(st[0], "stopped: a footprint trial goes first"));
-  EXPECT_NE(st[0].trial.verdict, "running");
-}
-
-// With both lanes busy, a tie trial gives its lane to another state's footprint rung.
-TEST(StepTrials, ATieTrialGivesItsLaneToAFootprintRungWhenBothLanesAreBusy) {
-  // A's tie trial runs; B (from then) trials a rung without effect on the step; C (from the step
-  // B's trial runs) has a rung that shortens the step. A budget that B's and A's trials do not
-  // spend before C's rung is ready.
-  LearnerConfig cfg = config();
-  cfg.heads[static_cast<int>(Role::kDataParallel)].regret_budget = 0.1;
-  std::string a_verdict_when_c_trial_opened;
-  const std::vector<StateStats> st = run_buckets(
-      std::make_shared<TieAndRungCatalog>(),
-      {{1 << 20, {{100, 100}, {99, 100}, {300, 300}}},
-       {4 << 20, {{100, 100}, {300, 300}, {105, 100}}, once_trial_runs(0)},
-       {16 << 20, {{100, 100}, {300, 300}, {110, 40}}, once_trial_runs(1)}},
-      1500, 5, verdict_of_0_when_trial_runs(2, &a_verdict_when_c_trial_opened), cfg);
-  ASSERT_EQ(st.size(), 3u);
-  EXPECT_EQ(a_verdict_when_c_trial_opened, "stopped: a footprint trial goes first");
-  EXPECT_EQ(st[2].arms.at(st[2].incumbent).name, "half") << st[2].trial.verdict;
-  // A's tie trial ran again afterwards, to a verdict.
-  const std::vector<StateEvent>& ev = st[0].events;
-  const auto stop = std::find_if(ev.begin(), ev.end(), [](const StateEvent& e) {
-    return e.what == "stopped: a footprint trial goes first";
-  });
-  EXPECT_TRUE(
-      std::any_of(stop, ev.end(), [](const StateEvent& e) { return e.what == "tie trial"; }));
-  EXPECT_NE(st[0].trial.verdict, "running");
-  EXPECT_NE(st[0].trial.verdict.rfind("stopped", 0), 0u) << st[0].trial.verdict;
 }
 
 TEST(StepTrials, AnArmMuchSlowerPerCallIsNotTrialedForItsFootprint) {
