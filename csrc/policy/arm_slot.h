@@ -76,7 +76,6 @@ struct ArmSlot {
   bool step_adopted = false;      // a step trial found it shortens the step (overlapped)
   bool cross_rejected = false;    // a cross-check undid its per-call switch: not adopted again
   bool gated = false;             // a challenger: waits for its first cost before more probes
-  bool confirm = false;           // eliminated on one cost among heavy tails: one more probe
   bool dirty = false;             // costs arrived since the view was computed
   uint8_t waited = 0;             // rounds a gated probe's cost has been awaited
   // Do no harm (learner.h). From the prior, fixed: the expected extra cost of one probe and the
@@ -87,9 +86,8 @@ struct ArmSlot {
   // Until its first cost, priced at prior_us x this: what the group's measured costs say of the
   // prior (arm_evidence.h); 1 when they say nothing.
   double evidence_factor = 1.0;
-  // Refreshed every round: what one more probe's call is expected to cost over the default (µs;
-  // the round it may bring about is reserved apart, PolicyState::probe_commit_us), and what this
-  // arm's probes whose costs are still in flight reserved.
+  // Refreshed every round: what one more probe's call is expected to cost over the default (µs),
+  // and what this arm's probes whose costs are still in flight reserved.
   double expected_extra_us = 0;
   double inflight_extra_us = 0;
   uint32_t inflight_probes = 0;

@@ -48,8 +48,6 @@ constexpr int kNoiseRounds = 16;
 // pair credited 3.7 s to a state whose budget was 60 ms, which then paid for probes it could not
 // afford. An arm that doubles the step is still charged in full.
 constexpr double kPairClipZ = 5.0;
-// How many probes a round carries, expected: the rounds that carried some, with this gain.
-constexpr double kProbesPerRoundGain = 0.125;
 
 inline int state_key(int role, int op, int bin, Exposure exposure, bool fused) {
   return (((role * kNumOps + op) * kNumSizeBins + bin) * kNumExposures +
@@ -113,10 +111,9 @@ struct Learner::Impl {
   std::unique_ptr<RegretBudget> budget = std::make_unique<RegretBudget>();
   std::unique_ptr<StepTrialBoard> trials = std::make_unique<StepTrialBoard>();
   std::unique_ptr<ArmEvidenceBoard> evidence = std::make_unique<ArmEvidenceBoard>();
-  MeasureCost measure;          // the last known cost of measuring
-  double probes_per_round = 1;  // over the rounds that carried probes (a moving average)
-  bool last_probe = false;      // the group's previous decision was a probe
-  bool long_probe = false;      // the previous outcome applied was a long probe (kSkewRatio)
+  MeasureCost measure;      // the last known cost of measuring
+  bool last_probe = false;  // the group's previous decision was a probe
+  bool long_probe = false;  // the previous outcome applied was a long probe (kSkewRatio)
 
   // Restored snapshots of states not seen yet; applied when the state is created.
   std::array<int32_t, kNumKeys> pending_index;  // key -> index into pending, -1 = none
@@ -360,7 +357,6 @@ void Learner::apply_round(const RoundResult& round) {
   }
   const int payers = probes > 0 ? probes : measured;
   const double round_share_us = learning && payers > 0 ? round.round_cost_us / payers : 0.0;
-  if (probes > 0) m.probes_per_round += (probes - m.probes_per_round) * kProbesPerRoundGain;
   for (const CallOutcome& c : round.calls) {
     if (c.state_id >= n) continue;
     PolicyState& s = m.states[c.state_id];
@@ -388,7 +384,7 @@ void Learner::apply_round(const RoundResult& round) {
   }
   m.take_step_times(round);
   if (learning) {
-    m.measure = {round.round_cost_us, round.round_calls, round.round_cost_us / m.probes_per_round};
+    m.measure = {round.round_cost_us, round.round_calls};
     for (PolicyState& s : m.states) s.evaluate(m.measure);
     if (!m.guard_frozen) m.check_guards(round, nondefault_used);
   }

@@ -43,8 +43,7 @@
 //   (a) when the state can afford it: realized + in flight + the probe's expected extra stays
 //       within `regret_budget` x the time the state's calls would have cost on the default
 //       (calls x the default's cost), or the probe repays: the arm's costs put it confidently
-//       below the default (PolicyState::repays); an arm far beyond the incumbent that the budget
-//       cannot pay for is passed over, not waited for, and
+//       below the default (PolicyState::repays), and
 //   (b) for an arm never measured, when it is worth it: the expected saving per call (if the arm
 //       turns out cheaper) times the calls the state has seen (its expected remaining life)
 //       exceeds the expected extra cost of probing it. Both expectations treat the arm's true

@@ -323,9 +323,7 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
 
 // The state's outlier rate, pooled over its arms (slow calls hit whatever arm runs), and what it
 // implies: the costs an early elimination rests on, so that all of them being outliers is less
-// likely than kHopelessFalseRate (one cost while no outlier has been seen, three at 10%), and the
-// costs an arm needs before it is compared: min_samples, or more, so that outliers are unlikely
-// (below kMajorityOutlierRate) to make up half of them, where the winsorized centre breaks down.
+// likely than kHopelessFalseRate (one cost while no outlier has been seen, three at 10%).
 void PolicyState::update_tail() {
   uint64_t outliers = 0, n_all = 0;
   for (const ArmSlot& a : slots_) {
@@ -338,23 +336,6 @@ void PolicyState::update_tail() {
   hopeless_need_ = 1;
   for (double p = q; p > kHopelessFalseRate && hopeless_need_ < kMaxHopelessNeed; p *= q) {
     ++hopeless_need_;
-  }
-  const uint32_t base = static_cast<uint32_t>(head_.min_samples);
-  need_ = base;
-  // With many samples per arm already, an outlier majority is negligible for any real rate.
-  if (!on(Rule::kTailNeed) || n_all < kTailMinReference || !(q > 0) || base > kMaxNeedSearch)
-    return;
-  for (uint32_t n = base; n <= kMaxNeedFactor * base; ++n) {
-    need_ = n;
-    // P(at least ceil(n / 2) outliers among n costs).
-    double term = std::pow(1.0 - q, n);  // k = 0
-    double below = 0;
-    const uint32_t half = (n + 1) / 2;
-    for (uint32_t k = 0; k < half; ++k) {
-      below += term;
-      term *= static_cast<double>(n - k) / static_cast<double>(k + 1) * q / (1.0 - q);
-    }
-    if (1.0 - below <= kMajorityOutlierRate) return;
   }
 }
 
@@ -623,15 +604,6 @@ void PolicyState::evaluate_exploit(double keep) {
 void PolicyState::recheck_runner_up(double keep) {
   if (runner_up_ < 0) return;
   ArmSlot& r = slots_[runner_up_];
-  if (r.confirm) {
-    // An arm eliminated on a single cost in a heavy-tailed state gets one more: the first may
-    // have been an outlier that the state's first costs did not yet show to be possible.
-    if (r.stats.count() >= 2) {
-      r.confirm = false;
-      if (!hopeless(r, slots_[incumbent_])) reopen_focused(runner_up_, 0, false);
-    }
-    return;
-  }
   const ArmSlot& inc = slots_[incumbent_];
   // Re-probe afresh: the runner-up's costs since convergence may straddle the change.
   if (fresh_enough(r, inc) && fresh_median_ucb(r, inc) < inc.view.center * keep) {
@@ -661,13 +633,7 @@ void PolicyState::converge() {
   converged_at_call_ = calls_;
   if (!probes_to_converge_) probes_to_converge_ = probes_;
   quiet_since_ = calls_;
-  // By now the state has seen enough costs to know whether its noise has a tail: if it has,
-  // an elimination on a single cost may have been an outlier, and gets one more probe.
-  for (ArmSlot& a : slots_) {
-    a.fresh = 0;
-    a.confirm = on(Rule::kHopelessConfirm) && tail_ > 0 && a.eliminated && !a.unavailable &&
-                a.stats.count() == 1;
-  }
+  for (ArmSlot& a : slots_) a.fresh = 0;
   cusum_.reset();
   burst_ = false;
   focus_from_ = -1;
@@ -743,19 +709,11 @@ void PolicyState::note(const char* what, int from_slot, int to_slot) {
       StateEvent{calls_, trials_->step, what, slots_[from_slot].arm, slots_[to_slot].arm, {}});
 }
 
-// An arm whose single-cost elimination awaits confirmation first; else the best available
-// non-incumbent arm by centre (eliminated ones included: the re-check is how an arm that became
-// cheaper gets a second chance); before any costs, the next one by prior.
+// The best available non-incumbent arm by centre (eliminated ones included: the re-check is how an
+// arm that became cheaper gets a second chance); before any costs, the next one by prior.
 int PolicyState::pick_runner_up() const {
   int best = -1;
   int first = -1;
-  for (int i = 0; i < num_slots(); ++i) {
-    const ArmSlot& a = slots_[i];
-    if (i != incumbent_ && a.confirm && !a.unavailable && !a.parked && !a.step_rejected &&
-        !a.cross_rejected) {
-      return i;
-    }
-  }
   // An arm a step trial or a cross-check rejected is not re-checked per call: it was weighed.
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& a = slots_[i];

@@ -80,23 +80,12 @@ constexpr int kMinChallengers = 2;
 // A gated candidate waiting for a cost that does not come stops waiting after this many rounds.
 constexpr uint8_t kMaxWaitRounds = 2;
 
-// --- Evidence under heavy tails ----------------------------------------------------------------
-// Costs an arm needs before it is compared: min_samples, or more so that outliers make up half
-// of them with at most kMajorityOutlierRate probability at the rate the state has shown over at
-// least kTailMinReference costs; at most kMaxNeedFactor x min_samples.
-constexpr double kMajorityOutlierRate = 0.01;
-constexpr uint64_t kTailMinReference = 16;
-constexpr uint32_t kMaxNeedFactor = 2;
-constexpr uint32_t kMaxNeedSearch = 32;  // min_samples above which no more are asked for
-
 // --- Early elimination ------------------------------------------------------------------------
 // Hopeless: a challenger whose cheapest cost so far exceeds the incumbent's worst recent cost
 // short of an outlier (so that normal spread is not mistaken for a slow arm) and either
 // kHopelessRatio times the incumbent's centre or, by the state's noise level, confidently its
 // upper bound, is eliminated after as few costs as make "all of them outliers" less likely than
-// kHopelessFalseRate (one while the state has shown no outlier; at most kMaxHopelessNeed). When
-// the state's costs turn out heavy-tailed, an elimination on a single cost is confirmed by one
-// more probe once the state has converged.
+// kHopelessFalseRate (one while the state has shown no outlier; at most kMaxHopelessNeed).
 constexpr double kHopelessRatio = 2.0;
 constexpr uint64_t kHopelessMinReference = 3;  // incumbent costs needed for that comparison
 constexpr double kHopelessFalseRate = 0.001;
@@ -152,10 +141,6 @@ enum class LearnPhase : uint8_t { kWarmup, kProbing, kExploit };
 struct MeasureCost {
   double round_us = 0;  // one round; 0 = unknown (measuring is free)
   int round_calls = 1;  // measured calls one round can carry
-  // What a probe's measurement costs on average: the probes of a round share its price, so a
-  // round over the probes rounds carry. An arm repays its probes only below the default by more
-  // (PolicyState::repays); the budget reserves a window's round whole (probe_commit_us).
-  double probe_us = 0;
 };
 
 // The do-no-harm budget of a group's learner, pooled over its states (learner.h): what learning
@@ -166,8 +151,8 @@ struct RegretBudget {
   double inflight_us = 0;
   double budget_us = 0;
   // The current round window (RoundScheduler: K learned calls) carries a probe: its round will
-  // run and its price is committed, so the window's further probes add only their own extra.
-  // Set by Learner::decide on a probe, cleared at every boundary (Learner::close_window).
+  // run, so the incumbent's calls measured beside the probes bring no round of their own. Set by
+  // Learner::decide on a probe, cleared at every boundary (Learner::close_window).
   bool window_probed = false;
   bool allows(double more_us) const { return spent_us + inflight_us + more_us <= budget_us; }
 };
@@ -286,7 +271,7 @@ class PolicyState {
     *measure = true;
     ++measured_calls_;
     ArmSlot& t = slots_[target];
-    const double commit_us = probe_commit_us(t);
+    const double commit_us = t.expected_extra_us;
     t.inflight_extra_us += commit_us;
     ++t.inflight_probes;
     group_->inflight_us += commit_us;
@@ -357,13 +342,10 @@ class PolicyState {
   // Probing: round robin over candidates still short of need_ calls (a gated candidate waits
   // for its first cost; those never probed take their first in the prior's order), then, outside a
   // burst and once the incumbent has need_ costs, the undecided candidate with the widest
-  // confidence interval (costs in flight counted); -1 if none. An arm far beyond the incumbent that
-  // the budget cannot pay for yet is passed over: it would hold up the others (ring/LL over a GPU's
-  // socket transport, 51x the default after one cost, kept a winning arm from the probes it
-  // needed). The footprint descent's next rung, when it waits for its first cost, goes first: the
-  // descent is what shortens the step of an overlapped state (DDP interference scenario: behind
-  // arms that cannot win, the rung's probe came late, and the run captured 93% of the step
-  // oracle's headroom instead of 95%).
+  // confidence interval (costs in flight counted); -1 if none. The footprint descent's next rung,
+  // when it waits for its first cost, goes first: the descent is what shortens the step of an
+  // overlapped state (DDP interference scenario: behind arms that cannot win, the rung's probe came
+  // late, and the run captured 93% of the step oracle's headroom instead of 95%).
   int probe_target() {
     if (on(Rule::kRungWaitsFirst) && awaited_rung_ >= 0 && wants_first_probes(awaited_rung_))
       return awaited_rung_;
@@ -399,45 +381,24 @@ class PolicyState {
   // A candidate short of need_ calls that may be probed now.
   bool wants_first_probes(int i) const {
     const ArmSlot& a = slots_[i];
-    return i != incumbent_ && a.probeable() && a.issued < need_ && !awaiting(a) &&
-           worth_probing(a) && !(on(Rule::kFarBeyondSkip) && far_beyond(a) && !affordable(a));
+    return i != incumbent_ && a.probeable() && a.issued < need_ && !awaiting(a) && worth_probing(a);
   }
   // A gated candidate whose first cost is still in flight.
   bool awaiting(const ArmSlot& a) const {
     return on(Rule::kFirstProbeGate) && a.gated && a.stats.count() == 0 && a.issued > 0;
   }
-  // Do-no-harm gate (a) of learner.h: the probe fits in the group's regret budget, or repays it.
-  // Not before the state's default has a cost: there is nothing to measure the extra against yet.
-  // A probe that would open a round window also waits for room for the window's further probes,
-  // at most another round's price: without it the opening spent the budget, and a lone 4-byte
-  // loop probed no more than before windows were priced (probes came 1.5 to a window then, 2.8
-  // with the room). Uncapped (room for all of them), the simulated DDP buckets' footprint rung
-  // waited, and took 87% of the step oracle's headroom instead of 95%.
+  // Do-no-harm gate (a) of learner.h: the probe's expected extra fits in the group's regret
+  // budget, or the probe repays it. Not before the state's default has a cost: there is nothing
+  // to measure the extra against yet.
   bool affordable(const ArmSlot& a) const {
-    if (!(ref_us_ > 0)) return false;
-    // The probes a window carries at the exploring rate, this one included.
-    const double window_probes = std::max(
-        1.0, std::floor(measure_.round_calls * (double(probe_ppm_) / kPpmOne)));
-    const double room_us = group_->window_probed || !on(Rule::kWindowRoom)
-                               ? 0.0
-                               : std::min(measure_.round_us,
-                                          (window_probes - 1) * a.expected_extra_us);
-    return group_->allows(probe_commit_us(a) + room_us) || repays(a);
+    return ref_us_ > 0 && (group_->allows(a.expected_extra_us) || repays(a));
   }
-  // What a probe of `a` commits to the budget until its cost arrives: its own expected extra, and
-  // the round's price when it opens a round window (it brings the round about); the window's
-  // further probes share a round already paid for.
-  double probe_commit_us(const ArmSlot& a) const {
-    const bool opens = !group_->window_probed && on(Rule::kRoundPricing);
-    return a.expected_extra_us + (opens ? measure_.round_us : 0.0);
-  }
-  // Confidently cheaper than the default, its measuring included (the upper bound of its centre;
-  // for a lone cost, with the default's spread, only while the state has shown no slow outlier:
-  // one could hit the next probe, and before three costs the ledger charges it in full), and,
-  // where the step judges, not found to lengthen it: a probe gives budget back (the ledger
-  // charges probes per call). Without this, one disastrous probe elsewhere (ring/LL over NCCL's
-  // socket transport: 18-51x the default) stops every state's probes for thousands of calls, a
-  // winning arm's too.
+  // Confidently cheaper than the default (the upper bound of its centre; for a lone cost, with the
+  // default's spread, only while the state has shown no slow outlier: one could hit the next
+  // probe, and before three costs the ledger charges it in full), and, where the step judges, not
+  // found to lengthen it: a probe gives budget back (the ledger charges probes per call). Without
+  // this, one disastrous probe elsewhere (ring/LL over NCCL's socket transport: 18-51x the
+  // default) stops every state's probes for thousands of calls, a winning arm's too.
   bool repays(const ArmSlot& a) const {
     if (!on(Rule::kRepays) || a.view.n == 0 || a.step_rejected || (a.view.n == 1 && tail_ > 0) ||
         (per_call_misleads() && judged_by_step())) {
@@ -445,13 +406,7 @@ class PolicyState {
     }
     const double half_width = a.view.n == 1 ? kConfidenceZ * slots_[default_slot_].view.spread
                                             : a.view.half_width;
-    const double round_share = on(Rule::kRoundPricing) ? measure_.probe_us : 0.0;
-    return a.view.center + half_width + round_share < ref_us_;
-  }
-  // Measured over kFarBeyondRatio x the incumbent (which has costs of its own).
-  bool far_beyond(const ArmSlot& a) const {
-    const ArmSlot& inc = slots_[incumbent_];
-    return a.view.n > 0 && inc.view.n > 0 && a.view.center > kFarBeyondRatio * inc.view.center;
+    return a.view.center + half_width < ref_us_;
   }
   // Gate (b): an arm never measured waits (deferred) until the state has seen the calls that
   // make a first probe worth it (kPriorSigma); decided when a probing episode begins.
@@ -644,7 +599,7 @@ class PolicyState {
   bool frozen_ = false;
   bool burst_ = false;          // probing every call right after a focused re-open
   int focus_from_ = -1;         // incumbent before a focused re-open still in progress
-  uint32_t need_ = 0;           // costs an arm needs before it is compared (update_tail)
+  uint32_t need_ = 0;           // costs an arm needs before it is compared (min_samples)
   uint32_t hopeless_need_ = 1;  // costs an early elimination rests on (update_tail)
   double tail_ = 0;             // the state's outlier rate (update_tail)
   uint32_t budget_ppm_ = 0;     // current probing fraction

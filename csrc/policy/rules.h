@@ -25,31 +25,16 @@ namespace dynamiccl {
   X(kFirstProbeOrder, "first_probe_order",                                                        \
     "First probes go in the prior's order: only arms at the best price of those never probed "    \
     "may take one; off: round robin over every arm short of its costs")                           \
-  X(kFarBeyondSkip, "far_beyond_skip",                                                            \
-    "An arm measured beyond 10x the incumbent that the budget cannot pay for is passed over, "    \
-    "not waited for; off: probing waits for the budget")                                          \
   X(kWorthProbing, "worth_probing",                                                               \
     "Do-no-harm gate (b): an arm never measured waits until the state has seen the calls that "   \
     "make a first probe worth it (log-normal prior ratio); off: every arm is probed at once")     \
   X(kRepays, "repays",                                                                            \
     "A probe of an arm confidently cheaper than the default may run on a spent do-no-harm "       \
     "budget; off: every probe waits for the budget")                                              \
-  X(kRoundPricing, "round_pricing",                                                               \
-    "A probe that opens a round window commits the round's price, and an arm repays only below "  \
-    "the default by its share of one; off: probes are priced by their own extra only")            \
-  X(kWindowRoom, "window_room",                                                                   \
-    "A probe that opens a round window also waits for room for the window's further probes "      \
-    "(at most one more round's price); off: only for its own commitment")                         \
-  X(kTailNeed, "tail_need",                                                                       \
-    "In a heavy-tailed state an arm needs more than min_samples costs (up to 2x) so that "        \
-    "outliers are unlikely to be half of them; off: min_samples")                                 \
   X(kHopeless, "hopeless",                                                                        \
     "Early elimination: a challenger whose cheapest cost is beyond every regular cost of the "    \
     "incumbent and 2x its centre (or confidently beyond its bound) is eliminated after as few "   \
     "as one cost; off: eliminated only once confidently worse on min_samples costs")              \
-  X(kHopelessConfirm, "hopeless_confirm",                                                         \
-    "In a heavy-tailed state, an arm eliminated on a single cost gets one more probe once the "   \
-    "state has converged; off: the elimination stands")                                           \
   X(kPriorResolves, "prior_resolves",                                                             \
     "A prior that states its confidence, or measured costs beyond 2x, resolve an arm that "       \
     "cannot win by the margin without more probes; off: resolved by costs alone")                 \
