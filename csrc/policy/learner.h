@@ -27,8 +27,8 @@
 //               incumbent is probed among the new one's calls, and the switch stands only if the
 //               two sides together still clear the margin (a probe's position can bias its cost);
 //   re-open   : a robust two-sided CUSUM on the incumbent's cost ("trigger agent") raises an
-//               alarm on a sustained shift; the previous best few arms are re-probed first, in a
-//               short burst, the others only if that is inconclusive;
+//               alarm on a sustained shift; the previous best few arms are re-probed, the
+//               others parked;
 //   settled   : once the incumbent has held for `settle_calls` calls, the state stops probing and
 //               asks for the costs of only a fraction of its calls, so that measuring costs at
 //               most 0.1% of its time (RoundResult::round_cost_us): its other calls cost what

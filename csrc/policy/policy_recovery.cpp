@@ -1,6 +1,5 @@
-// What a learner state does after a change: a focused re-open (the best few arms re-probed in
-// a burst, the rest parked) and, at its end, the check that widens the search again when the
-// re-probe was inconclusive.
+// What a learner state does after a change: a focused re-open (the best few arms re-probed, the
+// rest parked).
 #include "policy/policy_state.h"
 
 #include <algorithm>
@@ -14,7 +13,7 @@ namespace dynamiccl {
 // incumbent's `keep_incumbent` most recent costs (those the alarm found to belong to the new
 // regime) are kept to judge a provisional switch, and stay only if it loses its place. Rather
 // than re-learning from scratch, only the kRecoveryArms best arms by their last known centre are
-// re-probed (a burst at 100% budget); the rest are parked. The incumbent keeps its place until a
+// re-probed; the rest are parked. The incumbent keeps its place until a
 // challenger confidently beats it, except after a large shift (below).
 void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower) {
   const int from = incumbent_;
@@ -88,37 +87,11 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
                        : "reopened: the incumbent got cheaper",
        from, incumbent_);
   focus_from_ = from;
-  burst_ = on(Rule::kReopenBurst);
   phase_ = LearnPhase::kProbing;
   budget_ppm_ = probe_ppm_;
   rr_cursor_ = 0;
   runner_up_ = -1;
   cusum_.reset();
-}
-
-// End of a focused re-probe: when the incumbent it started from really became slower and none
-// of the arms it re-probed beats it by the margin now (a provisional switch does not count), the
-// ranking that chose them is in doubt, so the parked arms join the search (true), but those far
-// beyond the incumbent before (kFarBeyondRatio). Otherwise the parked arms stay out (false).
-bool PolicyState::unpark_if_inconclusive() {
-  if (focus_from_ < 0) return false;
-  const ArmSlot& from = slots_[focus_from_];
-  const double keep = 1.0 - head_.switch_margin;
-  const bool improved = incumbent_ != focus_from_ &&
-                        slots_[incumbent_].view.center < from.view.center * keep;
-  const bool slower = std::isfinite(from.prev_center) &&
-                      from.view.center > from.prev_center * (1.0 + head_.switch_margin);
-  focus_from_ = -1;
-  if (improved || !slower || !on(Rule::kUnparkInconclusive)) return false;
-  bool any = false;
-  for (ArmSlot& a : slots_) {
-    if (!a.parked || a.prev_center > kFarBeyondRatio * from.prev_center) continue;
-    a.parked = false;
-    a.gated = a.arm != kDefaultArm;
-    a.resolved = false;
-    any = true;
-  }
-  return any;
 }
 
 }  // namespace dynamiccl

@@ -309,8 +309,7 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
   ++a.fresh;
   if (!watch) return false;
   const Cusum::Alarm alarm = cusum_.add(cost_us, a.view.center,
-                                        cusum_sigma(a.view, head_.switch_margin),
-                                        1.0 + (on(Rule::kTailWeight) ? kTailWeight * tail_ : 0.0));
+                                        cusum_sigma(a.view, head_.switch_margin), 1.0);
   if (alarm == Cusum::Alarm::kNone) return false;
   ++alarms_;
   // The costs since the CUSUM sum last left zero, and the two its filter held back: the new
@@ -427,7 +426,7 @@ void PolicyState::evaluate_probing(double keep) {
   if (inc_ready) switch_to_cheapest(keep);
   const bool all_resolved = resolve_challengers(inc_ready, keep);
   if (all_resolved && inc_ready) {
-    if (!unpark_if_inconclusive()) converge();
+    converge();
   }
 }
 
@@ -635,7 +634,6 @@ void PolicyState::converge() {
   quiet_since_ = calls_;
   for (ArmSlot& a : slots_) a.fresh = 0;
   cusum_.reset();
-  burst_ = false;
   focus_from_ = -1;
 }
 
@@ -818,7 +816,6 @@ void PolicyState::freeze() {
   note("frozen by a guard", incumbent_, best);
   incumbent_ = best;
   runner_up_ = -1;
-  burst_ = false;
   focus_from_ = -1;
   cusum_.reset();
 }
@@ -859,7 +856,6 @@ void PolicyState::restore(const StateSnapshot& snap, const std::vector<Arm>& arm
   unsettle();
   budget_ppm_ = converged_ppm_;
   rr_cursor_ = 0;
-  burst_ = false;
   focus_from_ = -1;
   cusum_.reset();
   runner_up_ = frozen_ ? -1 : pick_runner_up();  // frozen: the restored incumbent, nothing else

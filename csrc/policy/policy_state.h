@@ -92,17 +92,12 @@ constexpr double kHopelessFalseRate = 0.001;
 constexpr uint32_t kMaxHopelessNeed = 4;
 
 // --- Change detection and recovery ------------------------------------------------------------
-// CUSUM alarm level = threshold * (1 + kTailWeight * the state's outlier rate): heavy-tailed
-// costs need more evidence for the same confidence.
-constexpr double kTailWeight = 10.0;
 // Re-opening after an alarm (or a runner-up that became confidently cheaper) re-probes only the
-// kRecoveryArms best arms by their last known centre, the incumbent included, at a burst budget
-// of 100% until each has its calls; the others are parked unless that is inconclusive.
+// kRecoveryArms best arms by their last known centre, the incumbent included, at the exploring
+// budget; the others are parked.
 constexpr int kRecoveryArms = 3;
-// An inconclusive re-probe brings the parked arms back, but not one whose last known centre was
-// beyond kFarBeyondRatio x the incumbent's: no change of regime seen makes it a winner, and its
-// probes cost that much again (over a GPU's socket transport ring/LL cost 57x the default: four
-// probes, 4.6 s, after one re-open).
+// A measured arm beyond kFarBeyondRatio x the default keeps its word on the group's evidence board
+// through a re-open (arm_evidence.h): no change of regime makes it a winner.
 constexpr double kFarBeyondRatio = 10.0;
 static_assert(kRecoveryArms >= 2, "the incumbent and a challenger are always re-probed");
 // After an alarm on a rise of the incumbent's cost by more than this fraction, the best re-probed
@@ -241,13 +236,9 @@ class PolicyState {
       const uint32_t step = (budget_ppm_ - converged_ppm_) >> kConvergedDecayShift;
       budget_ppm_ -= step > 0 ? step : 1;
     }
-    // A burst (right after a re-open) probes every call until the focused arms have their
-    // calls: the incumbent just proved slower (or is measuring itself afresh).
     // A cross-check probes at the exploring rate, whatever the budget has decayed to.
     const int cross = cross_target();
-    const uint32_t rate = burst_       ? kPpmOne
-                          : cross >= 0 ? std::max(budget_ppm_, probe_ppm_)
-                                       : budget_ppm_;
+    const uint32_t rate = cross >= 0 ? std::max(budget_ppm_, probe_ppm_) : budget_ppm_;
     if (!probe_credit_.earn(rate)) return incumbent_call(measure);
     const int target = cross >= 0                       ? cross
                        : phase_ == LearnPhase::kProbing ? probe_target()
@@ -259,10 +250,9 @@ class PolicyState {
     }
     if (!probes_flow_) {
       // Nothing to probe now (costs in flight, no challenger, or not affordable yet): the credit
-      // is not banked, so outside a re-open's burst the search runs at most once per 1/budget
-      // calls and probes never come back to back. This also ends a burst.
+      // is not banked, so the search runs at most once per 1/budget calls and probes never come
+      // back to back.
       probe_credit_.clear();
-      burst_ = false;
       return incumbent_call(measure);
     }
     probe_credit_.spend();
@@ -340,8 +330,8 @@ class PolicyState {
 
  private:
   // Probing: round robin over candidates still short of need_ calls (a gated candidate waits
-  // for its first cost; those never probed take their first in the prior's order), then, outside a
-  // burst and once the incumbent has need_ costs, the undecided candidate with the widest
+  // for its first cost; those never probed take their first in the prior's order), then, once the
+  // incumbent has need_ costs, the undecided candidate with the widest
   // confidence interval (costs in flight counted); -1 if none. The footprint descent's next rung,
   // when it waits for its first cost, goes first: the descent is what shortens the step of an
   // overlapped state (DDP interference scenario: behind arms that cannot win, the rung's probe came
@@ -362,7 +352,7 @@ class PolicyState {
     }
     // Sharpening a challenger's interval is pointless until the incumbent has a reference
     // (after a re-open it may have none): its own calls come first.
-    if (burst_ || slots_[incumbent_].stats.count() < need_) return -1;
+    if (slots_[incumbent_].stats.count() < need_) return -1;
     return widest_target();
   }
   // First probes go in the prior's order: of the candidates never probed, only those at the best
@@ -570,7 +560,6 @@ class PolicyState {
   void rollback_if_default_cheaper();
   void release_all(ArmSlot& a);  // drops the expected extra of its probes in flight
   void reopen_focused(int challenger, int keep_incumbent, bool slower);
-  bool unpark_if_inconclusive();
   void update_tail();
   bool hopeless(const ArmSlot& c, const ArmSlot& inc) const;
   bool cannot_win_by_prior(const ArmSlot& c) const;  // against the incumbent, at the margin
@@ -597,7 +586,6 @@ class PolicyState {
   int rr_cursor_ = 0;
   LearnPhase phase_ = LearnPhase::kWarmup;
   bool frozen_ = false;
-  bool burst_ = false;          // probing every call right after a focused re-open
   int focus_from_ = -1;         // incumbent before a focused re-open still in progress
   uint32_t need_ = 0;           // costs an arm needs before it is compared (min_samples)
   uint32_t hopeless_need_ = 1;  // costs an early elimination rests on (update_tail)

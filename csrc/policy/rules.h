@@ -45,21 +45,12 @@ namespace dynamiccl {
   X(kSkewSkip, "skew_skip",                                                                       \
     "The group's call after a probe that cost 1.5x the incumbent or more is not folded in (its "  \
     "cost is the probe's rank skew); off: every cost is folded in")                               \
-  X(kTailWeight, "tail_weight",                                                                   \
-    "The CUSUM alarm level grows with the state's outlier rate (x 1 + 10 rate); off: the head's " \
-    "cusum_threshold")                                                                            \
   X(kFocusedReopen, "focused_reopen",                                                             \
     "A re-open re-probes only the 3 best arms by their last centre and parks the others; off: "   \
     "every arm is re-probed")                                                                     \
-  X(kUnparkInconclusive, "unpark_inconclusive",                                                   \
-    "A focused re-open that finds nothing better while the incumbent really got slower brings "   \
-    "back the parked arms (not those beyond 10x); off: they stay parked")                         \
   X(kProvisionalSwitch, "provisional_switch",                                                     \
     "After an alarm on a rise beyond 20% the best re-probed arm takes over at once if it was "    \
     "cheaper than the incumbent is now; off: the incumbent stays until beaten confidently")       \
-  X(kReopenBurst, "reopen_burst",                                                                 \
-    "Right after a re-open the focused arms are probed every call until they have their costs; "  \
-    "off: at the head's probe budget")                                                            \
   X(kSharedEvidence, "shared_evidence",                                                           \
     "An arm measured beyond 1.5x its price by one state is priced so for the group's other "      \
     "states of the same calls; off: each state trusts the prior until its own first cost")        \

@@ -897,9 +897,9 @@ TEST(Learner, RecoversFastAfterAShiftByReprobingOnlyTheBestArms) {
   EXPECT_EQ(st.alarms, 1u);
   EXPECT_EQ(st.incumbent, 2);
   EXPECT_TRUE(converged(st));
-  // Detection at the first round after the shift, arm2 provisionally at once, a burst on the
-  // other re-probed arm: back within 5% of the best in at most 50 calls (the target;
-  // re-learning every arm from scratch took hundreds).
+  // Detection at the first round after the shift, arm2 provisionally at once, the other
+  // re-probed arm at the exploring budget: back within 5% of the best in at most 50 calls (the
+  // issue's target; re-learning every arm from scratch took hundreds).
   const int64_t recovery = calls_to_recover(d.log, shift_at, after, 64);
   EXPECT_GE(recovery, 0);
   EXPECT_LE(recovery, 50);
@@ -909,29 +909,6 @@ TEST(Learner, RecoversFastAfterAShiftByReprobingOnlyTheBestArms) {
   // The new incumbent's costs from before the re-open are not its regime's.
   EXPECT_GT(st.arms.at(2).regime_samples, 0u);
   EXPECT_LT(st.arms.at(2).regime_samples, st.arms.at(2).samples);
-}
-
-TEST(Learner, InconclusiveReprobeUnparksTheOtherArms) {
-  // The incumbent and the two runner-ups all become slow; arm5, far behind before, is now the
-  // best. Re-probing the best three finds no improvement on the slowed incumbent, so the parked
-  // arms join the search and arm5 is found. Not arm6: 50x the incumbent before, beyond
-  // kFarBeyondRatio (ring/LL over a GPU's socket transport cost 57x), it stays parked.
-  auto cat = catalog_of(7);
-  Learner l(LearnerConfig{}, cat);
-  const std::vector<double> before = {100, 60, 64, 70, 120, 130, 3000};
-  const std::vector<double> after = {400, 240, 256, 280, 480, 130, 3000};
-  const uint64_t shift_at = 3000;
-  Driver d{l, [&](uint64_t call, const CollectiveContext&, uint16_t arm) {
-             return call < shift_at ? before[arm] : after[arm];
-           }};
-  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
-  d.run(ctx, static_cast<int>(shift_at));
-  ASSERT_EQ(state_stats(l, 0).incumbent, 1);
-  ASSERT_GE(count_arm(d.log, 6), 1);  // measured before the shift
-  d.run(ctx, 3000);
-  EXPECT_EQ(state_stats(l, 0).incumbent, 5);
-  EXPECT_TRUE(converged(state_stats(l, 0)));
-  EXPECT_EQ(count_arm(d.log, 6, shift_at), 0);
 }
 
 TEST(Learner, AnArmMeasuredCheaperThanTheDefaultIsProbedOnAfterADisasterSpentTheBudget) {
