@@ -11,24 +11,19 @@
 
 #include "core/types.h"
 #include "policy/arm_stats.h"
+#include "policy/tuning.h"
 
 namespace dynamiccl {
 
 // Confidence multiplier of the intervals used to eliminate, switch and re-check (~95% two-sided
 // for a normal mean; the minimum sample count keeps the normal approximation reasonable).
-constexpr double kConfidenceZ = 2.0;
 
 // Costs beyond median +- kClipSpreads robust spreads (MAD-based, at least kMinRelSpread of the
 // median, from the arm's recent window once it holds kMinRobustWindow costs) are clipped before
 // they enter the centre an arm is compared by (a winsorized mean).
-constexpr double kClipSpreads = 3.0;
-constexpr double kMinRelSpread = 0.01;
-constexpr int kMinRobustWindow = 3;
 // A cost beyond kOutlierSpreads robust spreads above the median (of a window of at least
 // kMinOutlierWindow costs) counts as an outlier: a heavy-tail event, about one normal cost in a
 // billion. The state's rate of them sets how much evidence its decisions need.
-constexpr double kOutlierSpreads = 6.0;
-constexpr int kMinOutlierWindow = 8;
 // Once the window holds only part of a long regime, its order statistics (clip bounds, robust
 // spread, worst recent cost) are recomputed every kSummaryEvery costs rather than every round.
 constexpr uint32_t kSummaryEvery = 8;

@@ -24,7 +24,6 @@ constexpr int kNumKeys = kNumRoles * kNumOps * kNumSizeBins * kNumExposures * 2;
 // are this many, until then the median of the job's first this many rounds, whatever ran in them
 // (a job usually has one default-only round, before probing begins: a lucky one, as the baseline
 // alone, froze the main job's states at step 20 in 4 of 22 runs).
-constexpr int kFirstRounds = 3;
 // Consecutive regressed rounds before the step-time guard acts: one slow round (a checkpoint
 // write, an evaluation pass) must not freeze a whole job's exploration for good. Where the group
 // marks no steps, its rounds are its steps: a round is a few calls, whose time on shared cores is
@@ -32,14 +31,10 @@ constexpr int kFirstRounds = 3;
 // median duration, benchmarks/results/cost_statistics.md), and two slow rounds in a row come by
 // chance (one round in ten slowed by an exponential tail of the step's mean: 14 of 40 jobs frozen
 // with two, none with three; Learner.TheGuardOnRoundsAsStepsLooksBeyondTheirTail).
-constexpr int kRegressionRounds = 2;
-constexpr int kRegressionRoundsUnmarked = 3;
 // A regressed round is also beyond the step time's own noise: kGuardZ of its round-to-round
 // standard deviation (with the baseline's error), estimated from the last kNoiseRounds rounds.
 // On the main job (4 ranks on 2 cores) rounds of ~5 steps spread 8-13% around their trend while
 // probing: 10% alone is inside that.
-constexpr double kGuardZ = 2.0;
-constexpr int kNoiseRounds = 16;
 // A trial's pair is winsorized: its two steps' difference is held within the shorter step, or
 // within kPairClipZ spreads of the difference between successive steps where that is wider
 // (kMadToSigma x their median absolute difference over the last SampleWindow::kCapacity). A step
@@ -47,7 +42,6 @@ constexpr int kNoiseRounds = 16;
 // doing: in a loop whose rounds are its steps, beside another group's windows of calls, one such
 // pair credited 3.7 s to a state whose budget was 60 ms, which then paid for probes it could not
 // afford. An arm that doubles the step is still charged in full.
-constexpr double kPairClipZ = 5.0;
 
 inline int state_key(int role, int op, int bin, Exposure exposure, bool fused) {
   return (((role * kNumOps + op) * kNumSizeBins + bin) * kNumExposures +

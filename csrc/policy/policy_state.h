@@ -25,23 +25,20 @@
 #include "policy/learner.h"
 #include "policy/rules.h"
 #include "policy/step_trial_board.h"
+#include "policy/tuning.h"
 
 namespace dynamiccl {
 
 // "Resolved" (this challenger cannot beat the incumbent by the switch margin) is a one-sided
 // question: its lower bound at ~95% one-sided. It only stops probing; it eliminates nothing.
-constexpr double kResolveZ = 1.645;
 // An undecided candidate is probed until it has this many times min_samples calls; after that
 // the incumbent keeps its place (the tie cannot pay for more probing).
-constexpr int kProbeCapFactor = 4;
 // After convergence the probing budget decays towards converged_budget by 1/2^shift per call:
 // about (probe_budget - converged_budget) x 2^shift extra runner-up probes, ~8 at the bulk heads'
 // 50%, i.e. two runner-up re-checks of min_samples. A slower decay (1/64: ~31 probes) cost a
 // few % of step time in training where the runner-up is a near-tie in isolation but slower in
 // the job, and made no better decisions in the simulator's library.
-constexpr int kConvergedDecayShift = 4;
 // CUSUM watches the incumbent once its centre rests on this many costs.
-constexpr uint64_t kCusumMinReference = 32;
 // Budgets are kept in parts per million so the credit counters are exact integer arithmetic.
 constexpr uint32_t kPpmOne = 1000000;
 
@@ -71,14 +68,11 @@ struct CallCredit {
 // candidate (at 100,000 ranks a ring arm is priced 1,500x NCCL's pick and really costs seconds
 // per call), except that the kMinChallengers best arms by prior always are. The cut is wide
 // because priors are models: the winners the simulator's library plants sit at up to 4x.
-constexpr double kPriorCutoff = 8.0;
-constexpr int kMinChallengers = 2;
 // Do no harm: a challenger gets a single probe until its first cost is back. Probes are committed
 // on the prior's expectation, and a prior can be wrong (on a 2-core CPU host halving-doubling is
 // priced cheapest and costs twice the default); the first cost lets the hopeless rule drop the arm
 // before more probes are spent on it, so a wrong prior costs at most one probe per arm.
 // A gated candidate waiting for a cost that does not come stops waiting after this many rounds.
-constexpr uint8_t kMaxWaitRounds = 2;
 
 // --- Early elimination ------------------------------------------------------------------------
 // Hopeless: a challenger whose cheapest cost so far exceeds the incumbent's worst recent cost
@@ -86,25 +80,18 @@ constexpr uint8_t kMaxWaitRounds = 2;
 // kHopelessRatio times the incumbent's centre or, by the state's noise level, confidently its
 // upper bound, is eliminated after as few costs as make "all of them outliers" less likely than
 // kHopelessFalseRate (one while the state has shown no outlier; at most kMaxHopelessNeed).
-constexpr double kHopelessRatio = 2.0;
-constexpr uint64_t kHopelessMinReference = 3;  // incumbent costs needed for that comparison
-constexpr double kHopelessFalseRate = 0.001;
-constexpr uint32_t kMaxHopelessNeed = 4;
 
 // --- Change detection and recovery ------------------------------------------------------------
 // Re-opening after an alarm (or a runner-up that became confidently cheaper) re-probes only the
 // kRecoveryArms best arms by their last known centre, the incumbent included, at the exploring
 // budget; the others are parked.
-constexpr int kRecoveryArms = 3;
 // A measured arm beyond kFarBeyondRatio x the default keeps its word on the group's evidence board
 // through a re-open (arm_evidence.h): no change of regime makes it a winner.
-constexpr double kFarBeyondRatio = 10.0;
 static_assert(kRecoveryArms >= 2, "the incumbent and a challenger are always re-probed");
 // After an alarm on a rise of the incumbent's cost by more than this fraction, the best re-probed
 // arm by its last known centre takes over at once (provisionally) if it was cheaper than the
 // incumbent is now: e.g. congestion tripled the incumbent's cost. Smaller shifts, and false
 // alarms, leave the incumbent in place until a challenger confidently beats it.
-constexpr double kProvisionalShift = 0.2;
 // sqrt(pi/2), rounded: a normal sample's median has this many times its mean's standard error.
 // The runner-up re-check and the rollback check bound a median of recent costs with it.
 constexpr double kMedianSeRatio = 1.2533;
@@ -112,7 +99,6 @@ constexpr double kMedianSeRatio = 1.2533;
 // --- Do no harm -------------------------------------------------------------------------------
 // The prior's ratio of an arm's cost to the default's is treated as the median of a log-normal
 // with this spread: an arm priced at 4x the default has ~8% chance of being cheaper.
-constexpr double kPriorSigma = 1.0;
 // Measuring costs the job consensus rounds (MeasureCost): a state that measures sparsely pays a
 // round per measured call, one that measures densely a K-th of one. Outside warm-up, a state
 // measures its incumbent's every call only while probes flow, and where rounds cost something only
@@ -123,10 +109,6 @@ constexpr double kPriorSigma = 1.0;
 // a round are all measured. Of the measured calls of a settled non-default incumbent, the head's
 // converged_budget fraction run the default instead (the rollback check), a fraction that halves
 // every time the check confirms the incumbent.
-constexpr double kLearningOverhead = 0.005;
-constexpr double kWatchOverhead = 0.001;
-constexpr double kMinWatchFraction = 1.0 / 4096;
-constexpr uint32_t kMinCheckPpm = 250;  // 1 in 4000 measured calls
 // Events kept per state for stats() (the most recent).
 constexpr size_t kMaxEvents = 12;
 
@@ -164,18 +146,13 @@ struct RegretBudget {
 // simulated LLM step spreads 0.91% of headroom over two bucket states, and with the margin the
 // 16 MiB one kept the default under every rung (benchmarks/sim/step_time.py --steps 1200: 80% of
 // the headroom settled, 99% without the margin; --seeds 10: 36% over the run, 47% without).
-constexpr double kStepTrialMargin = 0.005;
-constexpr double kFootprintStep = 0.75;
-constexpr double kFootprintMaxSlowdown = 1.5;
 // A cap holding less than this share of the channels NCCL reports running the state's default on
 // is dropped. The catalog derives its caps (a half and a quarter) from the channel count its
 // topology gives; when NCCL runs on many more (a described topology: 4 assumed, 32 real), those
 // caps hold a sliver of the machine: per call up to 1/share slower, priced by the prior as if
 // they held a half, and a first probe cannot be undone (simulator, LLM step: `ring/Simple/c2` of
 // 32 channels at 15.5x, 0.44% of the run).
-constexpr double kMinCapShare = 0.25;
 // A per-call switch by less than kTieRatio is a near tie, cross-checked (below).
-constexpr double kTieRatio = 1.1;
 // --- Cross-check of a per-call switch ----------------------------------------------------------
 // A challenger that took over on per-call costs (not by a step trial) by less than kTieRatio is
 // judged again from the other side: the previous incumbent is probed among the new incumbent's
@@ -191,12 +168,10 @@ constexpr double kTieRatio = 1.1;
 // for confidence either way (kConfidenceZ), up to kCrossCheckCapFactor x min_samples probes,
 // after which the estimate decides: with 5-8% noise per cost, six a side judged true ties and
 // 2% losses either way.
-constexpr uint32_t kCrossCheckCapFactor = 4;
 // --- Probe skew ---------------------------------------------------------------------------------
 // The group's next call after a probe that cost kSkewRatio x its state's incumbent or more is not
 // folded into anything (Learner::apply_round): over an emulated WAN, rd at 4 MiB ended 112-314 ms
 // in on the four ranks, and the default's next call then measured 254-431 ms against ~125.
-constexpr double kSkewRatio = 1.5;
 
 // Why a step trial's challenger was proposed: faster per call, holding less (footprint descent),
 // or holding less (a footprint rung of the descent).

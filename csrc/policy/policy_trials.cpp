@@ -14,21 +14,16 @@ namespace dynamiccl {
 // A trial is looked at every round, so its bound is wider than a single test's: about 3 standard
 // errors keeps the chance that a neutral arm is judged either way over 40 looks near 5%. A verdict
 // needs at least kFirstLookPairs pairs (the spread of fewer says little).
-constexpr double kTrialZ = 3.0;
-constexpr double kFirstLookPairs = 4;
 // A trial whose state runs in most steps stops without a verdict after this many steps per pair
 // it needed (max_trial_pairs), if its pairs have not come.
-constexpr uint64_t kMaxTrialStepsPerPair = 16;
 // Futility: from this share of max_trial_pairs on, a trial whose pairs do not show the step
 // shortened even by the margin (their mean, not a bound) ends as one without effect. A challenger
 // that shortens the step by what max_trial_pairs can tell from noise rarely trends the wrong way
 // by then, while a null one does half the time at each look. (CPU, 4 ranks, DDP: trials of arms
 // faster per call without effect on the step ran their 48 pairs, ~220 calls of the bucket state,
 // while rd, 30% shorter steps, waited.)
-constexpr double kFutilityLook = 1.0 / 3;
 // A footprint rung that ends shorter on average and is the descent's last runs on, once, to this
 // many times the pairs, without the futility look while its pairs show the step shorter.
-constexpr uint64_t kLastRungPairsScale = 2;
 
 // A challenger whose centre beats the incumbent by the margin without confidence is trialed once
 // its per-call evidence stops growing: probed up to the cap, or held back by a spent do-no-harm

@@ -14,6 +14,7 @@
 #include <deque>
 
 #include "policy/learner.h"
+#include "policy/tuning.h"
 
 namespace dynamiccl {
 
@@ -38,9 +39,6 @@ namespace dynamiccl {
 // than the incumbent's. (An arm 2x faster per call shortened the main job's steps 30%, 4 ranks on
 // 2 cores: every probed pair was more than 10% apart and left out, and its trial took 50-95 steps
 // for 7-25 pairs.)
-constexpr double kProbedPairTolerance = 0.1;
-constexpr double kProbedPairZ = 3.0;
-constexpr int kTrialLanes = 2;  // lag 1 and 2: a third would need lag 4, its start aligned to both
 struct TrialLane {
   int32_t owner = -1;       // the state on trial; -1 none
   uint64_t lag = 1;         // steps from a pair's incumbent step to its challenger step
