@@ -449,15 +449,11 @@ void PolicyState::switch_to_cheapest(double keep) {
     }
   }
   const bool by_step = judged_by_step() && on(Rule::kStepTrials);
-  const bool stalled = best < 0 && by_step && on(Rule::kStalledChallenger);
-  if (stalled) best = stalled_faster(keep);
   if (best < 0) return;
   if (by_step) {
     // Faster on its own is not enough when compute runs beside the call: the step decides.
     if (trial_.challenger < 0 && free_lane() >= 0 && may_open_trial(best, TrialKind::kFaster)) {
       open_trial(best, TrialKind::kFaster);
-    } else if (stalled) {
-      retry_challenger_ = best;  // the state may converge before the board is free
     }
     return;
   }

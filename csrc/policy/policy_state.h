@@ -484,7 +484,6 @@ class PolicyState {
   // (and pay back) while the do-no-harm budget is spent, as long as its pairs show no harm.
   bool pays_back(int challenger, TrialKind kind) const;
   bool may_open_trial(int challenger, TrialKind kind) const;
-  int stalled_faster(double keep) const;
   void retry_stopped_trial();
   void open_trial(int challenger, TrialKind kind);
   void propose_footprint_trial();

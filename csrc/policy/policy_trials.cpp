@@ -25,27 +25,6 @@ namespace dynamiccl {
 // A footprint rung that ends shorter on average and is the descent's last runs on, once, to this
 // many times the pairs, without the futility look while its pairs show the step shorter.
 
-// A challenger whose centre beats the incumbent by the margin without confidence is trialed once
-// its per-call evidence stops growing: probed up to the cap, or held back by a spent do-no-harm
-// budget. (CPU, 4 ranks, DDP: a bucket state measured rd 25-30% below the default per call,
-// without a verdict, while probes of slow arms spent the budget; it kept the default, 1.5x longer
-// steps, or trialed rd only near the end of the job.) The cheapest such challenger, or -1.
-int PolicyState::stalled_faster(double keep) const {
-  const ArmSlot& inc = slots_[incumbent_];
-  const uint32_t cap = probe_cap();
-  int best = -1;
-  for (int i = 0; i < num_slots(); ++i) {
-    const ArmSlot& c = slots_[i];
-    if (i == incumbent_ || c.unavailable || c.eliminated || c.step_rejected ||
-        c.stats.count() < need_ || !(c.view.center < inc.view.center * keep) ||
-        (c.issued < cap && affordable(c))) {
-      continue;
-    }
-    if (best < 0 || c.view.center < slots_[best].view.center) best = i;
-  }
-  return best;
-}
-
 // Faster per call (not a footprint trial) while holding no more of the machine.
 bool PolicyState::pays_back(int challenger, TrialKind kind) const {
   return on(Rule::kTrialPaysBack) && kind == TrialKind::kFaster && !per_call_misleads() &&

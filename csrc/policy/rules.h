@@ -63,9 +63,6 @@ namespace dynamiccl {
   X(kStepTrials, "step_trials",                                                                   \
     "A state judged by step time adopts a challenger faster per call only after a step trial "    \
     "(paired step times); off: it switches per call like an exposed state")                       \
-  X(kStalledChallenger, "stalled_challenger",                                                     \
-    "A challenger cheaper by the margin without confidence whose per-call evidence stopped "      \
-    "growing (probe cap, spent budget) is step-trialed; off: only confident ones are")            \
   X(kTrialPaysBack, "trial_pays_back",                                                            \
     "A step trial of an arm faster per call holding no more may run on a spent do-no-harm "       \
     "budget; off: it waits for the budget like the other trials")                                 \
