@@ -21,6 +21,20 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KEEP_PP = 0.1
 # Do-no-harm rules stay whatever the ablation says (the issue keeps do no harm as it is).
 PROTECTED = {"worth_probing": "do-no-harm gate (b)"}
+# Rules the single-rule ablation found no use for that stay, and why (found while removing them).
+KEPT_ANYWAY = {
+    "pair_clip": "its test guards the do-no-harm ledger against a step holding other work",
+    "repays": "without it the socket-transport scenario of "
+              "test_first_probes_go_in_the_priors_order steps 3% shorter than the default "
+              "instead of 14%",
+    "prior_resolves": "what a learned prior's confidence buys; the library runs no learned prior",
+    "probe_step_kinds": "once the trial rules above were gone, switching it off cost the LLM step "
+                        "1.73 pp of the step oracle's share",
+    "trial_pays_back": "without it the futility test sees 8 of 40 null trials end, not 30",
+    "per_call_misleads": "bounds trial_pays_back (kept)",
+}
+# Rules the ablation would remove that are still in the registry (not done in time).
+PENDING = {"cross_check", "skew_skip", "shared_evidence"}
 # Each rule's own constants (policy/tuning.h).
 CONSTANTS = {
     "prior_cutoff": "kPriorCutoff 8, kMinChallengers 2",
@@ -108,13 +122,43 @@ def main() -> int:
             verdict = f"keep ({PROTECTED[name]})"
         elif worst > KEEP_PP:
             verdict = "keep"
+        elif name in KEPT_ANYWAY:
+            verdict = f"keep: {KEPT_ANYWAY[name]}"
+        elif name in PENDING:
+            verdict = "remove (pending: still in the registry)"
         else:
-            verdict = "remove"
+            verdict = "removed"
         keep += verdict.startswith("keep")
-        remove += verdict == "remove"
+        remove += verdict.startswith("remove")
         lines.append(f"| `{name}` | {doc} | {CONSTANTS.get(name, '-')} | {_harm(e)} | "
                      f"{_harm(d)} | {verdict} |")
-    lines += ["", f"{keep + remove} rules: {keep} kept, {remove} to remove.", ""]
+    lines += [
+        "",
+        f"{keep + remove} rules: {keep} kept, {remove} removed or to remove.",
+        "",
+        "## Before and after",
+        "",
+        "| | before | after |",
+        "|---|---|---|",
+        f"| named rules (registry) | {keep + remove} | {keep + len(PENDING)} |",
+        "| tuning constants | 57 | 49 (all in `csrc/policy/tuning.h`) |",
+        "",
+        "Tuning constants before: the numeric `constexpr` thresholds of `csrc/policy` (66) less "
+        "the math constants (kMadToSigma, kMedianSeRatio), units (kPpmOne), table and buffer sizes "
+        "(kNumKeys, kMaxEvents, kMaxProbesAwaited, SampleWindow::kCapacity), the summary "
+        "cadence (kSummaryEvery) and the "
+        "agreement check (kAgreementCalls). Removed: kLastLookZ, kMaxTieTrials, "
+        "kMajorityOutlierRate, kTailMinReference, kMaxNeedFactor, kMaxNeedSearch, "
+        "kProbesPerRoundGain, kTailWeight. The targets (half of each) are not met: 28 rules and "
+        "49 constants remain.",
+        "",
+        "Every figure of `benchmarks/sim` and `benchmarks/sim/described` after the removals is "
+        "within 0.2 pp of before (largest: probe share of defaults_right_ddp_overlapped, "
+        "+0.12 pp). The ablation tables above are of the rules as they were before any removal; "
+        "removals interact (probe_step_kinds), so each removal was checked against the tests "
+        "and the figures again.",
+        "",
+    ]
     with open(os.path.join(HERE, "ablation.md"), "w", encoding="utf-8") as f:
         f.write("\n".join(lines))
     print("\n".join(lines))
