@@ -9,6 +9,7 @@
 #include "bindings.h"
 #include "nccl_model/cost_model.h"
 #include "nccl_plugin/dynamiccl_nccl.h"
+#include "policy/rules.h"
 
 namespace dynamiccl {
 namespace {
@@ -49,6 +50,15 @@ void bind_vocabulary(py::module_& m) {
   m.def("vocabulary", &vocabulary,
         "Every name list the core defines (ops, roles, modes, engines, ...), indexed by value.");
   m.def("size_bin", &size_bin, "The learner's size bin of a byte count.");
+  m.def(
+      "learner_rules",
+      [] {
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const RuleInfo& r : rule_infos()) out.emplace_back(r.name, r.description);
+        return out;
+      },
+      "The learner's named rules, (name, description) in declaration order: what the "
+      "simulator's --ablate switches off.");
 }
 
 }  // namespace

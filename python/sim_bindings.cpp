@@ -113,7 +113,9 @@ void bind_sim(py::module_& m) {
   bind_results(s);
   s.def(
       "run",
-      [](const sim::ScenarioSpec& spec, std::shared_ptr<prior::Model> model) {
+      [](const sim::ScenarioSpec& spec, std::shared_ptr<prior::Model> model,
+         const std::vector<std::string>& rules_off) {
+        const RuleSet rules = RuleSet::without(rules_off);  // before the GIL is released
         sim::CatalogWrapper wrap;
         if (model) {
           wrap = [model](std::shared_ptr<const ArmCatalog> base, const nccl::GroupShape& shape) {
@@ -122,11 +124,12 @@ void bind_sim(py::module_& m) {
           };
         }
         py::gil_scoped_release release;
-        return sim::run_scenario(spec, wrap);
+        return sim::run_scenario(spec, wrap, rules);
       },
       py::arg("spec"), py::arg("prior") = nullptr,
-      "Run a scenario through the learner (with a learned prior: a PriorModel); returns a "
-      "SimResult.");
+      py::arg("rules_off") = std::vector<std::string>{},
+      "Run a scenario through the learner (with a learned prior: a PriorModel; with the learner "
+      "rules named in rules_off switched off, to measure what they buy); returns a SimResult.");
   s.def(
       "arm_costs",
       [](const sim::ScenarioSpec& spec, const std::string& group, const std::string& op,

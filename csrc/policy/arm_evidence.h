@@ -38,10 +38,9 @@
 #include <vector>
 
 #include "core/types.h"
+#include "policy/tuning.h"
 
 namespace dynamiccl {
-
-constexpr double kEvidenceFactor = 1.5;
 
 class ArmEvidenceBoard {
  public:

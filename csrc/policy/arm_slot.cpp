@@ -80,7 +80,6 @@ void ArmSlot::clear_regime() {
   fresh = 0;
   eliminated = false;
   resolved = false;
-  confirm = false;
   waited = 0;
   dirty = false;
 }

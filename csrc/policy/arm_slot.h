@@ -11,24 +11,19 @@
 
 #include "core/types.h"
 #include "policy/arm_stats.h"
+#include "policy/tuning.h"
 
 namespace dynamiccl {
 
 // Confidence multiplier of the intervals used to eliminate, switch and re-check (~95% two-sided
 // for a normal mean; the minimum sample count keeps the normal approximation reasonable).
-constexpr double kConfidenceZ = 2.0;
 
 // Costs beyond median +- kClipSpreads robust spreads (MAD-based, at least kMinRelSpread of the
 // median, from the arm's recent window once it holds kMinRobustWindow costs) are clipped before
 // they enter the centre an arm is compared by (a winsorized mean).
-constexpr double kClipSpreads = 3.0;
-constexpr double kMinRelSpread = 0.01;
-constexpr int kMinRobustWindow = 3;
 // A cost beyond kOutlierSpreads robust spreads above the median (of a window of at least
 // kMinOutlierWindow costs) counts as an outlier: a heavy-tail event, about one normal cost in a
 // billion. The state's rate of them sets how much evidence its decisions need.
-constexpr double kOutlierSpreads = 6.0;
-constexpr int kMinOutlierWindow = 8;
 // Once the window holds only part of a long regime, its order statistics (clip bounds, robust
 // spread, worst recent cost) are recomputed every kSummaryEvery costs rather than every round.
 constexpr uint32_t kSummaryEvery = 8;
@@ -76,7 +71,6 @@ struct ArmSlot {
   bool step_adopted = false;      // a step trial found it shortens the step (overlapped)
   bool cross_rejected = false;    // a cross-check undid its per-call switch: not adopted again
   bool gated = false;             // a challenger: waits for its first cost before more probes
-  bool confirm = false;           // eliminated on one cost among heavy tails: one more probe
   bool dirty = false;             // costs arrived since the view was computed
   uint8_t waited = 0;             // rounds a gated probe's cost has been awaited
   // Do no harm (learner.h). From the prior, fixed: the expected extra cost of one probe and the
@@ -87,9 +81,8 @@ struct ArmSlot {
   // Until its first cost, priced at prior_us x this: what the group's measured costs say of the
   // prior (arm_evidence.h); 1 when they say nothing.
   double evidence_factor = 1.0;
-  // Refreshed every round: what one more probe's call is expected to cost over the default (µs;
-  // the round it may bring about is reserved apart, PolicyState::probe_commit_us), and what this
-  // arm's probes whose costs are still in flight reserved.
+  // Refreshed every round: what one more probe's call is expected to cost over the default (µs),
+  // and what this arm's probes whose costs are still in flight reserved.
   double expected_extra_us = 0;
   double inflight_extra_us = 0;
   uint32_t inflight_probes = 0;

@@ -5,12 +5,14 @@
 //
 // Robust to heavy-tailed costs in three ways: the upward sum reads the cheapest of the last three
 // costs and the downward one the dearest (a shift must persist to show, slow outliers reach the
-// upward sum only three in a row), each input moves a sum by at most kMaxStep spreads
+// upward sum only three in a row), each input moves a sum by at most kCusumMaxStep spreads
 // (winsorized), and the caller raises the threshold with the rate of outliers it has seen. The
 // filters also take ~0.85 spreads off normal noise in each direction, on top of the drift.
 #pragma once
 
 #include <cstdint>
+
+#include "policy/tuning.h"
 
 namespace dynamiccl {
 
@@ -20,10 +22,8 @@ class Cusum {
 
   // A single input moves a sum by at most this many spreads, so even a run of three outliers
   // (which the filter lets through) cannot raise an alarm by itself.
-  static constexpr double kMaxStep = 3.0;
   // A cheaper incumbent loses nothing while it goes unnoticed (only a possibly better arm is
   // missed), so the downward alarm asks for this much more evidence.
-  static constexpr double kDownFactor = 1.5;
 
   // threshold: alarm level; drift: slack subtracted per sample (both in spreads).
   void configure(double threshold, double drift) {

@@ -24,7 +24,6 @@ constexpr int kNumKeys = kNumRoles * kNumOps * kNumSizeBins * kNumExposures * 2;
 // are this many, until then the median of the job's first this many rounds, whatever ran in them
 // (a job usually has one default-only round, before probing begins: a lucky one, as the baseline
 // alone, froze the main job's states at step 20 in 4 of 22 runs).
-constexpr int kFirstRounds = 3;
 // Consecutive regressed rounds before the step-time guard acts: one slow round (a checkpoint
 // write, an evaluation pass) must not freeze a whole job's exploration for good. Where the group
 // marks no steps, its rounds are its steps: a round is a few calls, whose time on shared cores is
@@ -32,14 +31,10 @@ constexpr int kFirstRounds = 3;
 // median duration, benchmarks/results/cost_statistics.md), and two slow rounds in a row come by
 // chance (one round in ten slowed by an exponential tail of the step's mean: 14 of 40 jobs frozen
 // with two, none with three; Learner.TheGuardOnRoundsAsStepsLooksBeyondTheirTail).
-constexpr int kRegressionRounds = 2;
-constexpr int kRegressionRoundsUnmarked = 3;
 // A regressed round is also beyond the step time's own noise: kGuardZ of its round-to-round
 // standard deviation (with the baseline's error), estimated from the last kNoiseRounds rounds.
 // On the main job (4 ranks on 2 cores) rounds of ~5 steps spread 8-13% around their trend while
 // probing: 10% alone is inside that.
-constexpr double kGuardZ = 2.0;
-constexpr int kNoiseRounds = 16;
 // A trial's pair is winsorized: its two steps' difference is held within the shorter step, or
 // within kPairClipZ spreads of the difference between successive steps where that is wider
 // (kMadToSigma x their median absolute difference over the last SampleWindow::kCapacity). A step
@@ -47,9 +42,6 @@ constexpr int kNoiseRounds = 16;
 // doing: in a loop whose rounds are its steps, beside another group's windows of calls, one such
 // pair credited 3.7 s to a state whose budget was 60 ms, which then paid for probes it could not
 // afford. An arm that doubles the step is still charged in full.
-constexpr double kPairClipZ = 5.0;
-// How many probes a round carries, expected: the rounds that carried some, with this gain.
-constexpr double kProbesPerRoundGain = 0.125;
 
 inline int state_key(int role, int op, int bin, Exposure exposure, bool fused) {
   return (((role * kNumOps + op) * kNumSizeBins + bin) * kNumExposures +
@@ -113,10 +105,9 @@ struct Learner::Impl {
   std::unique_ptr<RegretBudget> budget = std::make_unique<RegretBudget>();
   std::unique_ptr<StepTrialBoard> trials = std::make_unique<StepTrialBoard>();
   std::unique_ptr<ArmEvidenceBoard> evidence = std::make_unique<ArmEvidenceBoard>();
-  MeasureCost measure;          // the last known cost of measuring
-  double probes_per_round = 1;  // over the rounds that carried probes (a moving average)
-  bool last_probe = false;      // the group's previous decision was a probe
-  bool long_probe = false;      // the previous outcome applied was a long probe (kSkewRatio)
+  MeasureCost measure;      // the last known cost of measuring
+  bool last_probe = false;  // the group's previous decision was a probe
+  bool long_probe = false;  // the previous outcome applied was a long probe (kSkewRatio)
 
   // Restored snapshots of states not seen yet; applied when the state is created.
   std::array<int32_t, kNumKeys> pending_index;  // key -> index into pending, -1 = none
@@ -150,7 +141,7 @@ struct Learner::Impl {
     const uint32_t id = static_cast<uint32_t>(states.size());
     const int role = static_cast<int>(ctx.role);
     states.emplace_back(id, ctx, bin, config.heads[role], *catalog, budget.get(), trials.get(),
-                        evidence.get());
+                        evidence.get(), config.rules);
     index[key] = static_cast<int32_t>(id);
     PolicyState& s = states.back();
     if (pending_index[key] >= 0) {
@@ -182,7 +173,8 @@ struct Learner::Impl {
       t.marks.pop_front();
       for (int j = 0; j < kTrialLanes; ++j) {
         // The step's time without what its exposed probes' own calls added to it.
-        if (mark.used[j]) take_lane_step(t.lanes[j], step, us - mark.probe_extra_us, mark.probed);
+        const double extra = config.rules.on(Rule::kProbeStepExtra) ? mark.probe_extra_us : 0.0;
+        if (mark.used[j]) take_lane_step(t.lanes[j], step, us - extra, mark.probed);
       }
     }
   }
@@ -195,7 +187,14 @@ struct Learner::Impl {
       incumbent = {us, step, probed};
     } else if (std::isfinite(incumbent.us) && incumbent.step + lane.lag == step) {
       PolicyState& owner = states[lane.owner];
-      if (!(probed || incumbent.probed) || owner.keeps_probed_pair(incumbent.us, us)) {
+      const bool probed_pair = probed || incumbent.probed;
+      if (!probed_pair ||
+          (config.rules.on(Rule::kProbedPairs) && owner.keeps_probed_pair(incumbent.us, us))) {
+        if (!config.rules.on(Rule::kPairClip)) {
+          owner.add_trial_pair(incumbent.us, us);
+          incumbent = {};
+          return;
+        }
         // Winsorized: the longer step is brought within `limit` of the other (kPairClipZ).
         const double spread = kPairClipZ * kMadToSigma *
                               successive_steps.median_recent(SampleWindow::kCapacity);
@@ -352,7 +351,6 @@ void Learner::apply_round(const RoundResult& round) {
   }
   const int payers = probes > 0 ? probes : measured;
   const double round_share_us = learning && payers > 0 ? round.round_cost_us / payers : 0.0;
-  if (probes > 0) m.probes_per_round += (probes - m.probes_per_round) * kProbesPerRoundGain;
   for (const CallOutcome& c : round.calls) {
     if (c.state_id >= n) continue;
     PolicyState& s = m.states[c.state_id];
@@ -363,7 +361,7 @@ void Learner::apply_round(const RoundResult& round) {
     // ranks wait in it for the late one, so its cost (max over ranks) is mostly the probe's skew,
     // which the probe's own cost already holds. Folded in, it raised the incumbent's worst recent
     // cost, which kept hopeless challengers from being eliminated, and so probed on (kSkewRatio).
-    const bool skewed = c.after_probe && m.long_probe;
+    const bool skewed = m.config.rules.on(Rule::kSkewSkip) && c.after_probe && m.long_probe;
     m.long_probe = c.probe && timed && s.long_probe(c.cost_us);
     // Untimed, it added nothing its step can be cleared of; taken all the same, so that the costs
     // that follow pair with their own probes.
@@ -380,7 +378,7 @@ void Learner::apply_round(const RoundResult& round) {
   }
   m.take_step_times(round);
   if (learning) {
-    m.measure = {round.round_cost_us, round.round_calls, round.round_cost_us / m.probes_per_round};
+    m.measure = {round.round_cost_us, round.round_calls};
     for (PolicyState& s : m.states) s.evaluate(m.measure);
     if (!m.guard_frozen) m.check_guards(round, nondefault_used);
   }

@@ -27,8 +27,8 @@
 //               incumbent is probed among the new one's calls, and the switch stands only if the
 //               two sides together still clear the margin (a probe's position can bias its cost);
 //   re-open   : a robust two-sided CUSUM on the incumbent's cost ("trigger agent") raises an
-//               alarm on a sustained shift; the previous best few arms are re-probed first, in a
-//               short burst, the others only if that is inconclusive;
+//               alarm on a sustained shift; the previous best few arms are re-probed, the
+//               others parked;
 //   settled   : once the incumbent has held for `settle_calls` calls, the state stops probing and
 //               asks for the costs of only a fraction of its calls, so that measuring costs at
 //               most 0.1% of its time (RoundResult::round_cost_us): its other calls cost what
@@ -43,8 +43,7 @@
 //   (a) when the state can afford it: realized + in flight + the probe's expected extra stays
 //       within `regret_budget` x the time the state's calls would have cost on the default
 //       (calls x the default's cost), or the probe repays: the arm's costs put it confidently
-//       below the default (PolicyState::repays); an arm far beyond the incumbent that the budget
-//       cannot pay for is passed over, not waited for, and
+//       below the default (PolicyState::repays), and
 //   (b) for an arm never measured, when it is worth it: the expected saving per call (if the arm
 //       turns out cheaper) times the calls the state has seen (its expected remaining life)
 //       exceeds the expected extra cost of probing it. Both expectations treat the arm's true
@@ -67,6 +66,7 @@
 
 #include "core/types.h"
 #include "policy/arm_catalog.h"
+#include "policy/rules.h"
 
 namespace dynamiccl {
 
@@ -111,6 +111,9 @@ struct LearnerConfig {
   std::array<HeadConfig, kNumRoles> heads = default_heads();
   double step_regression = 0.10;  // guard: step time worse than baseline by this fraction
   int loss_stall_rounds = 20;     // guard: rounds without loss improvement during exploration
+  // The learner's named rules (policy/rules.h), all on: tests and the simulator's ablations
+  // switch some off; nothing a user sets reaches it.
+  RuleSet rules;
   static std::array<HeadConfig, kNumRoles> default_heads();
 };
 

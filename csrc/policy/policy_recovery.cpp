@@ -1,6 +1,5 @@
-// What a learner state does after a change: a focused re-open (the best few arms re-probed in
-// a burst, the rest parked) and, at its end, the check that widens the search again when the
-// re-probe was inconclusive.
+// What a learner state does after a change: a focused re-open (the best few arms re-probed, the
+// rest parked).
 #include "policy/policy_state.h"
 
 #include <algorithm>
@@ -14,7 +13,7 @@ namespace dynamiccl {
 // incumbent's `keep_incumbent` most recent costs (those the alarm found to belong to the new
 // regime) are kept to judge a provisional switch, and stay only if it loses its place. Rather
 // than re-learning from scratch, only the kRecoveryArms best arms by their last known centre are
-// re-probed (a burst at 100% budget); the rest are parked. The incumbent keeps its place until a
+// re-probed; the rest are parked. The incumbent keeps its place until a
 // challenger confidently beats it, except after a large shift (below).
 void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower) {
   const int from = incumbent_;
@@ -23,7 +22,8 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
     a.prev_center = !a.unavailable && a.view.n > 0 ? a.view.center : INFINITY;
   }
   // Focus set: the incumbent, the challenger, then the best others by previous centre.
-  int focus[kRecoveryArms];
+  const int max_focus = on(Rule::kFocusedReopen) ? kRecoveryArms : num_slots();
+  std::vector<int> focus(static_cast<size_t>(std::max(max_focus, 2)));
   int n_focus = 0;
   const auto in_focus = [&](int i) {
     for (int k = 0; k < n_focus; ++k) {
@@ -33,7 +33,7 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
   };
   focus[n_focus++] = from;
   if (challenger >= 0 && challenger != from) focus[n_focus++] = challenger;
-  while (n_focus < kRecoveryArms) {
+  while (n_focus < max_focus) {
     int best = -1;
     for (int i = 0; i < num_slots(); ++i) {
       const ArmSlot& a = slots_[i];
@@ -51,7 +51,7 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
     } else {
       a.clear_regime();
     }
-    const bool focused = in_focus(i);
+    const bool focused = !on(Rule::kFocusedReopen) || in_focus(i);
     a.parked = !focused && !a.unavailable;
     a.gated = !focused && a.arm != kDefaultArm;
     // A focused arm is re-probed now, whatever gate (b) said of a first probe: a challenger that
@@ -67,7 +67,8 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
   // the same change.
   const ArmSlot& now = slots_[from];
   const double margin = head_.switch_margin;
-  if (slower && now.view.n > 0 && now.lowest > now.prev_center * (1.0 + kProvisionalShift)) {
+  if (on(Rule::kProvisionalSwitch) && slower && now.view.n > 0 &&
+      now.lowest > now.prev_center * (1.0 + kProvisionalShift)) {
     int best = -1;
     for (int k = 1; k < n_focus; ++k) {
       const double p = slots_[focus[k]].prev_center;
@@ -86,37 +87,11 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
                        : "reopened: the incumbent got cheaper",
        from, incumbent_);
   focus_from_ = from;
-  burst_ = true;
   phase_ = LearnPhase::kProbing;
   budget_ppm_ = probe_ppm_;
   rr_cursor_ = 0;
   runner_up_ = -1;
   cusum_.reset();
-}
-
-// End of a focused re-probe: when the incumbent it started from really became slower and none
-// of the arms it re-probed beats it by the margin now (a provisional switch does not count), the
-// ranking that chose them is in doubt, so the parked arms join the search (true), but those far
-// beyond the incumbent before (kFarBeyondRatio). Otherwise the parked arms stay out (false).
-bool PolicyState::unpark_if_inconclusive() {
-  if (focus_from_ < 0) return false;
-  const ArmSlot& from = slots_[focus_from_];
-  const double keep = 1.0 - head_.switch_margin;
-  const bool improved = incumbent_ != focus_from_ &&
-                        slots_[incumbent_].view.center < from.view.center * keep;
-  const bool slower = std::isfinite(from.prev_center) &&
-                      from.view.center > from.prev_center * (1.0 + head_.switch_margin);
-  focus_from_ = -1;
-  if (improved || !slower) return false;
-  bool any = false;
-  for (ArmSlot& a : slots_) {
-    if (!a.parked || a.prev_center > kFarBeyondRatio * from.prev_center) continue;
-    a.parked = false;
-    a.gated = a.arm != kDefaultArm;
-    a.resolved = false;
-    any = true;
-  }
-  return any;
 }
 
 }  // namespace dynamiccl

@@ -73,7 +73,8 @@ double best_positive_prior(const std::vector<Ranked>& challengers, const Ranked&
 // overlapped state also keeps, for each footprint below the default's that the list lacks, the
 // best arm by prior that holds it (within the cut): the rungs of its footprint descent.
 std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, const CollectiveContext& ctx,
-                                    size_t n_arms, int max_candidates, bool overlapped) {
+                                    size_t n_arms, int max_candidates, bool overlapped,
+                                    bool cutoff) {
   const std::vector<ArmPrior> priors = catalog.priors(ctx);
   const std::vector<double> analytic = catalog.analytic_costs_us(ctx);
   if (priors.size() != n_arms || analytic.size() != n_arms) {
@@ -101,14 +102,15 @@ std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, const CollectiveC
   size_t keep = 0;
   while (keep < ranked.size() && keep < others &&
          (keep < static_cast<size_t>(kMinChallengers) ||
-          (!ranked[keep].pruned && (!priced || ranked[keep].prior <= kPriorCutoff * best_prior)))) {
+          (!ranked[keep].pruned &&
+           (!priced || !cutoff || ranked[keep].prior <= kPriorCutoff * best_prior)))) {
     ++keep;  // sorted: the first arm pruned or beyond the cut ends the list
   }
   const std::vector<Ranked> rest(ranked.begin() + keep, ranked.end());
   ranked.resize(keep);
   for (const Ranked& r : rest) {  // in prior order: the first of a footprint is its best
     if (!overlapped || r.pruned || r.footprint >= def.footprint ||
-        (priced && r.prior > kPriorCutoff * best_prior))
+        (priced && cutoff && r.prior > kPriorCutoff * best_prior))
       continue;
     const bool held = std::any_of(ranked.begin(), ranked.end(),
                                   [&](const Ranked& k) { return k.footprint == r.footprint; });
@@ -124,8 +126,9 @@ std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, const CollectiveC
 PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin,
                          const HeadConfig& head, const ArmCatalog& catalog,
                          RegretBudget* group_budget, StepTrialBoard* trials,
-                         ArmEvidenceBoard* evidence)
+                         ArmEvidenceBoard* evidence, RuleSet rules)
     : id_(id),
+      rules_(rules),
       role_(ctx.role),
       op_(ctx.op),
       size_bin_(size_bin),
@@ -145,8 +148,9 @@ PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin
     throw std::logic_error(std::string("arm catalog returned ") + std::to_string(arms.size()) +
                            " arms for op " + op_name(op_) + " (accepted: 1..32767)");
   }
-  const std::vector<Ranked> ranked = rank_candidates(catalog, ctx, arms.size(), head.max_candidates,
-                                                     exposure_ == Exposure::kOverlapped);
+  const std::vector<Ranked> ranked = rank_candidates(
+      catalog, ctx, arms.size(), head.max_candidates,
+      exposure_ == Exposure::kOverlapped && on(Rule::kFootprintDescent), on(Rule::kPriorCutoff));
   slot_of_arm_.assign(arms.size(), -1);
   slots_.reserve(ranked.size());
   for (const Ranked& r : ranked) {
@@ -222,9 +226,11 @@ void PolicyState::exchange_evidence() {
       evidence_->post(id_, a.arm, op_, size_bin_, a.footprint, 1.0, 1.0);
     }
     if (a.issued > 0) continue;  // its first cost is coming
-    const double same_arm = evidence_->arm_factor(op_, size_bin_, a.arm);
-    const double caps = a.footprint < 1.0 ? evidence_->cap_factor(op_, size_bin_, a.footprint)
-                                          : 1.0;
+    const double same_arm = on(Rule::kSharedEvidence) ? evidence_->arm_factor(op_, size_bin_, a.arm)
+                                                      : 1.0;
+    const double caps = a.footprint < 1.0 && on(Rule::kCapPricing)
+                            ? evidence_->cap_factor(op_, size_bin_, a.footprint)
+                            : 1.0;
     // A dearer word wins over a cheaper one.
     const double f = same_arm > 1.0 ? std::max(same_arm, caps) : caps;
     if (f == a.evidence_factor) continue;
@@ -241,7 +247,9 @@ void PolicyState::exchange_evidence() {
   set_prior_ratios();
   // Gate (b) again for the arms still without a probe: a dearer price may defer them.
   for (ArmSlot& a : slots_) {
-    if (a.issued == 0 && a.stats.count() == 0 && calls_ < a.worth_from_call) a.deferred = true;
+    if (on(Rule::kWorthProbing) && a.issued == 0 && a.stats.count() == 0 &&
+        calls_ < a.worth_from_call)
+      a.deferred = true;
   }
 }
 
@@ -284,7 +292,7 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
   // An arm adopted by a step trial shortens the step: its per-call excess is not a cost.
   if (i != default_slot_ && ref_us_ > 0 && i != trial_.challenger) {
     double extra = a.view.winsorized(cost_us) - ref_us_;
-    if (a.step_adopted) extra = std::min(extra, 0.0);
+    if (a.step_adopted && on(Rule::kStepAdoptedFree)) extra = std::min(extra, 0.0);
     extra_us_ += extra;
     group_->spent_us += extra;  // savings (negative) count as credit
   }
@@ -300,8 +308,8 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
   ++a.samples;
   ++a.fresh;
   if (!watch) return false;
-  const Cusum::Alarm alarm = cusum_.add(
-      cost_us, a.view.center, cusum_sigma(a.view, head_.switch_margin), 1.0 + kTailWeight * tail_);
+  const Cusum::Alarm alarm = cusum_.add(cost_us, a.view.center,
+                                        cusum_sigma(a.view, head_.switch_margin), 1.0);
   if (alarm == Cusum::Alarm::kNone) return false;
   ++alarms_;
   // The costs since the CUSUM sum last left zero, and the two its filter held back: the new
@@ -314,9 +322,7 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
 
 // The state's outlier rate, pooled over its arms (slow calls hit whatever arm runs), and what it
 // implies: the costs an early elimination rests on, so that all of them being outliers is less
-// likely than kHopelessFalseRate (one cost while no outlier has been seen, three at 10%), and the
-// costs an arm needs before it is compared: min_samples, or more, so that outliers are unlikely
-// (below kMajorityOutlierRate) to make up half of them, where the winsorized centre breaks down.
+// likely than kHopelessFalseRate (one cost while no outlier has been seen, three at 10%).
 void PolicyState::update_tail() {
   uint64_t outliers = 0, n_all = 0;
   for (const ArmSlot& a : slots_) {
@@ -329,22 +335,6 @@ void PolicyState::update_tail() {
   hopeless_need_ = 1;
   for (double p = q; p > kHopelessFalseRate && hopeless_need_ < kMaxHopelessNeed; p *= q) {
     ++hopeless_need_;
-  }
-  const uint32_t base = static_cast<uint32_t>(head_.min_samples);
-  need_ = base;
-  // With many samples per arm already, an outlier majority is negligible for any real rate.
-  if (n_all < kTailMinReference || !(q > 0) || base > kMaxNeedSearch) return;
-  for (uint32_t n = base; n <= kMaxNeedFactor * base; ++n) {
-    need_ = n;
-    // P(at least ceil(n / 2) outliers among n costs).
-    double term = std::pow(1.0 - q, n);  // k = 0
-    double below = 0;
-    const uint32_t half = (n + 1) / 2;
-    for (uint32_t k = 0; k < half; ++k) {
-      below += term;
-      term *= static_cast<double>(n - k) / static_cast<double>(k + 1) * q / (1.0 - q);
-    }
-    if (1.0 - below <= kMajorityOutlierRate) return;
   }
 }
 
@@ -359,7 +349,7 @@ void PolicyState::update_tail() {
 // min_samples costs.
 bool PolicyState::hopeless(const ArmSlot& c, const ArmSlot& inc) const {
   // Costs seen, not counts restored from a snapshot: `lowest` knows only the former.
-  if (static_cast<uint32_t>(c.window.size()) < hopeless_need_ ||
+  if (!on(Rule::kHopeless) || static_cast<uint32_t>(c.window.size()) < hopeless_need_ ||
       inc.view.n < kHopelessMinReference) {
     return false;
   }
@@ -395,7 +385,7 @@ void PolicyState::evaluate(const MeasureCost& measure) {
   exchange_evidence();
   update_measure_rates(measure);
   update_budget_view();
-  if (frozen_ || phase_ == LearnPhase::kWarmup) return claim_board(false);
+  if (frozen_ || phase_ == LearnPhase::kWarmup) return;
   evaluate_trial();
   update_tail();
   const double keep = 1.0 - head_.switch_margin;  // a challenger wins below keep x the incumbent
@@ -408,11 +398,8 @@ void PolicyState::evaluate(const MeasureCost& measure) {
   retry_stopped_trial();
   // Once converged, the descent also runs while arms woken later are probed per call: it need
   // not wait for all of them (40 steps of the DDP interference scenario's 400 did).
-  if (converged_at_call_ > 0 && judged_by_step()) {
+  if (converged_at_call_ > 0 && judged_by_step() && on(Rule::kFootprintDescent)) {
     propose_footprint_trial();
-    if (footprint_done_) propose_tie_trial();
-  } else {
-    claim_board(false);
   }
   runner_up_ = phase_ == LearnPhase::kExploit ? pick_runner_up() : -1;
 }
@@ -439,7 +426,7 @@ void PolicyState::evaluate_probing(double keep) {
   if (inc_ready) switch_to_cheapest(keep);
   const bool all_resolved = resolve_challengers(inc_ready, keep);
   if (all_resolved && inc_ready) {
-    if (!unpark_if_inconclusive()) converge();
+    converge();
   }
 }
 
@@ -461,16 +448,12 @@ void PolicyState::switch_to_cheapest(double keep) {
       best = i;
     }
   }
-  const bool stalled = best < 0 && judged_by_step();
-  if (stalled) best = stalled_faster(keep);
+  const bool by_step = judged_by_step() && on(Rule::kStepTrials);
   if (best < 0) return;
-  if (judged_by_step()) {
+  if (by_step) {
     // Faster on its own is not enough when compute runs beside the call: the step decides.
-    if (trial_.challenger < 0 && trials_->free_lane() >= 0 &&
-        may_open_trial(best, TrialKind::kFaster)) {
+    if (trial_.challenger < 0 && free_lane() >= 0 && may_open_trial(best, TrialKind::kFaster)) {
       open_trial(best, TrialKind::kFaster);
-    } else if (stalled) {
-      retry_challenger_ = best;  // the state may converge before the board is free
     }
     return;
   }
@@ -480,7 +463,7 @@ void PolicyState::switch_to_cheapest(double keep) {
 void PolicyState::adopt_per_call(int challenger) {
   const double forward = slots_[incumbent_].view.center / slots_[challenger].view.center;
   cross_ = CrossCheck{};  // a check still running was about a switch this one overtakes
-  if (forward < kTieRatio) {
+  if (on(Rule::kCrossCheck) && forward < kTieRatio) {
     cross_.previous = incumbent_;
     cross_.incumbent = challenger;
     cross_.forward = forward;
@@ -573,6 +556,7 @@ bool PolicyState::resolve_challengers(bool inc_ready, double keep) {
 // stops probing: eliminations and switches rest on costs alone, so a wrong prior can miss a gain,
 // never put a slower arm in place.
 bool PolicyState::cannot_win_by_prior(const ArmSlot& c) const {
+  if (!on(Rule::kPriorResolves)) return false;
   const ArmSlot& inc = slots_[incumbent_];
   const double prior_var = c.prior_sigma * c.prior_sigma + inc.prior_sigma * inc.prior_sigma;
   const double prior_ratio = priced_us(c) / inc.prior_us;
@@ -615,15 +599,6 @@ void PolicyState::evaluate_exploit(double keep) {
 void PolicyState::recheck_runner_up(double keep) {
   if (runner_up_ < 0) return;
   ArmSlot& r = slots_[runner_up_];
-  if (r.confirm) {
-    // An arm eliminated on a single cost in a heavy-tailed state gets one more: the first may
-    // have been an outlier that the state's first costs did not yet show to be possible.
-    if (r.stats.count() >= 2) {
-      r.confirm = false;
-      if (!hopeless(r, slots_[incumbent_])) reopen_focused(runner_up_, 0, false);
-    }
-    return;
-  }
   const ArmSlot& inc = slots_[incumbent_];
   // Re-probe afresh: the runner-up's costs since convergence may straddle the change.
   if (fresh_enough(r, inc) && fresh_median_ucb(r, inc) < inc.view.center * keep) {
@@ -653,14 +628,8 @@ void PolicyState::converge() {
   converged_at_call_ = calls_;
   if (!probes_to_converge_) probes_to_converge_ = probes_;
   quiet_since_ = calls_;
-  // By now the state has seen enough costs to know whether its noise has a tail: if it has,
-  // an elimination on a single cost may have been an outlier, and gets one more probe.
-  for (ArmSlot& a : slots_) {
-    a.fresh = 0;
-    a.confirm = tail_ > 0 && a.eliminated && !a.unavailable && a.stats.count() == 1;
-  }
+  for (ArmSlot& a : slots_) a.fresh = 0;
   cusum_.reset();
-  burst_ = false;
   focus_from_ = -1;
 }
 
@@ -734,19 +703,11 @@ void PolicyState::note(const char* what, int from_slot, int to_slot) {
       StateEvent{calls_, trials_->step, what, slots_[from_slot].arm, slots_[to_slot].arm, {}});
 }
 
-// An arm whose single-cost elimination awaits confirmation first; else the best available
-// non-incumbent arm by centre (eliminated ones included: the re-check is how an arm that became
-// cheaper gets a second chance); before any costs, the next one by prior.
+// The best available non-incumbent arm by centre (eliminated ones included: the re-check is how an
+// arm that became cheaper gets a second chance); before any costs, the next one by prior.
 int PolicyState::pick_runner_up() const {
   int best = -1;
   int first = -1;
-  for (int i = 0; i < num_slots(); ++i) {
-    const ArmSlot& a = slots_[i];
-    if (i != incumbent_ && a.confirm && !a.unavailable && !a.parked && !a.step_rejected &&
-        !a.cross_rejected) {
-      return i;
-    }
-  }
   // An arm a step trial or a cross-check rejected is not re-checked per call: it was weighed.
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& a = slots_[i];
@@ -785,6 +746,7 @@ void PolicyState::drop_arm(uint16_t arm) { drop_slot(slot_of(arm), "unavailable 
 void PolicyState::note_default_channels(int channels) {
   if (channels <= reported_channels_) return;
   reported_channels_ = channels;
+  if (!on(Rule::kMinCapShare)) return;
   bool dropped = false;
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& a = slots_[i];
@@ -850,7 +812,6 @@ void PolicyState::freeze() {
   note("frozen by a guard", incumbent_, best);
   incumbent_ = best;
   runner_up_ = -1;
-  burst_ = false;
   focus_from_ = -1;
   cusum_.reset();
 }
@@ -891,7 +852,6 @@ void PolicyState::restore(const StateSnapshot& snap, const std::vector<Arm>& arm
   unsettle();
   budget_ppm_ = converged_ppm_;
   rr_cursor_ = 0;
-  burst_ = false;
   focus_from_ = -1;
   cusum_.reset();
   runner_up_ = frozen_ ? -1 : pick_runner_up();  // frozen: the restored incumbent, nothing else

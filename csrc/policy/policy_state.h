@@ -23,24 +23,22 @@
 #include "policy/arm_slot.h"
 #include "policy/cusum.h"
 #include "policy/learner.h"
+#include "policy/rules.h"
 #include "policy/step_trial_board.h"
+#include "policy/tuning.h"
 
 namespace dynamiccl {
 
 // "Resolved" (this challenger cannot beat the incumbent by the switch margin) is a one-sided
 // question: its lower bound at ~95% one-sided. It only stops probing; it eliminates nothing.
-constexpr double kResolveZ = 1.645;
 // An undecided candidate is probed until it has this many times min_samples calls; after that
 // the incumbent keeps its place (the tie cannot pay for more probing).
-constexpr int kProbeCapFactor = 4;
 // After convergence the probing budget decays towards converged_budget by 1/2^shift per call:
 // about (probe_budget - converged_budget) x 2^shift extra runner-up probes, ~8 at the bulk heads'
 // 50%, i.e. two runner-up re-checks of min_samples. A slower decay (1/64: ~31 probes) cost a
 // few % of step time in training where the runner-up is a near-tie in isolation but slower in
 // the job, and made no better decisions in the simulator's library.
-constexpr int kConvergedDecayShift = 4;
 // CUSUM watches the incumbent once its centre rests on this many costs.
-constexpr uint64_t kCusumMinReference = 32;
 // Budgets are kept in parts per million so the credit counters are exact integer arithmetic.
 constexpr uint32_t kPpmOne = 1000000;
 
@@ -70,56 +68,30 @@ struct CallCredit {
 // candidate (at 100,000 ranks a ring arm is priced 1,500x NCCL's pick and really costs seconds
 // per call), except that the kMinChallengers best arms by prior always are. The cut is wide
 // because priors are models: the winners the simulator's library plants sit at up to 4x.
-constexpr double kPriorCutoff = 8.0;
-constexpr int kMinChallengers = 2;
 // Do no harm: a challenger gets a single probe until its first cost is back. Probes are committed
 // on the prior's expectation, and a prior can be wrong (on a 2-core CPU host halving-doubling is
 // priced cheapest and costs twice the default); the first cost lets the hopeless rule drop the arm
 // before more probes are spent on it, so a wrong prior costs at most one probe per arm.
 // A gated candidate waiting for a cost that does not come stops waiting after this many rounds.
-constexpr uint8_t kMaxWaitRounds = 2;
-
-// --- Evidence under heavy tails ----------------------------------------------------------------
-// Costs an arm needs before it is compared: min_samples, or more so that outliers make up half
-// of them with at most kMajorityOutlierRate probability at the rate the state has shown over at
-// least kTailMinReference costs; at most kMaxNeedFactor x min_samples.
-constexpr double kMajorityOutlierRate = 0.01;
-constexpr uint64_t kTailMinReference = 16;
-constexpr uint32_t kMaxNeedFactor = 2;
-constexpr uint32_t kMaxNeedSearch = 32;  // min_samples above which no more are asked for
 
 // --- Early elimination ------------------------------------------------------------------------
 // Hopeless: a challenger whose cheapest cost so far exceeds the incumbent's worst recent cost
 // short of an outlier (so that normal spread is not mistaken for a slow arm) and either
 // kHopelessRatio times the incumbent's centre or, by the state's noise level, confidently its
 // upper bound, is eliminated after as few costs as make "all of them outliers" less likely than
-// kHopelessFalseRate (one while the state has shown no outlier; at most kMaxHopelessNeed). When
-// the state's costs turn out heavy-tailed, an elimination on a single cost is confirmed by one
-// more probe once the state has converged.
-constexpr double kHopelessRatio = 2.0;
-constexpr uint64_t kHopelessMinReference = 3;  // incumbent costs needed for that comparison
-constexpr double kHopelessFalseRate = 0.001;
-constexpr uint32_t kMaxHopelessNeed = 4;
+// kHopelessFalseRate (one while the state has shown no outlier; at most kMaxHopelessNeed).
 
 // --- Change detection and recovery ------------------------------------------------------------
-// CUSUM alarm level = threshold * (1 + kTailWeight * the state's outlier rate): heavy-tailed
-// costs need more evidence for the same confidence.
-constexpr double kTailWeight = 10.0;
 // Re-opening after an alarm (or a runner-up that became confidently cheaper) re-probes only the
-// kRecoveryArms best arms by their last known centre, the incumbent included, at a burst budget
-// of 100% until each has its calls; the others are parked unless that is inconclusive.
-constexpr int kRecoveryArms = 3;
-// An inconclusive re-probe brings the parked arms back, but not one whose last known centre was
-// beyond kFarBeyondRatio x the incumbent's: no change of regime seen makes it a winner, and its
-// probes cost that much again (over a GPU's socket transport ring/LL cost 57x the default: four
-// probes, 4.6 s, after one re-open).
-constexpr double kFarBeyondRatio = 10.0;
+// kRecoveryArms best arms by their last known centre, the incumbent included, at the exploring
+// budget; the others are parked.
+// A measured arm beyond kFarBeyondRatio x the default keeps its word on the group's evidence board
+// through a re-open (arm_evidence.h): no change of regime makes it a winner.
 static_assert(kRecoveryArms >= 2, "the incumbent and a challenger are always re-probed");
 // After an alarm on a rise of the incumbent's cost by more than this fraction, the best re-probed
 // arm by its last known centre takes over at once (provisionally) if it was cheaper than the
 // incumbent is now: e.g. congestion tripled the incumbent's cost. Smaller shifts, and false
 // alarms, leave the incumbent in place until a challenger confidently beats it.
-constexpr double kProvisionalShift = 0.2;
 // sqrt(pi/2), rounded: a normal sample's median has this many times its mean's standard error.
 // The runner-up re-check and the rollback check bound a median of recent costs with it.
 constexpr double kMedianSeRatio = 1.2533;
@@ -127,7 +99,6 @@ constexpr double kMedianSeRatio = 1.2533;
 // --- Do no harm -------------------------------------------------------------------------------
 // The prior's ratio of an arm's cost to the default's is treated as the median of a log-normal
 // with this spread: an arm priced at 4x the default has ~8% chance of being cheaper.
-constexpr double kPriorSigma = 1.0;
 // Measuring costs the job consensus rounds (MeasureCost): a state that measures sparsely pays a
 // round per measured call, one that measures densely a K-th of one. Outside warm-up, a state
 // measures its incumbent's every call only while probes flow, and where rounds cost something only
@@ -138,10 +109,6 @@ constexpr double kPriorSigma = 1.0;
 // a round are all measured. Of the measured calls of a settled non-default incumbent, the head's
 // converged_budget fraction run the default instead (the rollback check), a fraction that halves
 // every time the check confirms the incumbent.
-constexpr double kLearningOverhead = 0.005;
-constexpr double kWatchOverhead = 0.001;
-constexpr double kMinWatchFraction = 1.0 / 4096;
-constexpr uint32_t kMinCheckPpm = 250;  // 1 in 4000 measured calls
 // Events kept per state for stats() (the most recent).
 constexpr size_t kMaxEvents = 12;
 
@@ -151,10 +118,6 @@ enum class LearnPhase : uint8_t { kWarmup, kProbing, kExploit };
 struct MeasureCost {
   double round_us = 0;  // one round; 0 = unknown (measuring is free)
   int round_calls = 1;  // measured calls one round can carry
-  // What a probe's measurement costs on average: the probes of a round share its price, so a
-  // round over the probes rounds carry. An arm repays its probes only below the default by more
-  // (PolicyState::repays); the budget reserves a window's round whole (probe_commit_us).
-  double probe_us = 0;
 };
 
 // The do-no-harm budget of a group's learner, pooled over its states (learner.h): what learning
@@ -165,8 +128,8 @@ struct RegretBudget {
   double inflight_us = 0;
   double budget_us = 0;
   // The current round window (RoundScheduler: K learned calls) carries a probe: its round will
-  // run and its price is committed, so the window's further probes add only their own extra.
-  // Set by Learner::decide on a probe, cleared at every boundary (Learner::close_window).
+  // run, so the incumbent's calls measured beside the probes bring no round of their own. Set by
+  // Learner::decide on a probe, cleared at every boundary (Learner::close_window).
   bool window_probed = false;
   bool allows(double more_us) const { return spent_us + inflight_us + more_us <= budget_us; }
 };
@@ -183,37 +146,13 @@ struct RegretBudget {
 // simulated LLM step spreads 0.91% of headroom over two bucket states, and with the margin the
 // 16 MiB one kept the default under every rung (benchmarks/sim/step_time.py --steps 1200: 80% of
 // the headroom settled, 99% without the margin; --seeds 10: 36% over the run, 47% without).
-constexpr double kStepTrialMargin = 0.005;
-constexpr double kFootprintStep = 0.75;
-constexpr double kFootprintMaxSlowdown = 1.5;
 // A cap holding less than this share of the channels NCCL reports running the state's default on
 // is dropped. The catalog derives its caps (a half and a quarter) from the channel count its
 // topology gives; when NCCL runs on many more (a described topology: 4 assumed, 32 real), those
 // caps hold a sliver of the machine: per call up to 1/share slower, priced by the prior as if
 // they held a half, and a first probe cannot be undone (simulator, LLM step: `ring/Simple/c2` of
 // 32 channels at 15.5x, 0.44% of the run).
-constexpr double kMinCapShare = 0.25;
-// --- Tie trials (overlapped states) -------------------------------------------------------------
-// After the descent, a converged overlapped state trials its cheapest other arm that holds no more
-// and is within kTieRatio of the incumbent per call: a call's cost depends on what runs beside
-// it, so states each choosing by their own calls can settle where none alone is cheaper per call
-// yet the step is not the shortest (over an emulated WAN: DDP buckets on tree beside a last
-// bucket on rd, 11.8 ms a step where rd for all stepped 10.5-11.6 ms).
-constexpr double kTieRatio = 1.1;
-// A tie trial without effect says that arm ties on the step, not that the next near tie does: its
-// per-call rank was within noise of the trialed one. So the trial passes to the next near tie if it
-// is cheaper per call than the incumbent (one slower is a cost where the default is right), up to
-// kMaxTieTrials per incumbent. Over an emulated WAN a tie trial of `ring` ended without effect and
-// the state kept the default, while `hd`, 6% cheaper per call and never trialed, was adopted by
-// step or tie trials in the other runs: 39.2 ms a step against 34.0-34.7.
-constexpr int kMaxTieTrials = 2;
-// A tie trial opens only while no other trial runs. A footprint rung ready while both lanes of the
-// board are held, one by another state's tie trial, goes first: the tie trial stops without a
-// verdict (and resumes its pairs later), and no tie trial opens while a rung waits
-// (StepTrialBoard::footprint_waiting). The rung is the descent's question, a tie trial a near
-// tie's: in the simulated LLM step, when the board had one lane, the 16 MiB buckets' tie trials
-// held it 38 steps at a time while the 32 MiB buckets' rungs waited (at the scenario's seed, 24%
-// of the step oracle's headroom over the run; 43% with this rule alone).
+// A per-call switch by less than kTieRatio is a near tie, cross-checked (below).
 // --- Cross-check of a per-call switch ----------------------------------------------------------
 // A challenger that took over on per-call costs (not by a step trial) by less than kTieRatio is
 // judged again from the other side: the previous incumbent is probed among the new incumbent's
@@ -229,16 +168,14 @@ constexpr int kMaxTieTrials = 2;
 // for confidence either way (kConfidenceZ), up to kCrossCheckCapFactor x min_samples probes,
 // after which the estimate decides: with 5-8% noise per cost, six a side judged true ties and
 // 2% losses either way.
-constexpr uint32_t kCrossCheckCapFactor = 4;
 // --- Probe skew ---------------------------------------------------------------------------------
 // The group's next call after a probe that cost kSkewRatio x its state's incumbent or more is not
 // folded into anything (Learner::apply_round): over an emulated WAN, rd at 4 MiB ended 112-314 ms
 // in on the four ranks, and the default's next call then measured 254-431 ms against ~125.
-constexpr double kSkewRatio = 1.5;
 
 // Why a step trial's challenger was proposed: faster per call, holding less (footprint descent),
-// or a near-tie per call (a tie trial).
-enum class TrialKind : uint8_t { kFaster, kFootprint, kTie };
+// or holding less (a footprint rung of the descent).
+enum class TrialKind : uint8_t { kFaster, kFootprint };
 
 class PolicyState {
  public:
@@ -248,7 +185,7 @@ class PolicyState {
   // kept in probe order (pruned last, then prior, then arm index).
   PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin, const HeadConfig& head,
               const ArmCatalog& catalog, RegretBudget* group_budget, StepTrialBoard* trials,
-              ArmEvidenceBoard* evidence);
+              ArmEvidenceBoard* evidence, RuleSet rules = {});
 
   // Hot path: picks the slot for the next call and counts it; `measure` tells whether its cost
   // is wanted. No allocation.
@@ -274,13 +211,9 @@ class PolicyState {
       const uint32_t step = (budget_ppm_ - converged_ppm_) >> kConvergedDecayShift;
       budget_ppm_ -= step > 0 ? step : 1;
     }
-    // A burst (right after a re-open) probes every call until the focused arms have their
-    // calls: the incumbent just proved slower (or is measuring itself afresh).
     // A cross-check probes at the exploring rate, whatever the budget has decayed to.
     const int cross = cross_target();
-    const uint32_t rate = burst_       ? kPpmOne
-                          : cross >= 0 ? std::max(budget_ppm_, probe_ppm_)
-                                       : budget_ppm_;
+    const uint32_t rate = cross >= 0 ? std::max(budget_ppm_, probe_ppm_) : budget_ppm_;
     if (!probe_credit_.earn(rate)) return incumbent_call(measure);
     const int target = cross >= 0                       ? cross
                        : phase_ == LearnPhase::kProbing ? probe_target()
@@ -292,10 +225,9 @@ class PolicyState {
     }
     if (!probes_flow_) {
       // Nothing to probe now (costs in flight, no challenger, or not affordable yet): the credit
-      // is not banked, so outside a re-open's burst the search runs at most once per 1/budget
-      // calls and probes never come back to back. This also ends a burst.
+      // is not banked, so the search runs at most once per 1/budget calls and probes never come
+      // back to back.
       probe_credit_.clear();
-      burst_ = false;
       return incumbent_call(measure);
     }
     probe_credit_.spend();
@@ -304,7 +236,7 @@ class PolicyState {
     *measure = true;
     ++measured_calls_;
     ArmSlot& t = slots_[target];
-    const double commit_us = probe_commit_us(t);
+    const double commit_us = t.expected_extra_us;
     t.inflight_extra_us += commit_us;
     ++t.inflight_probes;
     group_->inflight_us += commit_us;
@@ -373,30 +305,29 @@ class PolicyState {
 
  private:
   // Probing: round robin over candidates still short of need_ calls (a gated candidate waits
-  // for its first cost; those never probed take their first in the prior's order), then, outside a
-  // burst and once the incumbent has need_ costs, the undecided candidate with the widest
-  // confidence interval (costs in flight counted); -1 if none. An arm far beyond the incumbent that
-  // the budget cannot pay for yet is passed over: it would hold up the others (ring/LL over a GPU's
-  // socket transport, 51x the default after one cost, kept a winning arm from the probes it
-  // needed). The footprint descent's next rung, when it waits for its first cost, goes first: the
-  // descent is what shortens the step of an overlapped state (DDP interference scenario: behind
-  // arms that cannot win, the rung's probe came late, and the run captured 93% of the step
-  // oracle's headroom instead of 95%).
+  // for its first cost; those never probed take their first in the prior's order), then, once the
+  // incumbent has need_ costs, the undecided candidate with the widest
+  // confidence interval (costs in flight counted); -1 if none. The footprint descent's next rung,
+  // when it waits for its first cost, goes first: the descent is what shortens the step of an
+  // overlapped state (DDP interference scenario: behind arms that cannot win, the rung's probe came
+  // late, and the run captured 93% of the step oracle's headroom instead of 95%).
   int probe_target() {
-    if (awaited_rung_ >= 0 && wants_first_probes(awaited_rung_)) return awaited_rung_;
+    if (on(Rule::kRungWaitsFirst) && awaited_rung_ >= 0 && wants_first_probes(awaited_rung_))
+      return awaited_rung_;
     const int n = num_slots();
     const double first_price = next_first_probe_price();
     for (int k = 0; k < n; ++k) {
       int i = rr_cursor_ + k;
       if (i >= n) i -= n;
-      if (!wants_first_probes(i) || (slots_[i].issued == 0 && priced_us(slots_[i]) > first_price))
+      if (!wants_first_probes(i) || (on(Rule::kFirstProbeOrder) && slots_[i].issued == 0 &&
+                                     priced_us(slots_[i]) > first_price))
         continue;
       rr_cursor_ = i + 1 == n ? 0 : i + 1;
       return i;
     }
     // Sharpening a challenger's interval is pointless until the incumbent has a reference
     // (after a re-open it may have none): its own calls come first.
-    if (burst_ || slots_[incumbent_].stats.count() < need_) return -1;
+    if (slots_[incumbent_].stats.count() < need_) return -1;
     return widest_target();
   }
   // First probes go in the prior's order: of the candidates never probed, only those at the best
@@ -415,55 +346,32 @@ class PolicyState {
   // A candidate short of need_ calls that may be probed now.
   bool wants_first_probes(int i) const {
     const ArmSlot& a = slots_[i];
-    return i != incumbent_ && a.probeable() && a.issued < need_ && !awaiting(a) &&
-           worth_probing(a) && !(far_beyond(a) && !affordable(a));
+    return i != incumbent_ && a.probeable() && a.issued < need_ && !awaiting(a) && worth_probing(a);
   }
   // A gated candidate whose first cost is still in flight.
-  bool awaiting(const ArmSlot& a) const { return a.gated && a.stats.count() == 0 && a.issued > 0; }
-  // Do-no-harm gate (a) of learner.h: the probe fits in the group's regret budget, or repays it.
-  // Not before the state's default has a cost: there is nothing to measure the extra against yet.
-  // A probe that would open a round window also waits for room for the window's further probes,
-  // at most another round's price: without it the opening spent the budget, and a lone 4-byte
-  // loop probed no more than before windows were priced (probes came 1.5 to a window then, 2.8
-  // with the room). Uncapped (room for all of them), the simulated DDP buckets' footprint rung
-  // waited, and took 87% of the step oracle's headroom instead of 95%.
+  bool awaiting(const ArmSlot& a) const {
+    return on(Rule::kFirstProbeGate) && a.gated && a.stats.count() == 0 && a.issued > 0;
+  }
+  // Do-no-harm gate (a) of learner.h: the probe's expected extra fits in the group's regret
+  // budget, or the probe repays it. Not before the state's default has a cost: there is nothing
+  // to measure the extra against yet.
   bool affordable(const ArmSlot& a) const {
-    if (!(ref_us_ > 0)) return false;
-    // The probes a window carries at the exploring rate, this one included.
-    const double window_probes = std::max(
-        1.0, std::floor(measure_.round_calls * (double(probe_ppm_) / kPpmOne)));
-    const double room_us = group_->window_probed
-                               ? 0.0
-                               : std::min(measure_.round_us,
-                                          (window_probes - 1) * a.expected_extra_us);
-    return group_->allows(probe_commit_us(a) + room_us) || repays(a);
+    return ref_us_ > 0 && (group_->allows(a.expected_extra_us) || repays(a));
   }
-  // What a probe of `a` commits to the budget until its cost arrives: its own expected extra, and
-  // the round's price when it opens a round window (it brings the round about); the window's
-  // further probes share a round already paid for.
-  double probe_commit_us(const ArmSlot& a) const {
-    return a.expected_extra_us + (group_->window_probed ? 0.0 : measure_.round_us);
-  }
-  // Confidently cheaper than the default, its measuring included (the upper bound of its centre;
-  // for a lone cost, with the default's spread, only while the state has shown no slow outlier:
-  // one could hit the next probe, and before three costs the ledger charges it in full), and,
-  // where the step judges, not found to lengthen it: a probe gives budget back (the ledger
-  // charges probes per call). Without this, one disastrous probe elsewhere (ring/LL over NCCL's
-  // socket transport: 18-51x the default) stops every state's probes for thousands of calls, a
-  // winning arm's too.
+  // Confidently cheaper than the default (the upper bound of its centre; for a lone cost, with the
+  // default's spread, only while the state has shown no slow outlier: one could hit the next
+  // probe, and before three costs the ledger charges it in full), and, where the step judges, not
+  // found to lengthen it: a probe gives budget back (the ledger charges probes per call). Without
+  // this, one disastrous probe elsewhere (ring/LL over NCCL's socket transport: 18-51x the
+  // default) stops every state's probes for thousands of calls, a winning arm's too.
   bool repays(const ArmSlot& a) const {
-    if (a.view.n == 0 || a.step_rejected || (a.view.n == 1 && tail_ > 0) ||
+    if (!on(Rule::kRepays) || a.view.n == 0 || a.step_rejected || (a.view.n == 1 && tail_ > 0) ||
         (per_call_misleads() && judged_by_step())) {
       return false;
     }
     const double half_width = a.view.n == 1 ? kConfidenceZ * slots_[default_slot_].view.spread
                                             : a.view.half_width;
-    return a.view.center + half_width + measure_.probe_us < ref_us_;
-  }
-  // Measured over kFarBeyondRatio x the incumbent (which has costs of its own).
-  bool far_beyond(const ArmSlot& a) const {
-    const ArmSlot& inc = slots_[incumbent_];
-    return a.view.n > 0 && inc.view.n > 0 && a.view.center > kFarBeyondRatio * inc.view.center;
+    return a.view.center + half_width < ref_us_;
   }
   // Gate (b): an arm never measured waits (deferred) until the state has seen the calls that
   // make a first probe worth it (kPriorSigma); decided when a probing episode begins.
@@ -471,7 +379,8 @@ class PolicyState {
   void begin_probing() {
     phase_ = LearnPhase::kProbing;
     for (ArmSlot& a : slots_) {
-      a.deferred = a.issued == 0 && a.stats.count() == 0 && calls_ < a.worth_from_call;
+      a.deferred = on(Rule::kWorthProbing) && a.issued == 0 && a.stats.count() == 0 &&
+                   calls_ < a.worth_from_call;
     }
   }
   // The incumbent's call outside a settled state: measured while probes flow or a cross-check
@@ -532,7 +441,7 @@ class PolicyState {
       kind += kinds * l.challenger_at(trials_->step);
       kinds *= 2;
     }
-    if (kinds == 1) return true;
+    if (kinds == 1 || !on(Rule::kProbeStepKinds)) return true;
     if (kind != trial_time_probes_ % kinds) return false;
     ++trial_time_probes_;
     return true;
@@ -564,27 +473,28 @@ class PolicyState {
   bool per_call_misleads() const {
     return per_call_misleads_ || trials_->source == StepSource::kRoundsJudged;
   }
+  bool on(Rule r) const { return rules_.on(r); }
+  // The board's free lane (-1 none); with one lane (Rule::kTwoLanes off) only while none runs.
+  int free_lane() const {
+    if (on(Rule::kTwoLanes)) return trials_->free_lane();
+    return trials_->busy() ? -1 : 0;
+  }
   // Step trials (policy_trials.cpp).
   // Faster per call while holding no more: it can only shorten the step, so its trial may run
   // (and pay back) while the do-no-harm budget is spent, as long as its pairs show no harm.
   bool pays_back(int challenger, TrialKind kind) const;
   bool may_open_trial(int challenger, TrialKind kind) const;
-  int stalled_faster(double keep) const;
   void retry_stopped_trial();
   void open_trial(int challenger, TrialKind kind);
   void propose_footprint_trial();
-  // A footprint rung ready while other states' trials hold both lanes claims the next free one
-  // (true), or gives up a claim it no longer needs (false).
-  void claim_board(bool wants);
-  void propose_tie_trial();
   void evaluate_trial();
   // Adopted: the challenger becomes the incumbent. Rejected: it is not tried again. Stopped: no
   // verdict on it; a step trial's challenger is trialed again once the board and the budget
   // allow (retry_stopped_trial), a footprint trial's once the descent proposes it. Shorter on
   // average: a footprint rung whose pairs showed the step shorter, not confidently, is rejected,
   // and the descent goes on below it (or, with no rung below, runs on once). Inconclusive (no
-  // effect, or rejected on a spent budget by its pairs' mean and a standard error): rejected; the
-  // descent goes on past a footprint rung only to a rung that ties per call.
+  // effect, or rejected on a spent budget by its pairs' mean): rejected; after a footprint rung
+  // the descent ends.
   enum class TrialEnd { kAdopted, kRejected, kStopped, kShorterOnAverage, kInconclusive };
   void end_trial(const char* verdict, TrialEnd end);
   void reject_for_longer_steps();
@@ -624,7 +534,6 @@ class PolicyState {
   void rollback_if_default_cheaper();
   void release_all(ArmSlot& a);  // drops the expected extra of its probes in flight
   void reopen_focused(int challenger, int keep_incumbent, bool slower);
-  bool unpark_if_inconclusive();
   void update_tail();
   bool hopeless(const ArmSlot& c, const ArmSlot& inc) const;
   bool cannot_win_by_prior(const ArmSlot& c) const;  // against the incumbent, at the margin
@@ -632,6 +541,7 @@ class PolicyState {
   int best_known() const;
 
   uint32_t id_;
+  RuleSet rules_;
   Role role_;
   OpKind op_;
   int size_bin_;
@@ -650,9 +560,8 @@ class PolicyState {
   int rr_cursor_ = 0;
   LearnPhase phase_ = LearnPhase::kWarmup;
   bool frozen_ = false;
-  bool burst_ = false;          // probing every call right after a focused re-open
   int focus_from_ = -1;         // incumbent before a focused re-open still in progress
-  uint32_t need_ = 0;           // costs an arm needs before it is compared (update_tail)
+  uint32_t need_ = 0;           // costs an arm needs before it is compared (min_samples)
   uint32_t hopeless_need_ = 1;  // costs an early elimination rests on (update_tail)
   double tail_ = 0;             // the state's outlier rate (update_tail)
   uint32_t budget_ppm_ = 0;     // current probing fraction
@@ -712,10 +621,6 @@ class PolicyState {
   int awaited_rung_ = -1;  // the descent's next rung, awaiting its first cost; -1 none
   // The rung whose trial ended shorter on average, run on if no rung below it qualifies; -1 none.
   int last_rung_ = -1;
-  // A rung's trial was inconclusive: the descent goes on only to rungs that tie per call
-  // (kTieRatio).
-  bool free_rungs_only_ = false;
-  int tie_trials_left_ = kMaxTieTrials;  // 0: none until the next adoption
   // A trial of an arm faster per call found it lengthens the step: this state's per-call savings
   // are not step savings, so nothing it does counts as paying back any more (pays_back, repays).
   bool per_call_misleads_ = false;

@@ -12,56 +12,22 @@
 namespace dynamiccl {
 
 // A trial is looked at every round, so its bound is wider than a single test's: about 3 standard
-// errors keeps the chance that a neutral arm is judged either way over 40 looks near 5%.
-constexpr double kTrialZ = 3.0;
-// Before trial_pairs, a verdict needs stronger evidence, kTrialZ * sqrt(trial_pairs / pairs) (an
-// O'Brien-Fleming-like boundary: a clear effect ends its trial early, a faint one waits), and at
-// least this many pairs (the spread of fewer says little).
-constexpr double kFirstLookPairs = 4;
-// The last look, at max_trial_pairs, is a single look with nothing after it: it needs 2.24 standard
-// errors (a neutral arm crosses them there 2.5% of the time, either way), not kTrialZ, which is
-// wide because it holds over many looks. Over an emulated WAN, tie trials of `hd` and `ring` ended
-// without effect after 49 pairs at -2.43 +- 0.82 and -1.55 +- 0.51 ms a step, 2.7 standard errors
-// beyond the margin, while `hd` shortened the step 3-5 ms in the runs that adopted it.
-constexpr double kLastLookZ = 2.24;
+// errors keeps the chance that a neutral arm is judged either way over 40 looks near 5%. A verdict
+// needs at least kFirstLookPairs pairs (the spread of fewer says little).
 // A trial whose state runs in most steps stops without a verdict after this many steps per pair
 // it needed (max_trial_pairs), if its pairs have not come.
-constexpr uint64_t kMaxTrialStepsPerPair = 16;
 // Futility: from this share of max_trial_pairs on, a trial whose pairs do not show the step
 // shortened even by the margin (their mean, not a bound) ends as one without effect. A challenger
 // that shortens the step by what max_trial_pairs can tell from noise rarely trends the wrong way
 // by then, while a null one does half the time at each look. (CPU, 4 ranks, DDP: trials of arms
 // faster per call without effect on the step ran their 48 pairs, ~220 calls of the bucket state,
 // while rd, 30% shorter steps, waited.)
-constexpr double kFutilityLook = 1.0 / 3;
 // A footprint rung that ends shorter on average and is the descent's last runs on, once, to this
 // many times the pairs, without the futility look while its pairs show the step shorter.
-constexpr uint64_t kLastRungPairsScale = 2;
 
-// A challenger whose centre beats the incumbent by the margin without confidence is trialed once
-// its per-call evidence stops growing: probed up to the cap, or held back by a spent do-no-harm
-// budget. (CPU, 4 ranks, DDP: a bucket state measured rd 25-30% below the default per call,
-// without a verdict, while probes of slow arms spent the budget; it kept the default, 1.5x longer
-// steps, or trialed rd only near the end of the job.) The cheapest such challenger, or -1.
-int PolicyState::stalled_faster(double keep) const {
-  const ArmSlot& inc = slots_[incumbent_];
-  const uint32_t cap = probe_cap();
-  int best = -1;
-  for (int i = 0; i < num_slots(); ++i) {
-    const ArmSlot& c = slots_[i];
-    if (i == incumbent_ || c.unavailable || c.eliminated || c.step_rejected ||
-        c.stats.count() < need_ || !(c.view.center < inc.view.center * keep) ||
-        (c.issued < cap && affordable(c))) {
-      continue;
-    }
-    if (best < 0 || c.view.center < slots_[best].view.center) best = i;
-  }
-  return best;
-}
-
-// Faster per call (not a footprint or tie trial) while holding no more of the machine.
+// Faster per call (not a footprint trial) while holding no more of the machine.
 bool PolicyState::pays_back(int challenger, TrialKind kind) const {
-  return kind == TrialKind::kFaster && !per_call_misleads() &&
+  return on(Rule::kTrialPaysBack) && kind == TrialKind::kFaster && !per_call_misleads() &&
          slots_[challenger].footprint <= slots_[incumbent_].footprint;
 }
 
@@ -73,7 +39,7 @@ bool PolicyState::may_open_trial(int challenger, TrialKind kind) const {
 
 void PolicyState::retry_stopped_trial() {
   const int c = retry_challenger_;
-  if (c < 0 || trial_.challenger >= 0 || trials_->free_lane() < 0) return;
+  if (c < 0 || trial_.challenger >= 0 || free_lane() < 0) return;
   if (c == incumbent_ || slots_[c].step_rejected || slots_[c].unavailable) {
     retry_challenger_ = -1;
   } else if (may_open_trial(c, TrialKind::kFaster)) {
@@ -88,11 +54,10 @@ void PolicyState::retry_stopped_trial() {
 // times in 600 steps, stopped after one pair but the last time, each paying a longer challenger
 // step).
 void PolicyState::open_trial(int challenger, TrialKind kind) {
-  claim_board(false);
-  lane_ = trials_->free_lane();
+  lane_ = free_lane();
   trials_->open(lane_, static_cast<int32_t>(id_));
-  const bool resume = challenger == stopped_.challenger && incumbent_ == stopped_.incumbent &&
-                      kind == trial_.kind;
+  const bool resume = on(Rule::kTrialResume) && challenger == stopped_.challenger &&
+                      incumbent_ == stopped_.incumbent && kind == trial_.kind;
   stopped_ = {};
   last_rung_ = -1;  // it runs on now, or another rung came first
   RunningStats deltas = trial_.deltas, incumbent_steps = trial_.incumbent_steps;
@@ -105,25 +70,19 @@ void PolicyState::open_trial(int challenger, TrialKind kind) {
   trial_.arm = slots_[challenger].arm;
   trial_.verdict = "running";
   trial_.kind = kind;
-  note(kind == TrialKind::kFootprint ? "footprint trial"
-       : kind == TrialKind::kTie     ? "tie trial"
-                                     : "step trial",
-       incumbent_, challenger);
+  note(kind == TrialKind::kFootprint ? "footprint trial" : "step trial", incumbent_, challenger);
 }
 
 // The descent: among the arms holding at most kFootprintStep of the incumbent's footprint, the
 // one holding the most (the smallest step down; ties to the better prior, the slots' order).
-// It continues from each adopted arm; below a rung that shortened the step only on average; and
-// below an inconclusive rung (TrialEnd::kInconclusive), to a rung that ties per call by its costs
-// (kTieRatio): freeing more for nothing per call can show what freeing less did not (the simulated
-// LLM step's 16 MiB buckets' half-channel cap), while a rung slower per call would only cost where
-// the default is right. A last rung shorter on average runs on once, to kLastRungPairsScale x the
-// pairs. It ends at a trial that confidently shows the step longer, at a second inconclusive one,
+// It continues from each adopted arm and below a rung that shortened the step only on average. A
+// last rung shorter on average runs on once, to kLastRungPairsScale x the pairs. It ends at a
+// trial that confidently shows the step longer, at an inconclusive one (TrialEnd::kInconclusive),
 // or when no rung qualifies by its costs (nor may yet, by costs still to come). A rung waiting for
 // its first cost is the state's next first probe (awaited_rung_).
 void PolicyState::propose_footprint_trial() {
   awaited_rung_ = -1;
-  if (footprint_done_ || trial_.challenger >= 0) return claim_board(false);
+  if (footprint_done_ || trial_.challenger >= 0) return;
   const ArmSlot& inc = slots_[incumbent_];
   // Below the incumbent, and below the last rung trialed and not adopted (passed_rung_footprint_).
   const double ceiling = kFootprintStep * std::min(inc.footprint, passed_rung_footprint_);
@@ -139,10 +98,7 @@ void PolicyState::propose_footprint_trial() {
     // Per call: its costs, or before its first the prior's ratio to the incumbent's.
     const double per_call = c.stats.count() > 0 ? c.view.center / inc.view.center
                                                 : priced_us(c) / inc.prior_us;
-    // Below a rung that showed nothing, only a rung that ties by its own costs.
-    const double most = free_rungs_only_ ? (c.stats.count() > 0 ? kTieRatio : 0.0)
-                                         : kFootprintMaxSlowdown;
-    if (!(per_call <= most)) {
+    if (!(per_call <= kFootprintMaxSlowdown)) {
       // Not one priced dearer by measured costs: that is evidence, not the prior's word.
       if (c.stats.count() == 0 && c.evidence_factor <= 1.0 &&
           (awaited < 0 || c.footprint > slots_[awaited].footprint)) {
@@ -158,50 +114,19 @@ void PolicyState::propose_footprint_trial() {
     // parked, it would never get the first probe it waits for and the descent would stall for
     // good (seen in the simulator on an LLM step: the quarter-channel rung of the data-parallel
     // buckets). The re-open ranked arms per call; the rung is the step's question.
-    if (awaited >= 0) slots_[awaited].parked = false;
+    if (awaited >= 0 && on(Rule::kRungWaitsFirst)) slots_[awaited].parked = false;
   }
   // With no rung below it, the last one whose trial ended shorter on average runs on, once.
   const bool run_on = best < 0 && awaited < 0 && last_rung_ >= 0 && !slots_[last_rung_].unavailable;
   if (run_on) best = last_rung_;
   const bool ready = best >= 0 && may_open_trial(best, TrialKind::kFootprint);
-  if (trials_->free_lane() >= 0 && ready) {
+  if (free_lane() >= 0 && ready) {
     if (run_on) slots_[best].step_rejected = false;
     open_trial(best, TrialKind::kFootprint);
     trial_.extended = run_on;
     return;
   }
-  claim_board(ready);
   if (!trials_->busy() && best < 0 && awaited < 0) footprint_done_ = true;
-}
-
-void PolicyState::claim_board(bool wants) {
-  const auto self = static_cast<int32_t>(id_);
-  if (wants && trials_->footprint_waiting < 0) trials_->footprint_waiting = self;
-  if (!wants && trials_->footprint_waiting == self) trials_->footprint_waiting = -1;
-}
-
-// The tie trial (policy_state.h, kTieRatio): the cheapest arm per call among those holding no
-// more than the incumbent whose costs put them within kTieRatio of it and no step trial rejected.
-// None qualifying now ends nothing: an arm woken after the state converged, or measured again
-// since, may qualify by its later costs.
-void PolicyState::propose_tie_trial() {
-  if (tie_trials_left_ == 0 || trial_.challenger >= 0 || trials_->busy() ||
-      trials_->footprint_waiting >= 0) {
-    return;
-  }
-  const ArmSlot& inc = slots_[incumbent_];
-  // After one without effect, only an arm cheaper per call than the incumbent.
-  const double ratio = tie_trials_left_ == kMaxTieTrials ? kTieRatio : 1.0;
-  int best = -1;
-  for (int i = 0; i < num_slots(); ++i) {
-    const ArmSlot& c = slots_[i];
-    if (i == incumbent_ || c.unavailable || c.step_rejected || c.stats.count() < need_ ||
-        c.footprint > inc.footprint || !(c.view.center <= ratio * inc.view.center)) {
-      continue;
-    }
-    if (best < 0 || c.view.center < slots_[best].view.center) best = i;
-  }
-  if (best >= 0 && may_open_trial(best, TrialKind::kTie)) open_trial(best, TrialKind::kTie);
 }
 
 bool PolicyState::keeps_probed_pair(double incumbent_step_us, double challenger_step_us) const {
@@ -233,36 +158,22 @@ double PolicyState::probe_step_extra_us(uint16_t arm, float cost_us) const {
 
 // The verdict: adopted when the challenger confidently shortens the step by kStepTrialMargin of
 // it (a footprint rung: by anything); rejected when it confidently lengthens it (on a spent budget,
-// from the second pair on; otherwise from kFirstLookPairs on, on evidence that must be the stronger
-// the fewer the pairs, and at max_trial_pairs by kLastLookZ); after max_trial_pairs without either,
+// from the second pair on; otherwise from kFirstLookPairs on, by kTrialZ standard errors at every
+// look); after max_trial_pairs without either,
 // or once futile (kFutilityLook), no effect: the incumbent stays. On a spent budget a trial that
 // does not pay back ends: rejected if its own pairs cost step time, otherwise stopped without a
 // verdict (the budget went to other states' probes: it is tried again once it allows).
 void PolicyState::evaluate_trial() {
   if (trial_.challenger < 0) return;
-  if (trial_.kind == TrialKind::kTie && trials_->footprint_waiting >= 0) {
-    return end_trial("stopped: a footprint trial goes first", TrialEnd::kStopped);
-  }
   const uint64_t pairs = trial_.deltas.count();
   if (!group_->allows(0)) {
     const bool costs = pairs >= 2 && trial_.deltas.mean() > 0;
     if (costs && trial_.deltas.mean() - kTrialZ * trial_.stderr_us() > 0) {
       return reject_for_longer_steps();
     }
-    // A footprint rung is rejected only when its pairs show the step longer beyond a standard
-    // error: a rung that shortens the step by a few tenths of a percent shows it longer in two or
-    // three pairs by chance (the simulated LLM step's 16 and 32 MiB buckets' rungs were rejected
-    // so), and stopped, it resumes its pairs once the budget allows. Rejected so, it says as
-    // little as a trial without effect: the descent goes on to a rung that ties per call (at one
-    // seed of ten the 16 MiB buckets' `ring/LL128/c16` was rejected so, and the state kept the
-    // default, short of `ring/Simple/c8`).
-    const bool rejects = trial_.kind == TrialKind::kFootprint
-                             ? costs && trial_.deltas.mean() - trial_.stderr_us() > 0
-                             : costs;
     if (!pays_back(trial_.challenger, trial_.kind)) {
-      return rejects
-                 ? end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kInconclusive)
-                 : end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);
+      return costs ? end_trial("rejected: the do-no-harm budget is spent", TrialEnd::kInconclusive)
+                   : end_trial("stopped: the do-no-harm budget is spent", TrialEnd::kStopped);
     }
   }
   // A state that stopped being called in most steps would hold its lane of the board forever.
@@ -282,9 +193,7 @@ void PolicyState::evaluate_trial() {
   }
   const double wanted = head_.trial_pairs;
   if (pairs < std::min(kFirstLookPairs, wanted)) return;
-  const double z = pairs >= max_pairs
-                       ? kLastLookZ
-                       : kTrialZ * std::sqrt(std::max(1.0, wanted / static_cast<double>(pairs)));
+  const double z = kTrialZ;
   const double mean = trial_.deltas.mean();
   const double se = trial_.stderr_us();
   const double margin = kStepTrialMargin * trial_.incumbent_steps.mean();
@@ -292,8 +201,8 @@ void PolicyState::evaluate_trial() {
   const double bar = trial_.kind == TrialKind::kFootprint ? 0.0 : margin;
   if (mean + z * se < -bar) return end_trial("adopted: shorter steps", TrialEnd::kAdopted);
   if (mean - z * se > 0) return reject_for_longer_steps();
-  const bool futile = pairs >= kFutilityLook * head_.max_trial_pairs && mean > -margin &&
-                      !(trial_.extended && mean < 0);
+  const bool futile = on(Rule::kFutility) && pairs >= kFutilityLook * head_.max_trial_pairs &&
+                      mean > -margin && !(trial_.extended && mean < 0);
   if (!futile && pairs < max_pairs) return;
   // A rung whose pairs show the step shorter only on average says that freeing more may show it:
   // the descent goes on to the next rung. The simulated LLM step's 32 MiB buckets' half-channel
@@ -301,7 +210,7 @@ void PolicyState::evaluate_trial() {
   // it ended without effect the descent stopped short of the quarter, which the state adopts
   // (benchmarks/sim/step_time.py --seeds 10, before this: 4% of the headroom over the run in one
   // seed of ten).
-  if (trial_.kind == TrialKind::kFootprint && mean < 0) {
+  if (trial_.kind == TrialKind::kFootprint && mean < 0 && on(Rule::kRungShorterOnAverage)) {
     return end_trial("no effect on the step, shorter on average: kept, next rung",
                      TrialEnd::kShorterOnAverage);
   }
@@ -313,7 +222,8 @@ void PolicyState::evaluate_trial() {
 // processes, with every arm of ours taking the compute's cores, a state trialed each faster arm
 // in turn, each lengthening the step.)
 void PolicyState::reject_for_longer_steps() {
-  per_call_misleads_ = per_call_misleads_ || trial_.kind == TrialKind::kFaster;
+  per_call_misleads_ = per_call_misleads_ ||
+                       (on(Rule::kPerCallMisleads) && trial_.kind == TrialKind::kFaster);
   end_trial("rejected: longer steps", TrialEnd::kRejected);
 }
 
@@ -337,10 +247,8 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
     incumbent_ = c;
     passed_rung_footprint_ = std::numeric_limits<double>::infinity();
     last_rung_ = -1;
-    free_rungs_only_ = false;
     slots_[c].eliminated = false;
     slots_[c].step_adopted = true;
-    tie_trials_left_ = kMaxTieTrials;  // ties are judged afresh beside the new incumbent
     cusum_.reset();
     unsettle();
   } else {
@@ -351,14 +259,9 @@ void PolicyState::end_trial(const char* verdict, TrialEnd end) {
         last_rung_ = c;
         stopped_ = {c, incumbent_};  // its pairs go on if it runs again
       }
-    } else if (end == TrialEnd::kInconclusive && trial_.kind == TrialKind::kFootprint &&
-               !free_rungs_only_) {
-      passed_rung_footprint_ = slots_[c].footprint;
-      free_rungs_only_ = true;
     } else if (trial_.kind == TrialKind::kFootprint) {
       footprint_done_ = true;
     }
-    if (trial_.kind == TrialKind::kTie) --tie_trials_left_;
   }
 }
 

@@ -14,6 +14,7 @@
 #include <deque>
 
 #include "policy/learner.h"
+#include "policy/tuning.h"
 
 namespace dynamiccl {
 
@@ -38,9 +39,6 @@ namespace dynamiccl {
 // than the incumbent's. (An arm 2x faster per call shortened the main job's steps 30%, 4 ranks on
 // 2 cores: every probed pair was more than 10% apart and left out, and its trial took 50-95 steps
 // for 7-25 pairs.)
-constexpr double kProbedPairTolerance = 0.1;
-constexpr double kProbedPairZ = 3.0;
-constexpr int kTrialLanes = 2;  // lag 1 and 2: a third would need lag 4, its start aligned to both
 struct TrialLane {
   int32_t owner = -1;       // the state on trial; -1 none
   uint64_t lag = 1;         // steps from a pair's incumbent step to its challenger step
@@ -94,9 +92,6 @@ struct StepTrialBoard {
   // A probe's cost arrived (they arrive in decision order; one whose outcome never came is passed
   // over): what it added to its step, counted against the step's time in its trial pairs.
   void take_probe_cost(uint32_t state, double extra_us);
-  // The state whose footprint rung waits for a free lane (-1 none): a running tie trial stops for
-  // it and no tie trial opens until it has run (PolicyState::claim_board).
-  int32_t footprint_waiting = -1;
   StepSource source = StepSource::kMarked;
   StepTrialBoard() { lanes[1].lag = 2; }
   bool busy() const {

@@ -23,9 +23,10 @@ constexpr int kRecoveryWindow = 8;           // ... averaged over this many call
 constexpr double kAffected = 0.05;           // an episode changed a call's costs by more
 constexpr int kMaxPollInterval = 64;         // rounds between convergence polls, at most
 
-LearnerConfig learner_config(const ScenarioSpec& spec) {
+LearnerConfig learner_config(const ScenarioSpec& spec, RuleSet rules) {
   LearnerConfig cfg;
   cfg.mode = Mode::kLearn;
+  cfg.rules = rules;
   const auto apply = [](HeadConfig& h, const std::map<std::string, double>& values) {
     for (const auto& [key, value] : values) set_head_setting(h, key, value);
   };
@@ -127,7 +128,7 @@ struct SimRunner::Impl {
   std::unique_ptr<StepModel> model;
   StepModel::State learned_step;
 
-  Impl(const ScenarioSpec& s, const CatalogWrapper& wrap) : spec(s), rng(s.seed) {
+  Impl(const ScenarioSpec& s, const CatalogWrapper& wrap, RuleSet rules) : spec(s), rng(s.seed) {
     validate_spec(spec);
     topo = resolve_topology(spec.topology);
     const Topology prior_topo = spec.prior == "described"
@@ -138,7 +139,7 @@ struct SimRunner::Impl {
     truth = TruthFactors::from_entries(spec.truth);
     workload = build_workload(spec);
     noise = spec.cluster().noise;
-    const LearnerConfig cfg = learner_config(spec);
+    const LearnerConfig cfg = learner_config(spec, rules);
     groups.reserve(workload.groups.size());
     for (size_t i = 0; i < workload.groups.size(); ++i) {
       groups.emplace_back(spec.round_calls);
@@ -530,8 +531,8 @@ struct SimRunner::Impl {
   }
 };
 
-SimRunner::SimRunner(const ScenarioSpec& spec, CatalogWrapper wrap)
-    : impl_(std::make_unique<Impl>(spec, wrap)) {}
+SimRunner::SimRunner(const ScenarioSpec& spec, CatalogWrapper wrap, RuleSet rules)
+    : impl_(std::make_unique<Impl>(spec, wrap, rules)) {}
 SimRunner::~SimRunner() = default;
 
 void SimRunner::run() {
@@ -570,8 +571,8 @@ std::vector<ArmCost> SimRunner::arm_costs(const std::string& group, OpKind op,
   throw std::invalid_argument("no group named '" + group + "' in this scenario");
 }
 
-SimResult run_scenario(const ScenarioSpec& spec, CatalogWrapper wrap) {
-  SimRunner r(spec, std::move(wrap));
+SimResult run_scenario(const ScenarioSpec& spec, CatalogWrapper wrap, RuleSet rules) {
+  SimRunner r(spec, std::move(wrap), rules);
   r.run();
   return r.result();
 }

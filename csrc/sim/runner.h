@@ -112,7 +112,8 @@ struct ArmCost {
 class SimRunner {
  public:
   // Throws std::invalid_argument on bad specs.
-  explicit SimRunner(const ScenarioSpec& spec, CatalogWrapper wrap = nullptr);
+  // `rules`: the learner's rules (policy/rules.h); some off only to measure what they buy.
+  explicit SimRunner(const ScenarioSpec& spec, CatalogWrapper wrap = nullptr, RuleSet rules = {});
   ~SimRunner();
   SimRunner(const SimRunner&) = delete;
   SimRunner& operator=(const SimRunner&) = delete;
@@ -135,7 +136,7 @@ class SimRunner {
 };
 
 // Runs the whole scenario.
-SimResult run_scenario(const ScenarioSpec& spec, CatalogWrapper wrap = nullptr);
+SimResult run_scenario(const ScenarioSpec& spec, CatalogWrapper wrap = nullptr, RuleSet rules = {});
 
 }  // namespace sim
 }  // namespace dynamiccl

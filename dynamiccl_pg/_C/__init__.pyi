@@ -7,7 +7,7 @@ import datetime
 import torch._C._distributed_c10d
 import typing
 from . import sim
-__all__: list[str] = ['EMULATED_NCCL_DEFAULT_RELEASE', 'EMULATED_NCCL_RELEASES', 'EmulatedNccl', 'Engine', 'PriorModel', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'backend_defaults', 'backend_surface', 'built_for_torch', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'is_nccl_arm_name', 'nccl_arm_uncapped', 'nccl_channel_close', 'nccl_channel_open', 'nccl_comms_bound', 'nccl_counters', 'nccl_expect_comm', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'policy_keys', 'prior_features', 'prior_schema', 'register_ddp_comm_hook', 'set_hint', 'sim', 'size_bin', 'vocabulary']
+__all__: list[str] = ['EMULATED_NCCL_DEFAULT_RELEASE', 'EMULATED_NCCL_RELEASES', 'EmulatedNccl', 'Engine', 'PriorModel', 'ProcessGroupDynamicCCL', 'arm_names', 'assumed_bw_GBps', 'backend_defaults', 'backend_surface', 'built_for_torch', 'default_heads', 'described_topology', 'get_hint', 'head_settings', 'is_nccl_arm_name', 'learner_rules', 'nccl_arm_uncapped', 'nccl_channel_close', 'nccl_channel_open', 'nccl_comms_bound', 'nccl_counters', 'nccl_expect_comm', 'nccl_plugin_path', 'nccl_predict', 'nccl_profiler_records', 'policy_keys', 'prior_features', 'prior_schema', 'register_ddp_comm_hook', 'set_hint', 'sim', 'size_bin', 'vocabulary']
 class EmulatedNccl(torch._C._distributed_c10d.Backend):
     def __init__(self, rank: typing.SupportsInt | typing.SupportsIndex, size: typing.SupportsInt | typing.SupportsIndex, gloo: typing.Any, scenario: sim.ScenarioSpec, nodes: typing.SupportsInt | typing.SupportsIndex, gpus_per_node: typing.SupportsInt | typing.SupportsIndex, comm_id: typing.SupportsInt | typing.SupportsIndex, tuner_plugin: str, nccl_algo: str, nccl_proto: str, skip_plugin: bool, unavailable: collections.abc.Sequence[str], release: str = '2.28', nonblocking: bool = False) -> None:
         ...
@@ -194,6 +194,10 @@ def head_settings() -> list:
 def is_nccl_arm_name(name: str) -> bool:
     """
     Whether `name` has the form of an NCCL arm (ALGO/PROTO, optionally /cN and /kNK); whether a group offers it depends on the group's topology (arm_names).
+    """
+def learner_rules() -> list[tuple[str, str]]:
+    """
+    The learner's named rules, (name, description) in declaration order: what the simulator's --ablate switches off.
     """
 def nccl_arm_uncapped(name: str) -> str:
     """

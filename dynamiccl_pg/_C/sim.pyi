@@ -180,9 +180,9 @@ def ddp_buckets(param_bytes: collections.abc.Sequence[typing.SupportsInt | typin
     """
     DDP's bucket sizes (issue order) for parameter sizes.
     """
-def run(spec: ScenarioSpec, prior: dynamiccl_pg._C.PriorModel = None) -> SimResult:
+def run(spec: ScenarioSpec, prior: dynamiccl_pg._C.PriorModel = None, rules_off: collections.abc.Sequence[str] = []) -> SimResult:
     """
-    Run a scenario through the learner (with a learned prior: a PriorModel); returns a SimResult.
+    Run a scenario through the learner (with a learned prior: a PriorModel; with the learner rules named in rules_off switched off, to measure what they buy); returns a SimResult.
     """
 def scenario_schema() -> dict:
     """

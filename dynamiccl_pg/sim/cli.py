@@ -49,6 +49,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--head", action="append", default=[], metavar="ROLE.KEY=VALUE",
                    help="override a learner head setting, e.g. tp.probe_budget=0.1 "
                         "(ROLE may be 'all'); repeatable")
+    p.add_argument("--ablate", metavar="RULE[,RULE]|each",
+                   help="run every scenario with the learner's rules all on and with these off "
+                        "('each': every rule off on its own) and print the figures side by side "
+                        "(under --out: ablation.json and ablation.md); a benchmark setting, not "
+                        "the backend's")
     p.add_argument("--no-plot", action="store_true", help="skip the PNGs")
     p.add_argument("--check", action="store_true",
                    help="exit with status 1 when a target is missed")
@@ -131,9 +136,20 @@ def run(args: argparse.Namespace, words: list[str], parser: argparse.ArgumentPar
         return 0
     if not args.scenario:  # not argparse's required=True: --schema needs no scenario
         parser.error("--scenario is required")
+    ablate_sets = None
+    if args.ablate is not None:
+        from .ablate import parse_ablate
+
+        try:
+            ablate_sets = parse_ablate(args.ablate)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     scenarios = _load(args)
     if scenarios is None:
         return 2
+    if ablate_sets is not None:
+        return _ablate(scenarios, ablate_sets, args, words)
     if args.out:
         os.makedirs(args.out, exist_ok=True)
     summaries = _simulate(scenarios, args)
@@ -152,6 +168,27 @@ def run(args: argparse.Namespace, words: list[str], parser: argparse.ArgumentPar
     missed = not total["met"] or any(not v["met"] for s in summaries
                                      for v in s["targets"].values())
     return 1 if (args.check and missed) else 0
+
+
+def _ablate(scenarios: list[Scenario], sets: list[list[str]], args: argparse.Namespace,
+            words: list[str]) -> int:
+    """--ablate: the figures with and without the rules, per scenario (ablate.py)."""
+    from . import ablate
+
+    prior = None
+    if args.prior_model:
+        from dynamiccl_pg import _C
+        prior = _C.PriorModel(args.prior_model)
+    try:
+        result = ablate.run_ablation(scenarios, sets, prior)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(ablate.format_table(result))
+    if args.out:
+        command = "python -m dynamiccl_pg sim " + " ".join(shlex.quote(a) for a in words)
+        ablate.write(args.out, command, result)
+    return 0
 
 
 def _load(args: argparse.Namespace) -> list[Scenario] | None:

@@ -389,6 +389,39 @@ def test_cli_rejects_bad_input(tmp_path, capsys):
     assert os.path.exists(good)
 
 
+def test_cli_ablate_rejects_an_unknown_rule_listing_the_names(tmp_path, capsys):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(GOOD))
+    assert cli.main(["--scenario", str(good), "--ablate", "nonsense"]) == 2
+    err = capsys.readouterr().err
+    assert "'nonsense'" in err
+    names = [n for n, _ in _C.learner_rules()]
+    assert len(names) == len(set(names)) >= 20
+    for name in names:
+        assert name in err
+    assert cli.main(["--scenario", str(good), "--ablate", f"{names[0]},nonsense"]) == 2
+    assert "'nonsense'" in capsys.readouterr().err
+
+
+def test_cli_ablate_prints_each_scenario_with_and_without(tmp_path, capsys):
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(GOOD))
+    name = _C.learner_rules()[0][0]
+    out = tmp_path / "out"
+    rc = cli.main(["--scenario", str(good), "--steps", "200", "--ablate", name,
+                   "--out", str(out)])
+    assert rc == 0
+    table = capsys.readouterr().out
+    assert f"rules off: {name}" in table and "captured with" in table and GOOD["name"] in table
+    result = json.loads((out / "ablation.json").read_text())
+    assert result["command"].startswith("python -m dynamiccl_pg sim")
+    [run] = result["runs"]
+    assert run["off"] == [name]
+    [row] = run["scenarios"]
+    assert set(row["with"]) == set(row["without"]) >= {"captured", "vs_default"}
+    assert "| scenario |" in (out / "ablation.md").read_text()
+
+
 # ---- the product's start: a described topology feeds the prior ---------------------------
 
 def test_described_prior_offers_what_the_product_assumes_and_drops_what_cannot_run():

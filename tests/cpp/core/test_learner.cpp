@@ -372,11 +372,9 @@ TEST(Learner, ARoundsPriceIsChargedInFullToWhatItMeasured) {
 }
 
 // Where a round costs many calls (here ten; a 4-byte all-reduce's round on a CPU takes what a
-// few of its calls take), the probe that opens a round window commits the round's price and the
-// window's further probes share it: the probes the budget affords come several to a window, the
-// incumbent is measured beside them only in the windows that carry one (elsewhere each of its costs
-// would bring a round about), and the ledger, charged every round's price, stays within the budget.
-TEST(Learner, ProbesShareTheRoundTheirWindowBringsAbout) {
+// few of its calls take), probes still flow, several to a window, and the ledger, charged every
+// round's price, stays within the budget.
+TEST(Learner, WhereRoundsCostManyCallsTheLedgerStaysWithinTheBudget) {
   auto cat = catalog_of(4);
   Learner l(bulk_config(), cat);
   Driver d{l, fixed({100, 100, 101, 102})};
@@ -385,23 +383,18 @@ TEST(Learner, ProbesShareTheRoundTheirWindowBringsAbout) {
   d.run(ctx, 1000 * kRound);
   const StateStats st = state_stats(l, 0);
   ASSERT_TRUE(converged(st));
-  int probed_windows = 0, probes = 0, unprobed_measured_windows = 0;
+  int probed_windows = 0, probes = 0;
   // From the warm-up's end (the default has its costs) to convergence.
   for (size_t w = 8; w < st.converged_at_call / kRound; ++w) {
-    int window_probes = 0, window_measured = 0;
+    int window_probes = 0;
     for (size_t i = w * kRound; i < (w + 1) * kRound; ++i) {
       window_probes += d.log[i].probe;
-      window_measured += d.log[i].measure;
     }
     probes += window_probes;
     probed_windows += window_probes > 0;
-    unprobed_measured_windows += window_probes == 0 && window_measured > 0;
   }
-  // 36 probes in 10 windows, 5 windows measured for the learning fraction. With the incumbent
-  // measured wherever probes flowed: 20 probes in 8 windows, 9 measured without one.
   ASSERT_GT(probed_windows, 0);
-  EXPECT_GE(probes, 3 * probed_windows);
-  EXPECT_LE(unprobed_measured_windows, probed_windows / 2);
+  EXPECT_GE(probes, 2 * probed_windows);
   EXPECT_LE(st.extra_us, st.budget_us);
 }
 
@@ -904,9 +897,9 @@ TEST(Learner, RecoversFastAfterAShiftByReprobingOnlyTheBestArms) {
   EXPECT_EQ(st.alarms, 1u);
   EXPECT_EQ(st.incumbent, 2);
   EXPECT_TRUE(converged(st));
-  // Detection at the first round after the shift, arm2 provisionally at once, a burst on the
-  // other re-probed arm: back within 5% of the best in at most 50 calls (the target;
-  // re-learning every arm from scratch took hundreds).
+  // Detection at the first round after the shift, arm2 provisionally at once, the other
+  // re-probed arm at the exploring budget: back within 5% of the best in at most 50 calls (the
+  // issue's target; re-learning every arm from scratch took hundreds).
   const int64_t recovery = calls_to_recover(d.log, shift_at, after, 64);
   EXPECT_GE(recovery, 0);
   EXPECT_LE(recovery, 50);
@@ -916,29 +909,6 @@ TEST(Learner, RecoversFastAfterAShiftByReprobingOnlyTheBestArms) {
   // The new incumbent's costs from before the re-open are not its regime's.
   EXPECT_GT(st.arms.at(2).regime_samples, 0u);
   EXPECT_LT(st.arms.at(2).regime_samples, st.arms.at(2).samples);
-}
-
-TEST(Learner, InconclusiveReprobeUnparksTheOtherArms) {
-  // The incumbent and the two runner-ups all become slow; arm5, far behind before, is now the
-  // best. Re-probing the best three finds no improvement on the slowed incumbent, so the parked
-  // arms join the search and arm5 is found. Not arm6: 50x the incumbent before, beyond
-  // kFarBeyondRatio (ring/LL over a GPU's socket transport cost 57x), it stays parked.
-  auto cat = catalog_of(7);
-  Learner l(LearnerConfig{}, cat);
-  const std::vector<double> before = {100, 60, 64, 70, 120, 130, 3000};
-  const std::vector<double> after = {400, 240, 256, 280, 480, 130, 3000};
-  const uint64_t shift_at = 3000;
-  Driver d{l, [&](uint64_t call, const CollectiveContext&, uint16_t arm) {
-             return call < shift_at ? before[arm] : after[arm];
-           }};
-  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
-  d.run(ctx, static_cast<int>(shift_at));
-  ASSERT_EQ(state_stats(l, 0).incumbent, 1);
-  ASSERT_GE(count_arm(d.log, 6), 1);  // measured before the shift
-  d.run(ctx, 3000);
-  EXPECT_EQ(state_stats(l, 0).incumbent, 5);
-  EXPECT_TRUE(converged(state_stats(l, 0)));
-  EXPECT_EQ(count_arm(d.log, 6, shift_at), 0);
 }
 
 TEST(Learner, AnArmMeasuredCheaperThanTheDefaultIsProbedOnAfterADisasterSpentTheBudget) {
@@ -957,27 +927,6 @@ TEST(Learner, AnArmMeasuredCheaperThanTheDefaultIsProbedOnAfterADisasterSpentThe
     ASSERT_EQ(count_arm(d.log, 2), 1) << probe_budget;
     EXPECT_EQ(state_stats(l, 0).incumbent, 1) << probe_budget;
   }
-}
-
-TEST(Learner, AnArmFarBeyondThatTheBudgetCannotPayForDoesNotHoldUpTheOthers) {
-  // As on the GPU: slow outliers in the state, so one cost of arm2 (50x) does not eliminate it,
-  // and its next probe waits for the budget; one of arm1's costs is lost (an engine that could
-  // not time it), so arm1 has its calls but not its costs, and waits for the probe that would
-  // make them up. Passed over, arm2 no longer holds that probe up: arm1 (0.8x) wins. (Before,
-  // the state kept the default: arm1 had 6 calls.)
-  auto cat = std::make_shared<FakeCatalog>(std::vector<double>{10, 9, 13.3});
-  LearnerConfig cfg = bulk_config();
-  for (HeadConfig& h : cfg.heads) h.probe_budget = 0.1;
-  Learner l(cfg, cat);
-  int arm1_calls = 0;
-  Driver d{l, [&](uint64_t, const CollectiveContext&, uint16_t arm) {
-             if (arm == 1 && ++arm1_calls == 2) return std::nan("");
-             return std::vector<double>{100, 80, 5000}.at(arm);
-           }};
-  d.outlier_rate = 0.03;
-  d.run(make_ctx(Role::kDataParallel, 1 << 20), 3000);
-  EXPECT_EQ(state_stats(l, 0).incumbent, 1);
-  EXPECT_LE(count_arm(d.log, 2), 2);  // once more, when arm1's savings pay for it
 }
 
 TEST(Learner, ADeferredChallengerThatReopensTheStateIsProbedThen) {
