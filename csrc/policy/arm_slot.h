@@ -69,7 +69,6 @@ struct ArmSlot {
   bool parked = false;            // left out of a focused re-probe after a re-open
   bool step_rejected = false;     // a step trial found it no better for the step (overlapped)
   bool step_adopted = false;      // a step trial found it shortens the step (overlapped)
-  bool cross_rejected = false;    // a cross-check undid its per-call switch: not adopted again
   bool gated = false;             // a challenger: waits for its first cost before more probes
   bool dirty = false;             // costs arrived since the view was computed
   uint8_t waited = 0;             // rounds a gated probe's cost has been awaited

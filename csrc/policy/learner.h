@@ -23,9 +23,6 @@
 //   exploit   : the incumbent runs; the incumbent changes only when a challenger is better by
 //               more than `switch_margin` (hysteresis), so near-equal arms do not flap; the
 //               budget decays to `converged_budget` (occasional re-checks of the runner-up);
-//               a switch per call by less than kTieRatio is cross-checked: the previous
-//               incumbent is probed among the new one's calls, and the switch stands only if the
-//               two sides together still clear the margin (a probe's position can bias its cost);
 //   re-open   : a robust two-sided CUSUM on the incumbent's cost ("trigger agent") raises an
 //               alarm on a sustained shift; the previous best few arms are re-probed, the
 //               others parked;

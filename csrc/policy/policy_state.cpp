@@ -296,10 +296,6 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
     extra_us_ += extra;
     group_->spent_us += extra;  // savings (negative) count as credit
   }
-  if (learning && cross_.previous >= 0) {
-    if (i == cross_.previous && probe) cross_.previous_costs.push(cost_us);
-    if (i == incumbent_ && !probe) cross_.incumbent_costs.push(cost_us);
-  }
   // The CUSUM residual is predictive: the cost against the incumbent's view as of the last round,
   // so a shift within this round's costs cannot pull its own reference along.
   const bool watch = learning && !frozen_ && phase_ == LearnPhase::kExploit && i == incumbent_ &&
@@ -389,7 +385,6 @@ void PolicyState::evaluate(const MeasureCost& measure) {
   evaluate_trial();
   update_tail();
   const double keep = 1.0 - head_.switch_margin;  // a challenger wins below keep x the incumbent
-  evaluate_cross_check(keep);
   if (phase_ == LearnPhase::kProbing) {
     evaluate_probing(keep);
   } else {
@@ -438,8 +433,7 @@ void PolicyState::switch_to_cheapest(double keep) {
   int best = -1;
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& c = slots_[i];
-    if (i == incumbent_ || c.unavailable || c.step_rejected || c.cross_rejected ||
-        c.stats.count() < need_) {
+    if (i == incumbent_ || c.unavailable || c.step_rejected || c.stats.count() < need_) {
       continue;
     }
     const double m = c.view.center;
@@ -461,58 +455,8 @@ void PolicyState::switch_to_cheapest(double keep) {
 }
 
 void PolicyState::adopt_per_call(int challenger) {
-  const double forward = slots_[incumbent_].view.center / slots_[challenger].view.center;
-  cross_ = CrossCheck{};  // a check still running was about a switch this one overtakes
-  if (on(Rule::kCrossCheck) && forward < kTieRatio) {
-    cross_.previous = incumbent_;
-    cross_.incumbent = challenger;
-    cross_.forward = forward;
-    note("switched, to be cross-checked", incumbent_, challenger);
-  }
   incumbent_ = challenger;
   slots_[challenger].eliminated = false;
-}
-
-// The cross-check (policy_state.h): the switch stands or is undone once the log of the two
-// sides' geometric mean is confidently above or below the margin's, or at the cap by its value.
-// The first side was confident when the switch was made; the second side's uncertainty is that of
-// its two medians. A check whose switch was overtaken (a rollback, a re-open's provisional
-// switch, an arm lost, a guard) ends without a verdict.
-void PolicyState::evaluate_cross_check(double keep) {
-  CrossCheck& x = cross_;
-  if (x.previous < 0) return;
-  if (incumbent_ != x.incumbent || slots_[x.previous].unavailable) {
-    x.previous = -1;
-    return;
-  }
-  const int need = static_cast<int>(need_);
-  if (x.previous_costs.size() < need || x.incumbent_costs.size() < need) return;
-  const RobustSummary prev = x.previous_costs.summary_recent(SampleWindow::kCapacity);
-  const RobustSummary inc = x.incumbent_costs.summary_recent(SampleWindow::kCapacity);
-  if (!(prev.median > 0) || !(inc.median > 0)) return;
-  const double log_gain = 0.5 * std::log(x.forward * prev.median / inc.median);
-  const auto rel_se = [](const RobustSummary& r) {
-    return kMedianSeRatio * kMadToSigma * r.mad / r.median / std::sqrt(r.n);
-  };
-  const double se = 0.5 * std::hypot(rel_se(prev), rel_se(inc));
-  const double bar = -std::log(keep);
-  const bool at_cap = static_cast<uint32_t>(prev.n) >= cross_check_cap();
-  const bool stands = log_gain - kConfidenceZ * se > bar || (at_cap && log_gain > bar);
-  const bool undone = log_gain + kConfidenceZ * se < bar || (at_cap && !stands);
-  if (!stands && !undone) return;
-  const int previous = x.previous;
-  x.previous = -1;
-  if (stands) {
-    note("cross-check: the switch stands", previous, incumbent_);
-    return;
-  }
-  note("cross-check: switch undone", incumbent_, previous);
-  slots_[incumbent_].cross_rejected = true;
-  incumbent_ = previous;
-  slots_[previous].eliminated = false;
-  cusum_.reset();
-  for (ArmSlot& a : slots_) a.fresh = 0;
-  unsettle();
 }
 
 // Where the step judges, per-call confidence is not the verdict, only the reason to ask the step.
@@ -587,7 +531,7 @@ void PolicyState::evaluate_exploit(double keep) {
   recheck_runner_up(keep);
   if (phase_ == LearnPhase::kExploit) rollback_if_default_cheaper();
   if (phase_ == LearnPhase::kExploit) wake_deferred();
-  if (phase_ == LearnPhase::kExploit && !settled_ && cross_.previous < 0 &&
+  if (phase_ == LearnPhase::kExploit && !settled_ &&
       calls_ >= quiet_since_ + static_cast<uint64_t>(head_.settle_calls)) {
     settle();
   }
@@ -708,10 +652,10 @@ void PolicyState::note(const char* what, int from_slot, int to_slot) {
 int PolicyState::pick_runner_up() const {
   int best = -1;
   int first = -1;
-  // An arm a step trial or a cross-check rejected is not re-checked per call: it was weighed.
+  // An arm a step trial rejected is not re-checked per call: it was weighed.
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& a = slots_[i];
-    if (i == incumbent_ || a.unavailable || a.parked || a.step_rejected || a.cross_rejected) {
+    if (i == incumbent_ || a.unavailable || a.parked || a.step_rejected) {
       continue;
     }
     if (a.stats.count() == 0) {

@@ -152,22 +152,6 @@ struct RegretBudget {
 // caps hold a sliver of the machine: per call up to 1/share slower, priced by the prior as if
 // they held a half, and a first probe cannot be undone (simulator, LLM step: `ring/Simple/c2` of
 // 32 channels at 15.5x, 0.44% of the run).
-// A per-call switch by less than kTieRatio is a near tie, cross-checked (below).
-// --- Cross-check of a per-call switch ----------------------------------------------------------
-// A challenger that took over on per-call costs (not by a step trial) by less than kTieRatio is
-// judged again from the other side: the previous incumbent is probed among the new incumbent's
-// calls, and both are measured in that period. A probe's cost depends on what runs around it:
-// over an emulated WAN, `hd` probed between the default's calls cost 1.03x the default (median of
-// its probes, benchmarks/network/reruns/native_near_best), running every call 1.10x (forced.jsonl),
-// and runs that adopted it stepped ~8% slower.
-// A bias of the probe's position multiplies one side's ratio and divides the other's, so their
-// geometric mean is free of it; the second side's costs, all of one period, are free of the
-// drift between the first side's early and late costs too. The switch stands when that mean
-// still clears the switch margin; otherwise the previous incumbent is back and the challenger is
-// not adopted again (ArmSlot::cross_rejected). The verdict waits for min_samples costs a side and
-// for confidence either way (kConfidenceZ), up to kCrossCheckCapFactor x min_samples probes,
-// after which the estimate decides: with 5-8% noise per cost, six a side judged true ties and
-// 2% losses either way.
 // --- Probe skew ---------------------------------------------------------------------------------
 // The group's next call after a probe that cost kSkewRatio x its state's incumbent or more is not
 // folded into anything (Learner::apply_round): over an emulated WAN, rd at 4 MiB ended 112-314 ms
@@ -211,13 +195,8 @@ class PolicyState {
       const uint32_t step = (budget_ppm_ - converged_ppm_) >> kConvergedDecayShift;
       budget_ppm_ -= step > 0 ? step : 1;
     }
-    // A cross-check probes at the exploring rate, whatever the budget has decayed to.
-    const int cross = cross_target();
-    const uint32_t rate = cross >= 0 ? std::max(budget_ppm_, probe_ppm_) : budget_ppm_;
-    if (!probe_credit_.earn(rate)) return incumbent_call(measure);
-    const int target = cross >= 0                       ? cross
-                       : phase_ == LearnPhase::kProbing ? probe_target()
-                                                        : runner_up_;
+    if (!probe_credit_.earn(budget_ppm_)) return incumbent_call(measure);
+    const int target = phase_ == LearnPhase::kProbing ? probe_target() : runner_up_;
     probes_flow_ = target >= 0 && affordable(slots_[target]);
     if (probes_flow_ && !claim_probe_step()) {
       probe_credit_.hold();  // the probe waits for a step of the other kind
@@ -383,15 +362,13 @@ class PolicyState {
                    calls_ < a.worth_from_call;
     }
   }
-  // The incumbent's call outside a settled state: measured while probes flow or a cross-check
-  // runs (comparisons need its costs beside theirs, in the same rounds) in the windows that carry
-  // a probe (elsewhere its costs would each bring a round about), or while its costs are too few
-  // to compare; otherwise for the fraction that keeps measuring within kLearningOverhead of the
-  // state's time: every call where rounds cost nothing (update_measure_rates).
+  // The incumbent's call outside a settled state: measured while probes flow (comparisons need its
+  // costs beside theirs, in the same rounds) in the windows that carry a probe (elsewhere its costs
+  // would each bring a round about), or while its costs are too few to compare; otherwise for the
+  // fraction that keeps measuring within kLearningOverhead of the state's time: every call where
+  // rounds cost nothing (update_measure_rates).
   int incumbent_call(bool* measure) {
-    const bool compared = ((phase_ == LearnPhase::kProbing && probes_flow_) ||
-                           cross_.previous >= 0) &&
-                          group_->window_probed;
+    const bool compared = phase_ == LearnPhase::kProbing && probes_flow_ && group_->window_probed;
     if (!compared && slots_[incumbent_].view.n >= need_) {
       if (!learning_credit_.take(learning_ppm_)) return incumbent_;
     }
@@ -446,16 +423,6 @@ class PolicyState {
     ++trial_time_probes_;
     return true;
   }
-  // The previous incumbent while the cross-check may still need probes of it, else -1.
-  int cross_target() const {
-    if (cross_.previous < 0) return -1;
-    const uint32_t have = static_cast<uint32_t>(cross_.previous_costs.size()) +
-                          slots_[cross_.previous].inflight_probes;
-    return have < cross_check_cap() ? cross_.previous : -1;
-  }
-  uint32_t cross_check_cap() const {
-    return std::min<uint32_t>(kCrossCheckCapFactor * need_, SampleWindow::kCapacity);
-  }
   // Whether a challenger is judged by step time (StepSource): overlapped states of a group that
   // marks steps, every state of a CPU learner whose steps are rounds.
   bool judged_by_step() const {
@@ -499,8 +466,7 @@ class PolicyState {
   void end_trial(const char* verdict, TrialEnd end);
   void reject_for_longer_steps();
   // Per-call switches.
-  void adopt_per_call(int challenger);  // switches, cross-checking a near-tie (kTieRatio)
-  void evaluate_cross_check(double keep);
+  void adopt_per_call(int challenger);
   // The arm at slot `i` can never run for this state again (`why`: the events' and the trial's
   // word for it).
   void drop_slot(int i, const char* why);
@@ -631,14 +597,6 @@ class PolicyState {
     int challenger = -1;
     int incumbent = -1;
   } stopped_;
-  // The cross-check of a near-tie switch per call (kTieRatio).
-  struct CrossCheck {
-    int previous = -1;             // the incumbent before the switch; -1: no check runs
-    int incumbent = -1;            // the arm switched to
-    double forward = 0;            // previous / incumbent per call, when the switch was made
-    SampleWindow previous_costs;   // its probes' costs since the switch
-    SampleWindow incumbent_costs;  // the incumbent's costs of the same period
-  } cross_;
 };
 
 }  // namespace dynamiccl

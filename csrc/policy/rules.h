@@ -38,10 +38,6 @@ namespace dynamiccl {
   X(kPriorResolves, "prior_resolves",                                                             \
     "A prior that states its confidence, or measured costs beyond 2x, resolve an arm that "       \
     "cannot win by the margin without more probes; off: resolved by costs alone")                 \
-  X(kCrossCheck, "cross_check",                                                                   \
-    "A per-call switch by less than 1.1x is cross-checked: the previous incumbent is probed "     \
-    "among the new one's calls and the switch stands only if both sides clear the margin; off: "  \
-    "the switch stands")                                                                          \
   X(kSkewSkip, "skew_skip",                                                                       \
     "The group's call after a probe that cost 1.5x the incumbent or more is not folded in (its "  \
     "cost is the probe's rank skew); off: every cost is folded in")                               \

@@ -33,15 +33,13 @@ constexpr double kWatchOverhead = 0.001;          // and 0.1% once settled
 constexpr double kMinWatchFraction = 1.0 / 4096;  // the CUSUM still sees 1 call in 4096
 constexpr uint32_t kMinCheckPpm = 250;            // rollback checks: at least 1 in 4000 measured
 // --- Change (policy_state.h, policy_recovery.cpp, cusum.h) --------------------------------------
-constexpr uint64_t kCusumMinReference = 32;   // CUSUM watches once the centre rests on 32 costs
-constexpr double kCusumMaxStep = 3.0;         // one cost moves a CUSUM sum by 3 spreads at most
-constexpr double kCusumDownFactor = 1.5;      // a cheaper incumbent costs nothing unnoticed: 1.5x
-constexpr int kRecoveryArms = 3;              // focused_reopen: the incumbent and the 2 best others
-constexpr double kProvisionalShift = 0.2;     // provisional_switch: a rise beyond 20% switches now
-constexpr double kFarBeyondRatio = 10.0;      // an arm beyond 10x keeps its word through a re-open
-constexpr double kTieRatio = 1.1;             // cross_check: a per-call switch under 1.1x is a tie
-constexpr uint32_t kCrossCheckCapFactor = 4;  // cross_check: at most 4 x min_samples probes
-constexpr double kSkewRatio = 1.5;            // skew_skip: a probe 1.5x the incumbent skews ranks
+constexpr uint64_t kCusumMinReference = 32;  // CUSUM watches once the centre rests on 32 costs
+constexpr double kCusumMaxStep = 3.0;        // one cost moves a CUSUM sum by 3 spreads at most
+constexpr double kCusumDownFactor = 1.5;     // a cheaper incumbent costs nothing unnoticed: 1.5x
+constexpr int kRecoveryArms = 3;             // focused_reopen: the incumbent and the 2 best others
+constexpr double kProvisionalShift = 0.2;    // provisional_switch: a rise beyond 20% switches now
+constexpr double kFarBeyondRatio = 10.0;     // an arm beyond 10x keeps its word through a re-open
+constexpr double kSkewRatio = 1.5;           // skew_skip: a probe 1.5x the incumbent skews ranks
 // --- Evidence shared between states (arm_evidence.h) -------------------------------------------
 constexpr double kEvidenceFactor = 1.5;  // cap_pricing: a word beyond the prior's own error
 constexpr double kMinCapShare = 0.25;    // min_cap_share: caps under 1/4 of NCCL's channels go
