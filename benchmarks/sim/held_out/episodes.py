@@ -6,7 +6,8 @@ the episode's steps, the headroom (default / oracle), the share of it the learne
 for the steps before the first episode and for the steps after each, up to the next episode or
 the end of the run. Run from the repository root:
 
-    python benchmarks/sim/held_out/episodes.py benchmarks/sim/held_out benchmarks/sim/held_out/described
+    python benchmarks/sim/held_out/episodes.py \
+        benchmarks/sim/held_out benchmarks/sim/held_out/described
 """
 import json
 import pathlib
@@ -17,11 +18,11 @@ def window(series, lo, hi):
     return tuple(sum(series[k][lo:hi]) for k in ("default_us", "learned_us", "oracle_us"))
 
 
-def row(label, d, l, o):
+def row(label, d, learned, o):
     head = d / o
-    cap = "-" if d - o <= 1e-9 * d else f"{100 * (d - l) / (d - o):.1f}%"
-    return (f"| {label} | {d / 1e3:.1f} | {l / 1e3:.1f} | {o / 1e3:.1f} | {head:.3f}x | {cap} "
-            f"| {100 * (l / o - 1):+.2f}% |")
+    cap = "-" if d - o <= 1e-9 * d else f"{100 * (d - learned) / (d - o):.1f}%"
+    return (f"| {label} | {d / 1e3:.1f} | {learned / 1e3:.1f} | {o / 1e3:.1f} | {head:.3f}x "
+            f"| {cap} | {100 * (learned / o - 1):+.2f}% |")
 
 
 def main(dirs):
@@ -40,8 +41,10 @@ def main(dirs):
             for i, e in enumerate(eps):
                 lo, hi = e["from_step"], e["to_step"]
                 nxt = eps[i + 1]["from_step"] if i + 1 < len(eps) else len(s["default_us"])
-                print(row(f"{r['name']}, episode {i} ({e['link']}, steps {lo}-{hi})", *window(s, lo, hi)))
-                print(row(f"{r['name']}, after episode {i} (steps {hi}-{nxt})", *window(s, hi, nxt)))
+                print(row(f"{r['name']}, episode {i} ({e['link']}, steps {lo}-{hi})",
+                          *window(s, lo, hi)))
+                print(row(f"{r['name']}, after episode {i} (steps {hi}-{nxt})",
+                          *window(s, hi, nxt)))
 
 
 if __name__ == "__main__":
