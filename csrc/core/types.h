@@ -101,7 +101,7 @@ inline int size_bin(uint64_t bytes) {
   return b < kNumSizeBins - 1 ? b : kNumSizeBins - 1;
 }
 
-// Whether the step waits for a call (docs/architecture.md, "Exposure"). Exposed: the caller
+// Whether the step waits for a call (docs/learner.md, "Exposure"). Exposed: the caller
 // needs the result at once (synchronous calls, DDP's last bucket, FSDP2's first all-gather,
 // tensor-parallel activations), so the step pays the call's whole duration. Overlapped: compute
 // runs beside it (DDP's other buckets, prefetched all-gathers, reduce-scatters, pipeline sends),

@@ -43,7 +43,7 @@ class ArmCatalog {
                                int group_size) const = 0;
   // What `arm` holds of the machine while it runs, relative to the engine default (1.0): what
   // it takes from compute running beside it (NCCL: the channels, hence SMs, it uses for a call
-  // of `effective_bytes`). Overlapped states trial arms that hold less (docs/architecture.md,
+  // of `effective_bytes`). Overlapped states trial arms that hold less (docs/learner.md,
   // "Footprint trials"). Deterministic. By default every arm holds what the default holds.
   virtual double footprint(OpKind /*op*/, uint16_t /*arm*/, uint64_t /*effective_bytes*/) const {
     return 1.0;

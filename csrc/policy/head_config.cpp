@@ -77,7 +77,7 @@ void set_head_setting(HeadConfig& head, const std::string& key, double value) {
   throw std::invalid_argument("unknown head setting '" + key + "' (accepted: " + names + ")");
 }
 
-// Why these budgets (docs/architecture.md, "States and heads"):
+// Why these budgets (docs/learner.md, "States and heads"):
 // - A state spends about (candidates - 1) x min_samples probes whatever its budget (fewer when
 //   the hopeless rule and the confidence intervals drop arms early); the budget only sets how
 //   fast they are spent. A higher budget costs no more probes in all and reaches the best arm

@@ -240,7 +240,7 @@ struct Learner::Impl {
            kGuardZ * step_noise() * std::sqrt(1.0 + 1.0 / n);
   }
 
-  // Guards (docs/architecture.md, "Guards"), fed only by the rank-reduced signals of the round:
+  // Guards (docs/learner.md, "Guards"), fed only by the rank-reduced signals of the round:
   //  - step time (step_baseline()): after the first kFirstRounds rounds, kRegressionRounds
   //    (kRegressionRoundsUnmarked where rounds are the steps) consecutive rounds slower than
   //    baseline * (1 + step_regression), and beyond the step time's noise (regression_bar()), while

@@ -9,7 +9,7 @@
 // the simulator) feeds apply_round() with numbers that are identical on every rank, at the same
 // call index on every rank.
 //
-// Per state, the life cycle (docs/architecture.md, "A state's life cycle"):
+// Per state, the life cycle (docs/learner.md, "A state's life cycle"):
 //   warm-up   : the first `warmup_calls` calls run the engine default (the baseline);
 //   probing   : candidates (the default plus the best arms by the catalog's prior; arms priced
 //               far beyond the best prior are left out; each gets one probe and waits for its

@@ -18,7 +18,7 @@
 
 namespace dynamiccl {
 
-// How trials share the steps (docs/architecture.md, "Step trials"). Up to kTrialLanes
+// How trials share the steps (docs/learner.md, "Step trials"). Up to kTrialLanes
 // overlapped states run one at once, each on its own lane. From the step after it opens, a lane's
 // state runs its incumbent and its challenger in blocks of `lag` steps, alternated: lane 0 every
 // other step, lane 1 every other pair of steps. Each (incumbent, challenger) pair of steps `lag`

@@ -1,4 +1,4 @@
-// An engine's arm catalog with a learned prior (docs/architecture.md, "Learned prior"): the same
+// An engine's arm catalog with a learned prior (docs/learner.md, "Learned prior"): the same
 // arms, actions and footprints; each arm's prior cost is the analytic prior corrected by what the
 // model predicts for the call's role, exposure and size (the analytic log ratio to the default
 // plus the predicted residual), where the model is confident (sigma <= kConfidentSigma), and the

@@ -527,7 +527,7 @@ TEST(Learner, ALuckyFirstRoundDoesNotFreezeExplorationThatCostsNoMoreThanItsNois
 // Rounds whose step time spreads 12% (a busy shared machine) while probes cost 5%, over 40 seeds:
 // the guard seldom takes the noise for a regression (the 10% bar alone did in 31 of 40) and
 // always freezes on a regression of 60%. Prints how many jobs froze per regression, the figures
-// docs/architecture.md ("Guards") quotes.
+// docs/learner.md ("Guards") quotes.
 TEST(Learner, TheStepTimeGuardLooksBeyondTheStepTimesNoise) {
   constexpr int kSeeds = 40;
   for (const double regression : {1.0, 1.3, 1.4, 1.6}) {

@@ -1,5 +1,5 @@
 // The NCCL catalog's footprint: the channels an arm's call uses over those of NCCL's own choice,
-// which is what overlapped states descend on (docs/architecture.md, "Footprint trials").
+// which is what overlapped states descend on (docs/learner.md, "Footprint trials").
 #include <gtest/gtest.h>
 
 #include <string>

@@ -1,5 +1,5 @@
 // Overlapped states and step trials: a challenger that is faster per call is adopted only when
-// the steps it runs in are shorter (docs/architecture.md, "Step trials"). A synthetic step: a
+// the steps it runs in are shorter (docs/learner.md, "Step trials"). A synthetic step: a
 // fixed compute time, plus per call of the overlapped state what its arm adds to the step (an
 // arm that holds more of the machine slows the compute beside it), with Gaussian noise.
 #include <gtest/gtest.h>

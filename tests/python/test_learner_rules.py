@@ -1,0 +1,108 @@
+"""Every rule of the learner earns its place (docs/learner.md, "The rules"): switched off in the
+simulator, the product's learner does measurably worse on the scenario its ablation names
+(benchmarks/sim/ablation.md) or on the socket-transport scenario; the few rules no library
+scenario exercises name the GoogleTest case written for them. A rule that no longer pays fails
+here, and so does a rule added to the registry without evidence, or missing from the docs' table."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+
+from dist_harness import ROOT
+from dynamiccl_pg import _C
+from dynamiccl_pg.sim import ablate, report
+from dynamiccl_pg.sim.scenario import load_scenario, parse_scenario
+from test_sim_scenarios import SOCKET_TRANSPORT
+
+# Removing the rule costs more than this, in percentage points of the figure (ablate.harm).
+MIN_HARM_PP = 0.1
+
+# rule -> (prior, scenario) where switching it off hurts (benchmarks/sim/ablation.md).
+HURTS_IN_SIM = {
+    "prior_cutoff": ("exact", "fsdp2_prefetch"),
+    "first_probe_gate": ("exact", "scale_1k_ranks"),
+    "first_probe_order": ("exact", "scale_1k_ranks"),
+    "worth_probing": ("exact", "llm_step_tp_pp_dp"),
+    "hopeless": ("exact", "llm_step_tp_pp_dp"),
+    "focused_reopen": ("exact", "llm_step_tp_pp_dp"),
+    "provisional_switch": ("exact", "congested_inter"),
+    "cap_pricing": ("exact", "llm_step_tp_pp_dp"),
+    "min_cap_share": ("described", "fsdp2_prefetch"),
+    "step_trials": ("exact", "llm_step_tp_pp_dp"),
+    "footprint_descent": ("exact", "fsdp2_prefetch"),
+    "rung_waits_first": ("exact", "llm_step_tp_pp_dp"),
+    "rung_shorter_on_average": ("exact", "llm_step_tp_pp_dp"),
+    "two_lanes": ("exact", "llm_step_tp_pp_dp"),
+    "probe_step_kinds": ("exact", "llm_step_tp_pp_dp"),
+    "probed_pairs": ("exact", "llm_step_tp_pp_dp"),
+    "probe_step_extra": ("exact", "llm_step_tp_pp_dp"),
+    "futility": ("exact", "llm_step_tp_pp_dp"),
+    "step_adopted_free": ("exact", "llm_step_tp_pp_dp"),
+}
+
+# Rules that pay on the socket-transport scenario (a disastrous arm among winners): its step.
+HURTS_ON_SOCKETS = ("repays", "shared_evidence")
+
+# rule -> the GoogleTest case written for it, where no simulator scenario exercises it (real
+# machines' noise, a learned prior's confidence, a trial stopped by other states' spending).
+GUARDED_BY_TEST = {
+    "prior_resolves": "Learner.AConfidentPriorStandsInForRepeatProbesOfAnArmThatCannotWin",
+    "skew_skip": "Learner.ProbeSkewOnTheNextCallDoesNotKeepHopelessArmsAlive",
+    "trial_pays_back": "StepTrials.AnotherStatesProbeNeitherStopsNorSkewsATrialThatPaysBack",
+    "per_call_misleads":
+        "StepTrials.AfterAFasterArmLengthenedTheStepOtherFasterArmsWaitForTheBudget",
+    "trial_resume": "StepTrials.AFootprintTrialStoppedByAnotherStatesSpendingIsTriedAgain",
+    "pair_clip": "StepTrials.AStepHoldingOtherWorkIsNoArmsDoing",
+}
+
+
+def _figures(scenario: str, prior: str, rules_off: list[str]):
+    sc = load_scenario(os.path.join(ROOT, "benchmarks", "scenarios", f"{scenario}.json"))
+    sc = sc.with_overrides(prior=prior)
+    return ablate.figures(report.summarize(sc, _C.sim.run(sc.to_spec(), None, rules_off), 0.0))
+
+
+@pytest.mark.parametrize("rule", sorted(HURTS_IN_SIM))
+def test_switching_the_rule_off_costs_where_its_ablation_says(rule):
+    prior, scenario = HURTS_IN_SIM[rule]
+    with_ = _figures(scenario, prior, [])
+    without = _figures(scenario, prior, [rule])
+    pp, figure = ablate.harm(with_, without)
+    assert pp > MIN_HARM_PP, (rule, scenario, prior, with_, without)
+    assert figure is not None
+
+
+@pytest.mark.parametrize("rule", HURTS_ON_SOCKETS)
+def test_switching_the_rule_off_lengthens_the_socket_transport_step(rule):
+    sc = parse_scenario(SOCKET_TRANSPORT)
+
+    def step_ratio(rules_off):
+        step = report.summarize(sc, _C.sim.run(sc.to_spec(), None, rules_off), 1.0)["step_time"]
+        return step["learned_us"] / step["default_us"]
+
+    with_, without = step_ratio([]), step_ratio([rule])
+    assert 100 * (without - with_) > MIN_HARM_PP, (rule, with_, without)
+
+
+def test_every_rule_is_accounted_for_and_in_the_docs_table():
+    names = {name for name, _ in _C.learner_rules()}
+    evidence = [set(HURTS_IN_SIM), set(HURTS_ON_SOCKETS), set(GUARDED_BY_TEST)]
+    assert sum(len(e) for e in evidence) == len(set().union(*evidence)), "a rule counted twice"
+    assert names == set().union(*evidence), (
+        "rules without evidence:", names - set().union(*evidence),
+        "evidence for rules the registry lacks:", set().union(*evidence) - names)
+    sources = ""
+    for name in ("test_learner.cpp", "test_step_trials.cpp"):
+        with open(os.path.join(ROOT, "tests", "cpp", "core", name)) as f:
+            sources += f.read()
+    for case in GUARDED_BY_TEST.values():
+        suite, test = case.split(".")
+        assert f"TEST({suite}, {test})" in sources, case
+    with open(os.path.join(ROOT, "docs", "learner.md")) as f:
+        text = f.read()
+    table = text[text.index("## The rules"):text.index("## In depth")]
+    in_table = set(re.findall(r"^\| `(\w+)` \|", table, re.M))
+    assert in_table == names, (in_table ^ names)
