@@ -1,5 +1,5 @@
 // The learner of one process group: the state table, the consensus round, the guards, and the
-// snapshots. Per-state learning is in policy_state.{h,cpp}.
+// snapshots. Per-state learning is PolicyState (policy_state.h and the parts it names).
 //
 // No randomness is needed: probe order comes from the prior (ties by arm index) and every other
 // tie is broken by that order. Not thread-safe: the caller serializes decide/apply_round of one
@@ -20,28 +20,8 @@ namespace dynamiccl {
 namespace {
 
 constexpr int kNumKeys = kNumRoles * kNumOps * kNumSizeBins * kNumExposures * 2;
-// The step-time guard's baseline: the mean of the rounds that ran the default arm only once there
-// are this many, until then the median of the job's first this many rounds, whatever ran in them
-// (a job usually has one default-only round, before probing begins: a lucky one, as the baseline
-// alone, froze the main job's states at step 20 in 4 of 22 runs).
-// Consecutive regressed rounds before the step-time guard acts: one slow round (a checkpoint
-// write, an evaluation pass) must not freeze a whole job's exploration for good. Where the group
-// marks no steps, its rounds are its steps: a round is a few calls, whose time on shared cores is
-// heavy-tailed (4 ranks on 2 cores: a tiny all-reduce's wall time per call 1.5-1.7x its calls'
-// median duration, benchmarks/results/cost_statistics.md), and two slow rounds in a row come by
-// chance (one round in ten slowed by an exponential tail of the step's mean: 14 of 40 jobs frozen
-// with two, none with three; Learner.TheGuardOnRoundsAsStepsLooksBeyondTheirTail).
-// A regressed round is also beyond the step time's own noise: kGuardZ of its round-to-round
-// standard deviation (with the baseline's error), estimated from the last kNoiseRounds rounds.
-// On the main job (4 ranks on 2 cores) rounds of ~5 steps spread 8-13% around their trend while
-// probing: 10% alone is inside that.
-// A trial's pair is winsorized: its two steps' difference is held within the shorter step, or
-// within kPairClipZ spreads of the difference between successive steps where that is wider
-// (kMadToSigma x their median absolute difference over the last SampleWindow::kCapacity). A step
-// that holds something else (a checkpoint, an evaluation pass, another group's calls) is no arm's
-// doing: in a loop whose rounds are its steps, beside another group's windows of calls, one such
-// pair credited 3.7 s to a state whose budget was 60 ms, which then paid for probes it could not
-// afford. An arm that doubles the step is still charged in full.
+// The guard's and the step trials' thresholds are in tuning.h; why each, in docs/learner.md
+// ("Guards", "Step trials").
 
 inline int state_key(int role, int op, int bin, Exposure exposure, bool fused) {
   return (((role * kNumOps + op) * kNumSizeBins + bin) * kNumExposures +
@@ -190,15 +170,14 @@ struct Learner::Impl {
       const bool probed_pair = probed || incumbent.probed;
       if (!probed_pair ||
           (config.rules.on(Rule::kProbedPairs) && owner.keeps_probed_pair(incumbent.us, us))) {
-        if (!config.rules.on(Rule::kPairClip)) {
-          owner.add_trial_pair(incumbent.us, us);
-          incumbent = {};
-          return;
-        }
-        // Winsorized: the longer step is brought within `limit` of the other (kPairClipZ).
+        // Winsorized (pair_clip): the longer step is brought within `limit` of the other, the
+        // shorter step or kPairClipZ spreads of successive steps' difference, whichever is wider:
+        // a step that holds other work (a checkpoint, another group's calls) is no arm's doing.
         const double spread = kPairClipZ * kMadToSigma *
                               successive_steps.median_recent(SampleWindow::kCapacity);
-        const double limit = std::max(spread, std::min(incumbent.us, us));
+        const double limit = config.rules.on(Rule::kPairClip)
+                                 ? std::max(spread, std::min(incumbent.us, us))
+                                 : INFINITY;
         owner.add_trial_pair(std::min(incumbent.us, us + limit),
                              std::min(us, incumbent.us + limit));
       }
