@@ -1,6 +1,6 @@
-// What a learner state does at step granularity (docs/learner.md, "Step trials"): which
-// challenger an overlapped state trials against its incumbent (faster per call, or a footprint
-// rung of the descent), and the verdict its paired step differences give. The group's
+// What a learner state does at step granularity (docs/architecture.md, "Step trials"): which
+// challenger an overlapped state trials against its incumbent (faster per call, a footprint rung
+// of the descent, a near tie), and the verdict its paired step differences give. The group's
 // board of running trials is step_trial_board.h.
 #include "policy/policy_state.h"
 
@@ -10,31 +10,6 @@
 #include <limits>
 
 namespace dynamiccl {
-
-// Overlapped states of a group that marks steps, every state of a CPU learner whose steps are
-// rounds.
-bool PolicyState::judged_by_step() const {
-  if (trials_->step == 0) return false;
-  switch (trials_->source) {
-    case StepSource::kMarked: return exposure_ == Exposure::kOverlapped;
-    case StepSource::kRoundsJudged: return true;
-    case StepSource::kRoundsIgnored: return false;
-  }
-  return false;
-}
-
-// Per-call costs are no promise of step time: a trial found so (per_call_misleads_), or the
-// group's rounds are its steps, judged because per call does not follow the wall clock there (a
-// loop of tiny calls on shared cores: benchmarks/results/cost_statistics.md).
-bool PolicyState::per_call_misleads() const {
-  return per_call_misleads_ || trials_->source == StepSource::kRoundsJudged;
-}
-
-// With one lane (Rule::kTwoLanes off), a trial opens only while none runs.
-int PolicyState::free_lane() const {
-  if (on(Rule::kTwoLanes)) return trials_->free_lane();
-  return trials_->busy() ? -1 : 0;
-}
 
 // A trial is looked at every round, so its bound is wider than a single test's: about 3 standard
 // errors keeps the chance that a neutral arm is judged either way over 40 looks near 5%. A verdict
