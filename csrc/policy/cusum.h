@@ -20,11 +20,6 @@ class Cusum {
  public:
   enum class Alarm : uint8_t { kNone = 0, kUp, kDown };
 
-  // A single input moves a sum by at most this many spreads, so even a run of three outliers
-  // (which the filter lets through) cannot raise an alarm by itself.
-  // A cheaper incumbent loses nothing while it goes unnoticed (only a possibly better arm is
-  // missed), so the downward alarm asks for this much more evidence.
-
   // threshold: alarm level; drift: slack subtracted per sample (both in spreads).
   void configure(double threshold, double drift) {
     threshold_ = threshold;

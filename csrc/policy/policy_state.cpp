@@ -437,7 +437,7 @@ void PolicyState::switch_to_cheapest(double keep) {
       continue;
     }
     const double m = c.view.center;
-    if (m < inc.view.center * keep && m + c.view.half_width < inc_lcb &&
+    if (m < inc.view.center * keep_for(i, keep) && m + c.view.half_width < inc_lcb &&
         (best < 0 || m < slots_[best].view.center)) {
       best = i;
     }
@@ -484,7 +484,7 @@ bool PolicyState::resolve_challengers(bool inc_ready, double keep) {
     // first probe yet (deferred: woken once the state has lived long enough).
     const double c_lower = c.view.center - c.view.half_width * (kResolveZ / kConfidenceZ);
     c.resolved = c.eliminated || c.parked || c.deferred || c.issued >= cap ||
-                 (ready && c_lower >= inc_center * keep) || cannot_win_by_prior(c);
+                 (ready && c_lower >= inc_center * keep_for(i, keep)) || cannot_win_by_prior(c);
     all_resolved = all_resolved && c.resolved;
   }
   return all_resolved;
@@ -545,7 +545,7 @@ void PolicyState::recheck_runner_up(double keep) {
   ArmSlot& r = slots_[runner_up_];
   const ArmSlot& inc = slots_[incumbent_];
   // Re-probe afresh: the runner-up's costs since convergence may straddle the change.
-  if (fresh_enough(r, inc) && fresh_median_ucb(r, inc) < inc.view.center * keep) {
+  if (fresh_enough(r, inc) && fresh_median_ucb(r, inc) < inc.view.center * keep_for(runner_up_, keep)) {
     reopen_focused(runner_up_, 0, false);
   }
 }
@@ -587,7 +587,8 @@ void PolicyState::update_budget_view() {
 }
 
 // The incumbent is not the default, and the default's costs since convergence (watch windows
-// measure it again) say it is now confidently cheaper by the margin: back to the default.
+// measure it again) say it is now confidently cheaper: back to the default (no margin: see
+// keep_for()).
 void PolicyState::rollback_if_default_cheaper() {
   // Per call the default may be cheaper: a step trial weighed that already (watch()).
   if (incumbent_ == default_slot_ || slots_[incumbent_].step_adopted) return;
@@ -595,7 +596,7 @@ void PolicyState::rollback_if_default_cheaper() {
   const ArmSlot& inc = slots_[incumbent_];
   if (!fresh_enough(def, inc)) return;
   const double ucb = fresh_median_ucb(def, inc);
-  if (!(ucb < inc.view.center * (1.0 - head_.switch_margin))) {
+  if (!(ucb < inc.view.center)) {
     // The incumbent holds: check less often (a fresh set of the default's costs next time).
     slots_[default_slot_].fresh = 0;
     check_ppm_ = std::max(kMinCheckPpm, check_ppm_ / 2);

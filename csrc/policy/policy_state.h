@@ -503,6 +503,12 @@ class PolicyState {
   void update_tail();
   bool hopeless(const ArmSlot& c, const ArmSlot& inc) const;
   bool cannot_win_by_prior(const ArmSlot& c) const;  // against the incumbent, at the margin
+  // The share of the incumbent's cost slot i must beat to take over: `keep` (1 - switch_margin)
+  // for a challenger, 1 for NCCL's default. The margin is the price of leaving the default (a
+  // switch must pay it back); returning to it only needs the default confidently cheaper, so an
+  // arm adopted under other conditions cannot stay up to a margin slower than the engine's own
+  // choice, and the asymmetry still keeps a state from flapping.
+  double keep_for(int i, double keep) const { return i == default_slot_ ? 1.0 : keep; }
   int pick_runner_up() const;
   int best_known() const;
 

@@ -277,6 +277,31 @@ TEST(Learner, ReadaptsAfterAPlantedShift) {
   EXPECT_GT(st.probes, probes_to_converge);
 }
 
+// After a congestion episode the arm adopted during it stays only while it is no slower than the
+// default: the switch margin is the price of leaving the default, not of returning to it. Here
+// the arm adopted under congestion ends 2% slower than the default, inside the 3% margin a
+// challenger would need; with the margin applied both ways the state stayed on it for good.
+TEST(Learner, AfterAnEpisodeEndsTheDefaultReturnsWithoutTheMargin) {
+  auto cat = catalog_of(3);
+  Learner l(bulk_config(), cat);
+  const uint64_t episode_from = 3000, episode_to = 8000;
+  Driver d{l, [&](uint64_t call, const CollectiveContext&, uint16_t arm) {
+             const double quiet[] = {100, 102, 130};
+             const double congested[] = {200, 150, 260};
+             return call >= episode_from && call < episode_to ? congested[arm] : quiet[arm];
+           }};
+  d.noise = 0.02;
+  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
+  d.run(ctx, static_cast<int>(episode_from));
+  ASSERT_EQ(state_stats(l, 0).incumbent, 0);
+  d.run(ctx, static_cast<int>(episode_to - episode_from));
+  ASSERT_EQ(state_stats(l, 0).incumbent, 1);  // adopted under congestion
+  d.run(ctx, 8000);
+  const StateStats st = state_stats(l, 0);
+  EXPECT_EQ(st.incumbent, 0);
+  EXPECT_TRUE(converged(st));
+}
+
 TEST(Learner, RunnerUpRecheckFindsAnArmThatBecameCheaper) {
   // The incumbent's cost never changes (CUSUM stays quiet); the runner-up becomes much cheaper.
   // Re-checks run until the state settles (a settled state no longer probes): kept unsettled.
