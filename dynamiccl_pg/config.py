@@ -13,7 +13,7 @@ import os
 import re
 import tempfile
 import warnings
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from . import _C
 from .errors import ConfigError
@@ -118,6 +118,9 @@ ENV_VARS = {
                                 "schedule (* for all of ours) slows its step's compute by that "
                                 "much, paid where the step ends, unseen in the call's own duration "
                                 "(an arm faster per call but slower for the step)"),
+    "DYNAMICCL_TEST_ABLATE": ("", "tests and benchmarks only: learner rules switched off, by "
+                              "name (comma-separated; `python -m dynamiccl_pg sim --ablate` "
+                              "lists them), to measure what each buys on a real job"),
     "DYNAMICCL_EMULATE_NCCL": ("", "a simulator scenario file: CPU tensors take the NCCL branch, "
                                "run by an emulated NCCL on the scenario's cluster and truth "
                                "(tests and demos without a GPU)"),
@@ -287,6 +290,15 @@ def parse_test_arm(name: str) -> Optional[tuple]:
     return arm, int(us)
 
 
+def parse_ablated_rules(value: str, name: str = "DYNAMICCL_TEST_ABLATE") -> List[str]:
+    """``"skew_skip,pair_clip"`` -> the learner rules (policy/rules.h) to switch off."""
+    accepted = [rule for rule, _ in _C.learner_rules()]
+    names = [n.strip() for n in value.split(",") if n.strip()] if value else []
+    for n in names:
+        _choice(f"{name} rule", n, accepted)
+    return names
+
+
 def resolve(options: Optional[Options] = None) -> dict:
     """The backend configuration for one group: environment, overridden by ``options``."""
     o = options or Options()
@@ -321,6 +333,7 @@ def resolve(options: Optional[Options] = None) -> dict:
         "topology_override": _topology_override(),
         "test_slow_arm": parse_test_arm("DYNAMICCL_TEST_SLOW_ARM"),
         "test_busy_arm": parse_test_arm("DYNAMICCL_TEST_BUSY_ARM"),
+        "ablate": parse_ablated_rules(_env("DYNAMICCL_TEST_ABLATE")),
         "emulate_nccl": _emulated_scenario(_env("DYNAMICCL_EMULATE_NCCL")),
         "emulate_nccl_fault": parse_emulation_fault(_env("DYNAMICCL_EMULATE_NCCL_FAULT")),
         "emulate_nccl_version": _choice("DYNAMICCL_EMULATE_NCCL_VERSION",
@@ -396,7 +409,8 @@ def _topology_override() -> dict:
 # What shapes decisions, hence must be identical on every rank of a group (checked at creation).
 _DECISION_SETTINGS = ("mode", "round_calls", "cost_reduce", "force", "role_map", "heads",
                       "step_regression", "loss_stall_rounds", "nccl_plugin", "topology_override",
-                      "test_slow_arm", "test_busy_arm", "emulate_nccl", "check_calls", "inner")
+                      "test_slow_arm", "test_busy_arm", "ablate", "emulate_nccl", "check_calls",
+                      "inner")
 # NCCL's own choices: set on some ranks only, tuning would step aside there and not elsewhere
 # (NCCL_ALGO/PROTO), the channel caps offered, which follow NCCL's channel bounds, would differ,
 # or the ranks would run different NCCL engines (TORCH_DIST_USE_NCCL2).

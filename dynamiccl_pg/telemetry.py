@@ -26,6 +26,8 @@ def stats(group=None) -> dict:
         "group_desc": pg.group_desc,
         "group_role": pg.group_role,
         "mode": pg.mode,
+        # Learner rules switched off (DYNAMICCL_TEST_ABLATE, benchmarks only): normally none.
+        "rules_off": list(pg.rules_off),
         # The engines the group's calls run on, per device: torch's name and class.
         "engines": {device: e for device, e in pg.inner_engines.items() if e},
         "prior": pg.prior_path or "analytic",  # what ordered and pruned the arms probed
@@ -76,7 +78,8 @@ def format_summary(group=None) -> str:
     engines = ", ".join(f"{device} on {e}" for device, e in s["engines"].items())
     lines = [f"dynamiccl summary: group {s['group']} ({s['group_desc']}, role {s['group_role']}), "
              f"mode {s['mode']}, {s['learned_calls']} learned calls, "
-             f"{s['rounds_applied']} consensus rounds; {engines}",
+             f"{s['rounds_applied']} consensus rounds; {engines}"
+             + (f"; learner rules off: {', '.join(s['rules_off'])}" if s["rules_off"] else ""),
              f"{'engine':<6} {'op':<15} {'size':>9} {'calls':>8} {'mean_us':>10}"]
     for row in sorted(s["calls"], key=lambda r: (r["engine"], r["op"], r["size_bin"])):
         mean = f"{row['mean_us']:.1f}" if row["mean_us"] >= 0 else "-"

@@ -152,6 +152,7 @@ BackendConfig config_from_dict(const py::dict& d) {
   c.nccl_version = get_or<int>(d, "nccl_version", c.nccl_version);
   c.prior_path = get_or<std::string>(d, "prior", c.prior_path);
   set_heads(d, &c.learner);
+  c.learner.rules = RuleSet::without(get_or<std::vector<std::string>>(d, "ablate", {}));
   c.learner.step_regression = get_or<double>(d, "step_regression", c.learner.step_regression);
   c.learner.loss_stall_rounds = get_or<int>(d, "loss_stall_rounds", c.learner.loss_stall_rounds);
   return c;
@@ -233,6 +234,14 @@ PGClass bind_process_group_class(py::module_& m) {
           py::arg("rank"), py::arg("size"), py::arg("gloo"), py::arg("nccl"), py::arg("config"),
           py::arg("timeout"), py::arg("nccl_channel") = 0)
       .def_property_readonly("mode", [](const PG& pg) { return mode_name(pg.mode()); })
+      .def_property_readonly("rules_off",
+                             [](const PG& pg) {
+                               std::vector<std::string> off;
+                               for (const RuleInfo& r : rule_infos()) {
+                                 if (!pg.config().learner.rules.on(r.rule)) off.push_back(r.name);
+                               }
+                               return off;
+                             })
       .def_property_readonly("group_role", [](PG& pg) { return role_name(pg.group_role()); })
       .def_property_readonly("group_desc", [](const PG& pg) { return pg.getGroupDesc(); })
       .def_property_readonly("learned_calls", &PG::learned_calls)

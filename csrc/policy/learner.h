@@ -108,8 +108,8 @@ struct LearnerConfig {
   std::array<HeadConfig, kNumRoles> heads = default_heads();
   double step_regression = 0.10;  // guard: step time worse than baseline by this fraction
   int loss_stall_rounds = 20;     // guard: rounds without loss improvement during exploration
-  // The learner's named rules (policy/rules.h), all on: tests and the simulator's ablations
-  // switch some off; nothing a user sets reaches it.
+  // The learner's named rules (policy/rules.h), all on: tests, the simulator's ablations and
+  // DYNAMICCL_TEST_ABLATE (benchmarks) switch some off.
   RuleSet rules;
   static std::array<HeadConfig, kNumRoles> default_heads();
 };

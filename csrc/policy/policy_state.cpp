@@ -545,7 +545,8 @@ void PolicyState::recheck_runner_up(double keep) {
   ArmSlot& r = slots_[runner_up_];
   const ArmSlot& inc = slots_[incumbent_];
   // Re-probe afresh: the runner-up's costs since convergence may straddle the change.
-  if (fresh_enough(r, inc) && fresh_median_ucb(r, inc) < inc.view.center * keep_for(runner_up_, keep)) {
+  if (fresh_enough(r, inc) &&
+      fresh_median_ucb(r, inc) < inc.view.center * keep_for(runner_up_, keep)) {
     reopen_focused(runner_up_, 0, false);
   }
 }

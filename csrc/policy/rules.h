@@ -4,8 +4,9 @@
 // be measured (the simulator's `--ablate`, benchmarks/sim/ablation.md); switched off, its code
 // path falls back to the general mechanism it special-cases.
 //
-// A test and benchmark setting only: LearnerConfig::rules is all on by default, and nothing the
-// backend reads (no environment variable, no policy file) sets it.
+// A test and benchmark setting only: LearnerConfig::rules is all on by default; a job switches
+// rules off only through DYNAMICCL_TEST_ABLATE (documented as tests and benchmarks only, checked
+// alike on every rank), never through a policy file or an Options field.
 #pragma once
 
 #include <cstdint>

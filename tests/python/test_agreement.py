@@ -31,6 +31,7 @@ def allreduces(rank, world, calls):
     ("DYNAMICCL_COST_REDUCE", ("auto", "min")),
     ("DYNAMICCL_REGRET_BUDGET", ("0.01", "0.02")),
     ("DYNAMICCL_CHECK", ("0", "1")),  # one rank would run a check call the other never joins
+    ("DYNAMICCL_TEST_ABLATE", ("skew_skip", "")),
 ])
 def test_a_setting_that_differs_fails_group_creation_on_every_rank(var, values):
     res = run_ranks(allreduces, 2, 4, env={var: values[0]}, rank_env={1: {var: values[1]}},
@@ -41,7 +42,8 @@ def test_a_setting_that_differs_fails_group_creation_on_every_rank(var, values):
         # Names the setting and each rank's value.
         key = {"DYNAMICCL_MODE": "mode", "DYNAMICCL_ROUND_CALLS": "round_calls",
                "DYNAMICCL_FORCE": "force", "DYNAMICCL_COST_REDUCE": "cost_reduce",
-               "DYNAMICCL_REGRET_BUDGET": "heads", "DYNAMICCL_CHECK": "check_calls"}[var]
+               "DYNAMICCL_REGRET_BUDGET": "heads", "DYNAMICCL_CHECK": "check_calls",
+               "DYNAMICCL_TEST_ABLATE": "ablate"}[var]
         assert f"  {key}: rank 0:" in err and "rank 1:" in err, err
 
 

@@ -106,3 +106,30 @@ def test_every_rule_is_accounted_for_and_in_the_docs_table():
     table = text[text.index("## The rules"):text.index("## In depth")]
     in_table = set(re.findall(r"^\| `(\w+)` \|", table, re.M))
     assert in_table == names, (in_table ^ names)
+
+
+def _rules_off(rank, world):
+    import torch
+    import torch.distributed as dist
+    from dynamiccl_pg import telemetry
+    t = torch.ones(1024)
+    dist.all_reduce(t)
+    return telemetry.stats()["rules_off"], telemetry.format_summary().splitlines()[0]
+
+
+def test_a_job_switches_rules_off_only_through_the_benchmark_variable(monkeypatch):
+    """DYNAMICCL_TEST_ABLATE reaches the learner of a real job (stats() and the summary's first
+    line say which rules are off); unset, none is; an unknown name is refused naming it."""
+    from dist_harness import run_ranks
+    from dynamiccl_pg import config
+    from dynamiccl_pg.errors import ConfigError
+    ablated = {"DYNAMICCL_TEST_ABLATE": "skew_skip,pair_clip"}
+    for off, first in run_ranks(_rules_off, 2, env=ablated):
+        assert off == ["skew_skip", "pair_clip"] and first.endswith(
+            "learner rules off: skew_skip, pair_clip"), (off, first)
+    for off, first in run_ranks(_rules_off, 2):
+        assert off == [] and "rules off" not in first, (off, first)
+    monkeypatch.setenv("DYNAMICCL_TEST_ABLATE", "skew_skip,no_such_rule")
+    with pytest.raises(ConfigError, match="'no_such_rule' is not accepted; accepted: "
+                                          "prior_cutoff, "):
+        config.resolve()

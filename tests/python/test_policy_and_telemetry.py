@@ -169,7 +169,7 @@ def test_summary_marks_a_default_parked_by_a_re_open(monkeypatch):
         monkeypatch.setattr(telemetry, "stats", lambda group=None: {
             "group": "0", "group_desc": "default_pg", "group_role": "dp", "mode": "learn",
             "learned_calls": 1199, "rounds_applied": 40, "calls": [],
-            "engines": {"cpu": "gloo (ProcessGroupGloo)"},
+            "engines": {"cpu": "gloo (ProcessGroupGloo)"}, "rules_off": [],
             "states": {"cpu": [state(regime_samples)]}})
         return [line.split() for line in telemetry.format_summary().splitlines()
                 if line.strip().startswith(("dp", "*"))]
@@ -201,7 +201,7 @@ def test_summary_says_each_states_last_step_trial(monkeypatch):
     monkeypatch.setattr(telemetry, "stats", lambda group=None: {
         "group": "0", "group_desc": "default_pg", "group_role": "dp", "mode": "learn",
         "learned_calls": 598, "rounds_applied": 40, "calls": [], "states": {"cpu": [state]},
-        "engines": {"cpu": "gloo (ProcessGroupGloo)"}})
+        "engines": {"cpu": "gloo (ProcessGroupGloo)"}, "rules_off": []})
     lines = telemetry.format_summary().splitlines()
     assert lines[-1] == ("last step trial (cpu): dp allreduce >=512KiB overlapped: rd, adopted: "
                          "shorter steps at step 57 (-1840 +- 310 us a step, 6 pairs)"), lines
