@@ -291,7 +291,7 @@ def parse_test_arm(name: str) -> Optional[tuple]:
 
 
 def parse_ablated_rules(value: str, name: str = "DYNAMICCL_TEST_ABLATE") -> List[str]:
-    """``"skew_skip,pair_clip"`` -> the learner rules (policy/rules.h) to switch off."""
+    """``"trial_resume,pair_clip"`` -> the learner rules (policy/rules.h) to switch off."""
     accepted = [rule for rule, _ in _C.learner_rules()]
     names = [n.strip() for n in value.split(",") if n.strip()] if value else []
     for n in names:

@@ -25,6 +25,10 @@
 # --variants: run these e2e variants (gloo, dynamiccl, dynamiccl_per_call, which are the
 # default, and dynamiccl_replay), e.g. more repetitions of two of them back to back; needs
 # --out, so a record of other variants never replaces the full one.
+# --ablate RULE[,RULE]: the variants dynamiccl_ablated and dynamiccl_per_call_ablated run with
+# these learner rules off (DYNAMICCL_TEST_ABLATE), e.g. --variants
+# dynamiccl,dynamiccl_ablated --ablate skew_skip: what a rule buys under the WAN profile.
+# --repeats N: e2e repetitions of each configuration (default 3, --quick 1).
 # --keep-traces: keep each e2e run's call traces (every rank's DYNAMICCL_TRACE file, ~3 MB a
 # run) in OUT/traces/CONFIG-VARIANT-REP/, for probe_timing.py; without it they are deleted.
 #
@@ -42,6 +46,8 @@ VARIANTS=""
 OUT=""
 BUILD_ENV=1
 KEEP_TRACES=0
+ABLATE=""
+REPEATS=""
 while (($#)); do
   case "$1" in
     --quick) QUICK=1 ;;
@@ -51,8 +57,10 @@ while (($#)); do
     --out) OUT="$2"; shift ;;
     --no-build) BUILD_ENV=0 ;;
     --keep-traces) KEEP_TRACES=1 ;;
+    --ablate) ABLATE="$2"; shift ;;
+    --repeats) REPEATS="$2"; shift ;;
     *) echo "unknown argument $1; accepted: --quick, --stages LIST, --configs LIST," \
-         "--variants LIST, --out DIR, --no-build, --keep-traces" >&2
+         "--variants LIST, --out DIR, --no-build, --keep-traces, --ablate RULES, --repeats N" >&2
        exit 2 ;;
   esac
   shift
@@ -282,12 +290,19 @@ E2E_VARIANTS=(
   "dynamiccl|--backend dynamiccl --save-policy $POLICY"
   "dynamiccl_per_call|--backend dynamiccl --no-hook"
   "dynamiccl_replay|--backend dynamiccl"
+  "dynamiccl_ablated|--backend dynamiccl"
+  "dynamiccl_per_call_ablated|--backend dynamiccl --no-hook"
 )
 narrow E2E_VARIANTS --variants "${VARIANTS:-gloo,dynamiccl,dynamiccl_per_call}"
 ROTATED=() REPLAY=()
 for variant in "${E2E_VARIANTS[@]}"; do
   if [[ "$variant" == dynamiccl_replay\|* ]]; then REPLAY=("$variant"); else ROTATED+=("$variant"); fi
 done
+if [[ ",$VARIANTS," == *_ablated,* ]] && [ -z "$ABLATE" ]; then
+  echo "--variants: the *_ablated variants need --ablate RULE[,RULE]" >&2
+  exit 2
+fi
+E2E_REPEATS="${REPEATS:-$E2E_REPEATS}"
 if ((${#REPLAY[@]})) && [[ ",$VARIANTS," != *",dynamiccl,"* ]]; then
   echo "--variants: dynamiccl_replay replays the dynamiccl run's policy: name dynamiccl too" >&2
   exit 2
@@ -330,6 +345,7 @@ if has_stage e2e; then
         read -r -a variant_args <<<"${variant#*|}"
         replay=()
         [ "$backend" = dynamiccl_replay ] && replay=(DYNAMICCL_MODE=frozen DYNAMICCL_POLICY="$POLICY")
+        [[ "$backend" == *_ablated ]] && replay=(DYNAMICCL_TEST_ABLATE="$ABLATE")
         echo "[network] e2e: $name, $backend, run $rep ($((($(date +%s) - START) / 60)) min so far)"
         log="$LOGS/e2e-$name-$backend-$rep.log"
         rm -f "$LOGS"/trace.* "$LOGS/stats.json"

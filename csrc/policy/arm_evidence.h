@@ -30,7 +30,7 @@
 // A word counts beyond kEvidenceFactor times the prior's ratio, or below its inverse for a cap:
 // within it, costs say nothing the prior's own error does not. A re-open of the state that said
 // it drops its costs, and the word with them, except for an arm that was far beyond the default
-// (kFarBeyondRatio): the re-open parks it without measuring it again, and a word withdrawn with
+// (kPriorCutoff): the re-open parks it without measuring it again, and a word withdrawn with
 // its costs let every state of the calls pay that probe again, the one that said it too.
 #pragma once
 

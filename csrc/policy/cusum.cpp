@@ -18,16 +18,15 @@ Cusum::Alarm Cusum::add(double cost, double center, double sigma, double thresho
   last_[0] = static_cast<float>(cost);
   held_ = std::min(held_ + 1, 2);
 
-  const double z_up = std::clamp((lo - center) / sigma, -kCusumMaxStep, kCusumMaxStep);
-  const double z_down = std::clamp((hi - center) / sigma, -kCusumMaxStep, kCusumMaxStep);
+  const double z_up = std::clamp((lo - center) / sigma, -kClipSpreads, kClipSpreads);
+  const double z_down = std::clamp((hi - center) / sigma, -kClipSpreads, kClipSpreads);
   up_ = std::max(0.0, up_ + z_up - drift_);
   down_ = std::max(0.0, down_ - z_down - drift_);
   run_up_ = up_ > 0 ? run_up_ + 1 : 0;
   run_down_ = down_ > 0 ? run_down_ + 1 : 0;
   const double level = threshold_ * threshold_scale;
-  const Alarm alarm = up_ > level                        ? Alarm::kUp
-                      : down_ > level * kCusumDownFactor ? Alarm::kDown
-                                                         : Alarm::kNone;
+  // Symmetric: a cheaper incumbent may mean the default, left for a congestion, is back.
+  const Alarm alarm = up_ > level ? Alarm::kUp : down_ > level ? Alarm::kDown : Alarm::kNone;
   if (alarm != Alarm::kNone) {
     run_ = alarm == Alarm::kUp ? run_up_ : run_down_;
     up_ = down_ = 0;

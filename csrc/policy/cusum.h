@@ -5,7 +5,7 @@
 //
 // Robust to heavy-tailed costs in three ways: the upward sum reads the cheapest of the last three
 // costs and the downward one the dearest (a shift must persist to show, slow outliers reach the
-// upward sum only three in a row), each input moves a sum by at most kCusumMaxStep spreads
+// upward sum only three in a row), each input moves a sum by at most kClipSpreads spreads
 // (winsorized), and the caller raises the threshold with the rate of outliers it has seen. The
 // filters also take ~0.85 spreads off normal noise in each direction, on top of the drift.
 #pragma once

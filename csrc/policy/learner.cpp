@@ -87,7 +87,6 @@ struct Learner::Impl {
   std::unique_ptr<ArmEvidenceBoard> evidence = std::make_unique<ArmEvidenceBoard>();
   MeasureCost measure;      // the last known cost of measuring
   bool last_probe = false;  // the group's previous decision was a probe
-  bool long_probe = false;  // the previous outcome applied was a long probe (kSkewRatio)
 
   // Restored snapshots of states not seen yet; applied when the state is created.
   std::array<int32_t, kNumKeys> pending_index;  // key -> index into pending, -1 = none
@@ -153,7 +152,7 @@ struct Learner::Impl {
       t.marks.pop_front();
       for (int j = 0; j < kTrialLanes; ++j) {
         // The step's time without what its exposed probes' own calls added to it.
-        const double extra = config.rules.on(Rule::kProbeStepExtra) ? mark.probe_extra_us : 0.0;
+        const double extra = config.rules.on(Rule::kProbedPairs) ? mark.probe_extra_us : 0.0;
         if (mark.used[j]) take_lane_step(t.lanes[j], step, us - extra, mark.probed);
       }
     }
@@ -216,7 +215,7 @@ struct Learner::Impl {
   double regression_bar() const {
     const int n = std::max(baseline_rounds, kFirstRounds);  // rounds behind the baseline
     return step_baseline() * (1.0 + config.step_regression) +
-           kGuardZ * step_noise() * std::sqrt(1.0 + 1.0 / n);
+           kConfidenceZ * step_noise() * std::sqrt(1.0 + 1.0 / n);
   }
 
   // Guards (docs/learner.md, "Guards"), fed only by the rank-reduced signals of the round:
@@ -336,12 +335,6 @@ void Learner::apply_round(const RoundResult& round) {
     if (round_share_us > 0 && (c.probe || probes == 0)) s.charge_round(round_share_us);
     if (c.channels > 0 && c.arm == kDefaultArm) s.note_default_channels(c.channels);
     const bool timed = c.cost_us > 0 && std::isfinite(c.cost_us);
-    // The call after a long probe starts where the probe's ranks ended it, far apart: the early
-    // ranks wait in it for the late one, so its cost (max over ranks) is mostly the probe's skew,
-    // which the probe's own cost already holds. Folded in, it raised the incumbent's worst recent
-    // cost, which kept hopeless challengers from being eliminated, and so probed on (kSkewRatio).
-    const bool skewed = m.config.rules.on(Rule::kSkewSkip) && c.after_probe && m.long_probe;
-    m.long_probe = c.probe && timed && s.long_probe(c.cost_us);
     // Untimed, it added nothing its step can be cleared of; taken all the same, so that the costs
     // that follow pair with their own probes.
     if (c.probe) {
@@ -351,7 +344,6 @@ void Learner::apply_round(const RoundResult& round) {
       if (c.probe) s.release_probe(c.arm);  // no rank could time it: it will never arrive
       continue;
     }
-    if (skewed) continue;
     nondefault_used = nondefault_used || c.arm != kDefaultArm;
     s.fold(c.arm, c.cost_us, c.probe, learning);
   }

@@ -18,8 +18,7 @@
 //               `probe_budget`; an arm whose cost
 //               is confidently worse than the incumbent's is eliminated — after one cost if it
 //               is hopeless. Arms are compared by a winsorized mean (robust to the heavy-tailed
-//               timings of shared machines); the group's call after a long probe is not folded
-//               in (its cost is the probe's rank skew: kSkewRatio);
+//               timings of shared machines);
 //   exploit   : the incumbent runs; the incumbent changes only when a challenger is better by
 //               more than `switch_margin` (hysteresis), so near-equal arms do not flap; the
 //               budget decays to `converged_budget` (occasional re-checks of the runner-up);

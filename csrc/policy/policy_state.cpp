@@ -218,11 +218,11 @@ void PolicyState::exchange_evidence() {
       continue;
     }
     // No costs in this regime (a re-open dropped them). The word of an earlier one stands for an
-    // arm that was far beyond the default then (kFarBeyondRatio): no change of regime makes it a
+    // arm that was far beyond the default then (kPriorCutoff): no change of regime makes it a
     // winner, and a re-open parks it without measuring it again, so withdrawn, the word would let
     // every state of the same calls pay that probe again (the emulated GPU proof's 25 MiB buckets:
     // ring/LL at 34x the default, once in each state). Any other word goes with its costs.
-    if (!(a.prev_center > kFarBeyondRatio * def.prev_center)) {
+    if (!(a.prev_center > kPriorCutoff * def.prev_center)) {
       evidence_->post(id_, a.arm, op_, size_bin_, a.footprint, 1.0, 1.0);
     }
     if (a.issued > 0) continue;  // its first cost is coming
@@ -329,7 +329,7 @@ void PolicyState::update_tail() {
   const double q = n_all > 0 ? static_cast<double>(outliers) / static_cast<double>(n_all) : 0.0;
   tail_ = q;
   hopeless_need_ = 1;
-  for (double p = q; p > kHopelessFalseRate && hopeless_need_ < kMaxHopelessNeed; p *= q) {
+  for (double p = q; p > kHopelessFalseRate && hopeless_need_ < need_; p *= q) {
     ++hopeless_need_;
   }
 }
@@ -346,7 +346,7 @@ void PolicyState::update_tail() {
 bool PolicyState::hopeless(const ArmSlot& c, const ArmSlot& inc) const {
   // Costs seen, not counts restored from a snapshot: `lowest` knows only the former.
   if (!on(Rule::kHopeless) || static_cast<uint32_t>(c.window.size()) < hopeless_need_ ||
-      inc.view.n < kHopelessMinReference) {
+      inc.view.n < kMinRobustWindow) {
     return false;
   }
   const double center = inc.view.center;
@@ -600,7 +600,7 @@ void PolicyState::rollback_if_default_cheaper() {
   if (!(ucb < inc.view.center)) {
     // The incumbent holds: check less often (a fresh set of the default's costs next time).
     slots_[default_slot_].fresh = 0;
-    check_ppm_ = std::max(kMinCheckPpm, check_ppm_ / 2);
+    check_ppm_ = std::max(to_ppm(kMinWatchFraction), check_ppm_ / 2);
     return;
   }
   note("rollback: the default is now cheaper", incumbent_, default_slot_);

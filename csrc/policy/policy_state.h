@@ -79,13 +79,13 @@ struct CallCredit {
 // short of an outlier (so that normal spread is not mistaken for a slow arm) and either
 // kHopelessRatio times the incumbent's centre or, by the state's noise level, confidently its
 // upper bound, is eliminated after as few costs as make "all of them outliers" less likely than
-// kHopelessFalseRate (one while the state has shown no outlier; at most kMaxHopelessNeed).
+// kHopelessFalseRate (one while the state has shown no outlier; at most min_samples).
 
 // --- Change detection and recovery ------------------------------------------------------------
 // Re-opening after an alarm (or a runner-up that became confidently cheaper) re-probes only the
 // kRecoveryArms best arms by their last known centre, the incumbent included, at the exploring
 // budget; the others are parked.
-// A measured arm beyond kFarBeyondRatio x the default keeps its word on the group's evidence board
+// A measured arm beyond kPriorCutoff x the default keeps its word on the group's evidence board
 // through a re-open (arm_evidence.h): no change of regime makes it a winner.
 static_assert(kRecoveryArms >= 2, "the incumbent and a challenger are always re-probed");
 // After an alarm on a rise of the incumbent's cost by more than this fraction, the best re-probed
@@ -152,11 +152,6 @@ struct RegretBudget {
 // caps hold a sliver of the machine: per call up to 1/share slower, priced by the prior as if
 // they held a half, and a first probe cannot be undone (simulator, LLM step: `ring/Simple/c2` of
 // 32 channels at 15.5x, 0.44% of the run).
-// --- Probe skew ---------------------------------------------------------------------------------
-// The group's next call after a probe that cost kSkewRatio x its state's incumbent or more is not
-// folded into anything (Learner::apply_round): over an emulated WAN, rd at 4 MiB ended 112-314 ms
-// in on the four ranks, and the default's next call then measured 254-431 ms against ~125.
-
 // Why a step trial's challenger was proposed: faster per call, holding less (footprint descent),
 // or holding less (a footprint rung of the descent).
 enum class TrialKind : uint8_t { kFaster, kFootprint };
@@ -251,12 +246,6 @@ class PolicyState {
   // The arm can never run for this state again; an incumbent falls back to the best arm known in
   // the current regime (the default when none is known).
   void drop_arm(uint16_t arm);
-  // Whether a probe that cost `cost_us` took kSkewRatio x the incumbent's centre or longer.
-  bool long_probe(float cost_us) const {
-    const ArmView& inc = slots_[incumbent_].view;
-    const double center = inc.n > 0 ? inc.center : ref_us_;
-    return center > 0 && cost_us >= kSkewRatio * center;
-  }
   // Guard freeze: stop exploring, run the best known arm if it beats the default by the switch
   // margin, else the default.
   void freeze();
@@ -291,15 +280,14 @@ class PolicyState {
   // overlapped state (DDP interference scenario: behind arms that cannot win, the rung's probe came
   // late, and the run captured 93% of the step oracle's headroom instead of 95%).
   int probe_target() {
-    if (on(Rule::kRungWaitsFirst) && awaited_rung_ >= 0 && wants_first_probes(awaited_rung_))
-      return awaited_rung_;
+    if (awaited_rung_ >= 0 && wants_first_probes(awaited_rung_)) return awaited_rung_;
     const int n = num_slots();
     const double first_price = next_first_probe_price();
     for (int k = 0; k < n; ++k) {
       int i = rr_cursor_ + k;
       if (i >= n) i -= n;
-      if (!wants_first_probes(i) || (on(Rule::kFirstProbeOrder) && slots_[i].issued == 0 &&
-                                     priced_us(slots_[i]) > first_price))
+      if (!wants_first_probes(i) ||
+          (on(Rule::kFirstProbes) && slots_[i].issued == 0 && priced_us(slots_[i]) > first_price))
         continue;
       rr_cursor_ = i + 1 == n ? 0 : i + 1;
       return i;
@@ -329,7 +317,7 @@ class PolicyState {
   }
   // A gated candidate whose first cost is still in flight.
   bool awaiting(const ArmSlot& a) const {
-    return on(Rule::kFirstProbeGate) && a.gated && a.stats.count() == 0 && a.issued > 0;
+    return on(Rule::kFirstProbes) && a.gated && a.stats.count() == 0 && a.issued > 0;
   }
   // Do-no-harm gate (a) of learner.h: the probe's expected extra fits in the group's regret
   // budget, or the probe repays it. Not before the state's default has a cost: there is nothing
@@ -434,12 +422,10 @@ class PolicyState {
     }
     return false;
   }
-  // Per-call costs are no promise of step time: a trial found so (per_call_misleads_), or the
-  // group's rounds are its steps, judged because per call does not follow the wall clock there
-  // (a loop of tiny calls on shared cores: benchmarks/results/cost_statistics.md).
-  bool per_call_misleads() const {
-    return per_call_misleads_ || trials_->source == StepSource::kRoundsJudged;
-  }
+  // Per-call costs are no promise of step time where the group's rounds are its steps, judged
+  // because per call does not follow the wall clock there (a loop of tiny calls on shared cores:
+  // benchmarks/results/cost_statistics.md).
+  bool per_call_misleads() const { return trials_->source == StepSource::kRoundsJudged; }
   bool on(Rule r) const { return rules_.on(r); }
   // The board's free lane (-1 none); with one lane (Rule::kTwoLanes off) only while none runs.
   int free_lane() const {
@@ -561,8 +547,13 @@ class PolicyState {
   bool probes_flow_ = true;         // the last probe search found an affordable target
   CallCredit watch_credit_;
   uint32_t check_ppm_ = 0;   // rate of the default's rollback checks (halves when they confirm
-  CallCredit check_credit_;  // the incumbent, down to kMinCheckPpm)
+  CallCredit check_credit_;  // the incumbent, down to kMinWatchFraction)
   std::vector<StateEvent> events_;
+  // The last trial, when it stopped without a verdict: its two arms (open_trial resumes it).
+  struct StoppedTrial {
+    int challenger = -1;
+    int incumbent = -1;
+  } stopped_;
   StepTrialBoard* trials_;      // the group's step trials
   int lane_ = -1;               // the board's lane of this state's running trial
   ArmEvidenceBoard* evidence_;  // what the group's measured arms say (arm_evidence.h)
@@ -593,16 +584,8 @@ class PolicyState {
   int awaited_rung_ = -1;  // the descent's next rung, awaiting its first cost; -1 none
   // The rung whose trial ended shorter on average, run on if no rung below it qualifies; -1 none.
   int last_rung_ = -1;
-  // A trial of an arm faster per call found it lengthens the step: this state's per-call savings
-  // are not step savings, so nothing it does counts as paying back any more (pays_back, repays).
-  bool per_call_misleads_ = false;
   // A step trial that stopped without a verdict: its challenger, to trial again once it may.
   int retry_challenger_ = -1;
-  // The last trial, when it stopped without a verdict: its two arms (open_trial resumes it).
-  struct StoppedTrial {
-    int challenger = -1;
-    int incumbent = -1;
-  } stopped_;
 };
 
 }  // namespace dynamiccl

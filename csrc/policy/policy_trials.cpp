@@ -25,7 +25,8 @@ namespace dynamiccl {
 // A footprint rung that ends shorter on average and is the descent's last runs on, once, to this
 // many times the pairs, without the futility look while its pairs show the step shorter.
 
-// Faster per call (not a footprint trial) while holding no more of the machine.
+// Faster per call (not a footprint trial) while holding no more of the machine, where per-call
+// costs speak for the step.
 bool PolicyState::pays_back(int challenger, TrialKind kind) const {
   return on(Rule::kTrialPaysBack) && kind == TrialKind::kFaster && !per_call_misleads() &&
          slots_[challenger].footprint <= slots_[incumbent_].footprint;
@@ -114,7 +115,7 @@ void PolicyState::propose_footprint_trial() {
     // parked, it would never get the first probe it waits for and the descent would stall for
     // good (seen in the simulator on an LLM step: the quarter-channel rung of the data-parallel
     // buckets). The re-open ranked arms per call; the rung is the step's question.
-    if (awaited >= 0 && on(Rule::kRungWaitsFirst)) slots_[awaited].parked = false;
+    if (awaited >= 0) slots_[awaited].parked = false;
   }
   // With no rung below it, the last one whose trial ended shorter on average runs on, once.
   const bool run_on = best < 0 && awaited < 0 && last_rung_ >= 0 && !slots_[last_rung_].unavailable;
@@ -136,8 +137,7 @@ bool PolicyState::keeps_probed_pair(double incumbent_step_us, double challenger_
     return true;
   }
   const RunningStats& d = trial_.deltas;
-  return d.count() >= kFirstLookPairs &&
-         std::fabs(delta_us - d.mean()) <= kProbedPairZ * d.stddev();
+  return d.count() >= kFirstLookPairs && std::fabs(delta_us - d.mean()) <= kTrialZ * d.stddev();
 }
 
 void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_step_us) {
@@ -210,20 +210,14 @@ void PolicyState::evaluate_trial() {
   // it ended without effect the descent stopped short of the quarter, which the state adopts
   // (benchmarks/sim/step_time.py --seeds 10, before this: 4% of the headroom over the run in one
   // seed of ten).
-  if (trial_.kind == TrialKind::kFootprint && mean < 0 && on(Rule::kRungShorterOnAverage)) {
+  if (trial_.kind == TrialKind::kFootprint && mean < 0) {
     return end_trial("no effect on the step, shorter on average: kept, next rung",
                      TrialEnd::kShorterOnAverage);
   }
   end_trial("no effect on the step: kept", TrialEnd::kInconclusive);
 }
 
-// A faster arm that lengthens the step shows that this state's per-call savings are not step
-// savings: its later trials and probes wait for the do-no-harm budget like any other. (In real
-// processes, with every arm of ours taking the compute's cores, a state trialed each faster arm
-// in turn, each lengthening the step.)
 void PolicyState::reject_for_longer_steps() {
-  per_call_misleads_ = per_call_misleads_ ||
-                       (on(Rule::kPerCallMisleads) && trial_.kind == TrialKind::kFaster);
   end_trial("rejected: longer steps", TrialEnd::kRejected);
 }
 

@@ -20,12 +20,11 @@ namespace dynamiccl {
   X(kPriorCutoff, "prior_cutoff",                                                                 \
     "Arms priced beyond 8x the best prior are not candidates (the 2 best always are); off: the "  \
     "max_candidates best by prior")                                                               \
-  X(kFirstProbeGate, "first_probe_gate",                                                          \
-    "A challenger gets a single probe until its first cost is back (waited for at most 2 "        \
-    "rounds); off: probed at the budget's pace from the start")                                   \
-  X(kFirstProbeOrder, "first_probe_order",                                                        \
-    "First probes go in the prior's order: only arms at the best price of those never probed "    \
-    "may take one; off: round robin over every arm short of its costs")                           \
+  X(kFirstProbes, "first_probes",                                                                 \
+    "First probes go one at a time per arm and in the prior's order: a challenger gets a single " \
+    "probe until its first cost is back (waited for at most 2 rounds), and only arms at the "     \
+    "best price of those never probed may take one; off: round robin over every arm short of "    \
+    "its costs, at the budget's pace from the start")                                             \
   X(kWorthProbing, "worth_probing",                                                               \
     "Do-no-harm gate (b): an arm never measured waits until the state has seen the calls that "   \
     "make a first probe worth it (log-normal prior ratio); off: every arm is probed at once")     \
@@ -39,9 +38,6 @@ namespace dynamiccl {
   X(kPriorResolves, "prior_resolves",                                                             \
     "A prior that states its confidence, or measured costs beyond 2x, resolve an arm that "       \
     "cannot win by the margin without more probes; off: resolved by costs alone")                 \
-  X(kSkewSkip, "skew_skip",                                                                       \
-    "The group's call after a probe that cost 1.5x the incumbent or more is not folded in (its "  \
-    "cost is the probe's rank skew); off: every cost is folded in")                               \
   X(kFocusedReopen, "focused_reopen",                                                             \
     "A re-open re-probes only the 3 best arms by their last centre and parks the others; off: "   \
     "every arm is re-probed")                                                                     \
@@ -62,35 +58,27 @@ namespace dynamiccl {
     "(paired step times); off: it switches per call like an exposed state")                       \
   X(kTrialPaysBack, "trial_pays_back",                                                            \
     "A step trial of an arm faster per call holding no more may run on a spent do-no-harm "       \
-    "budget; off: it waits for the budget like the other trials")                                 \
-  X(kPerCallMisleads, "per_call_misleads",                                                        \
-    "Once a faster arm's trial showed longer steps, the state's per-call savings no longer pay "  \
-    "back (repays, trial_pays_back); off: they still do")                                         \
+    "budget (not where rounds are the steps); off: it waits for the budget like the other "       \
+    "trials")                                                                                     \
   X(kTrialResume, "trial_resume",                                                                 \
     "A step trial stopped without a verdict and opened again for the same arms resumes its "      \
     "pairs; off: it starts afresh")                                                               \
   X(kFootprintDescent, "footprint_descent",                                                       \
     "An overlapped state keeps the best arm of each smaller footprint as a candidate and trials " \
     "rungs holding at most 0.75x of the incumbent's footprint (per call at most 1.5x), adopted "  \
-    "if they shorten the step at all; off: no footprint rungs")                                   \
-  X(kRungWaitsFirst, "rung_waits_first",                                                          \
-    "The descent's next rung awaiting its first cost is the state's next probe (unparked if a "   \
-    "re-open parked it); off: it waits its turn among the first probes")                          \
-  X(kRungShorterOnAverage, "rung_shorter_on_average",                                             \
-    "A rung whose pairs show the step shorter only on average is passed and the descent goes "    \
-    "on below it; the last such rung runs on once to 2x the pairs; off: it ends the descent")     \
+    "if they shorten the step at all; the next rung awaiting its first cost is the state's next " \
+    "probe; a rung shorter only on average is passed and the descent goes on below it (the last " \
+    "such runs on once to 2x the pairs); off: no footprint rungs")                                \
   X(kTwoLanes, "two_lanes",                                                                       \
     "Two step trials run at once on orthogonal step patterns (lags 1 and 2); off: one at a time") \
   X(kProbeStepKinds, "probe_step_kinds",                                                          \
     "Probes taken during other states' trials go to the trials' kinds of step in turn; off: "     \
     "probes run whenever their credit allows")                                                    \
   X(kProbedPairs, "probed_pairs",                                                                 \
-    "A trial pair with a probed step counts when its steps are within 10% of each other, or "     \
-    "(from 4 pairs) within 3 standard deviations of the pairs' mean; off: probed pairs are "      \
-    "left out")                                                                                   \
-  X(kProbeStepExtra, "probe_step_extra",                                                          \
-    "What an exposed probe's call added to its step is taken off the step's time in trial "       \
-    "pairs; off: the step's time as measured")                                                    \
+    "Steps in which other states probed: what an exposed probe's call added is taken off the "    \
+    "step's time, and a trial pair with such a step counts when its steps are within 10% of "     \
+    "each other, or (from 4 pairs) within 3 standard deviations of the pairs' mean; off: probed " \
+    "pairs are left out")                                                                         \
   X(kPairClip, "pair_clip",                                                                       \
     "A trial pair's longer step is held within the shorter step, or 5 spreads of successive "     \
     "steps' differences; off: pairs as measured")                                                 \

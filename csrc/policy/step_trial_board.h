@@ -31,7 +31,7 @@ namespace dynamiccl {
 //
 // A pair with a step in which some state probed, and steps more than kProbedPairTolerance apart,
 // is left out while the trial has fewer than kFirstLookPairs pairs, and afterwards only when its
-// difference also lies beyond kProbedPairZ standard deviations of the trial's pairs from their
+// difference also lies beyond kTrialZ standard deviations of the trial's pairs from their
 // mean (PolicyState::keeps_probed_pair): a probe of a slow arm (over a second, seen on a GPU)
 // lands in one step of a pair and would be taken for the challenger's doing, while probes of
 // near-ties barely move a step. Probes beside trials are spread over their kinds of step

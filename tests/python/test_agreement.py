@@ -31,7 +31,7 @@ def allreduces(rank, world, calls):
     ("DYNAMICCL_COST_REDUCE", ("auto", "min")),
     ("DYNAMICCL_REGRET_BUDGET", ("0.01", "0.02")),
     ("DYNAMICCL_CHECK", ("0", "1")),  # one rank would run a check call the other never joins
-    ("DYNAMICCL_TEST_ABLATE", ("skew_skip", "")),
+    ("DYNAMICCL_TEST_ABLATE", ("pair_clip", "")),
 ])
 def test_a_setting_that_differs_fails_group_creation_on_every_rank(var, values):
     res = run_ranks(allreduces, 2, 4, env={var: values[0]}, rank_env={1: {var: values[1]}},

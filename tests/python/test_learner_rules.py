@@ -23,8 +23,7 @@ MIN_HARM_PP = 0.1
 # rule -> (prior, scenario) where switching it off hurts (benchmarks/sim/ablation.md).
 HURTS_IN_SIM = {
     "prior_cutoff": ("exact", "fsdp2_prefetch"),
-    "first_probe_gate": ("exact", "scale_1k_ranks"),
-    "first_probe_order": ("exact", "scale_1k_ranks"),
+    "first_probes": ("exact", "llm_step_tp_pp_dp"),
     "worth_probing": ("exact", "llm_step_tp_pp_dp"),
     "hopeless": ("exact", "llm_step_tp_pp_dp"),
     "focused_reopen": ("exact", "llm_step_tp_pp_dp"),
@@ -33,12 +32,9 @@ HURTS_IN_SIM = {
     "min_cap_share": ("described", "fsdp2_prefetch"),
     "step_trials": ("exact", "llm_step_tp_pp_dp"),
     "footprint_descent": ("exact", "fsdp2_prefetch"),
-    "rung_waits_first": ("exact", "llm_step_tp_pp_dp"),
-    "rung_shorter_on_average": ("exact", "llm_step_tp_pp_dp"),
     "two_lanes": ("exact", "llm_step_tp_pp_dp"),
     "probe_step_kinds": ("exact", "llm_step_tp_pp_dp"),
     "probed_pairs": ("exact", "llm_step_tp_pp_dp"),
-    "probe_step_extra": ("exact", "llm_step_tp_pp_dp"),
     "futility": ("exact", "llm_step_tp_pp_dp"),
     "step_adopted_free": ("exact", "llm_step_tp_pp_dp"),
 }
@@ -46,15 +42,12 @@ HURTS_IN_SIM = {
 # Rules that pay on the socket-transport scenario (a disastrous arm among winners): its step.
 HURTS_ON_SOCKETS = ("repays", "shared_evidence")
 
-# rule -> the GoogleTest case written for it, where no simulator scenario exercises it (real
-# machines' noise, a learned prior's confidence, a trial stopped by other states' spending).
+# rule -> the GoogleTest case that fails with the rule off, where no simulator scenario exercises
+# it (a learned prior's confidence, a trial on a spent budget, a step holding other work).
 GUARDED_BY_TEST = {
     "prior_resolves": "Learner.AConfidentPriorStandsInForRepeatProbesOfAnArmThatCannotWin",
-    "skew_skip": "Learner.ProbeSkewOnTheNextCallDoesNotKeepHopelessArmsAlive",
     "trial_pays_back": "StepTrials.AnotherStatesProbeNeitherStopsNorSkewsATrialThatPaysBack",
-    "per_call_misleads":
-        "StepTrials.AfterAFasterArmLengthenedTheStepOtherFasterArmsWaitForTheBudget",
-    "trial_resume": "StepTrials.AFootprintTrialStoppedByAnotherStatesSpendingIsTriedAgain",
+    "trial_resume": "StepTrials.AFootprintThatDoesNotShortenTheStepKeepsTheDefault",
     "pair_clip": "StepTrials.AStepHoldingOtherWorkIsNoArmsDoing",
 }
 
@@ -123,13 +116,13 @@ def test_a_job_switches_rules_off_only_through_the_benchmark_variable(monkeypatc
     from dist_harness import run_ranks
     from dynamiccl_pg import config
     from dynamiccl_pg.errors import ConfigError
-    ablated = {"DYNAMICCL_TEST_ABLATE": "skew_skip,pair_clip"}
+    ablated = {"DYNAMICCL_TEST_ABLATE": "trial_resume,pair_clip"}
     for off, first in run_ranks(_rules_off, 2, env=ablated):
-        assert off == ["skew_skip", "pair_clip"] and first.endswith(
-            "learner rules off: skew_skip, pair_clip"), (off, first)
+        assert off == ["trial_resume", "pair_clip"] and first.endswith(
+            "learner rules off: trial_resume, pair_clip"), (off, first)
     for off, first in run_ranks(_rules_off, 2):
         assert off == [] and "rules off" not in first, (off, first)
-    monkeypatch.setenv("DYNAMICCL_TEST_ABLATE", "skew_skip,no_such_rule")
+    monkeypatch.setenv("DYNAMICCL_TEST_ABLATE", "pair_clip,no_such_rule")
     with pytest.raises(ConfigError, match="'no_such_rule' is not accepted; accepted: "
                                           "prior_cutoff, "):
         config.resolve()

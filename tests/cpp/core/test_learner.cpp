@@ -719,25 +719,6 @@ TEST(Learner, HopelessArmsAreDroppedAfterTheirFirstCost) {
   EXPECT_EQ(state_stats(g, 0).incumbent, 1);
 }
 
-TEST(Learner, ProbeSkewOnTheNextCallDoesNotKeepHopelessArmsAlive) {
-  // Over a WAN a slow probe ends far apart on the ranks, and the early ones wait for the late one
-  // in the next call: that call costs (max over ranks) its own cost plus what the probe took
-  // beyond the default. arm2 and arm3 cost 10x and 3x the default; were those follow-on costs the
-  // incumbent's, its worst recent cost would stay above their first costs and neither could be
-  // dropped on it.
-  Learner l(one_probe_at_a_time(), catalog_of(4));
-  const std::vector<double> costs = {100, 100, 1000, 300};
-  Driver d{l, nullptr};
-  d.cost = [&](uint64_t, const CollectiveContext&, uint16_t arm) {
-    const bool after_probe = d.log.size() >= 2 && d.log[d.log.size() - 2].probe;
-    const double skew = after_probe ? costs.at(d.log[d.log.size() - 2].arm) - costs[0] : 0.0;
-    return costs.at(arm) + skew;
-  };
-  const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
-  d.run(ctx, 3000);
-  expect_dropped_within(l, d.log, {2, 3}, 1);
-}
-
 TEST(Learner, TheIncumbentsOwnTailDoesNotKeepHopelessArmsAlive) {
   // The default costs 100 with one call in 12 at 350 (a slow call on some rank), 20% noise on
   // every cost: each window of its recent costs holds a few of those. arm1 and arm2 cost 4x and

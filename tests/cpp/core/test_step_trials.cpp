@@ -169,19 +169,6 @@ TEST(StepTrials, AnArmFasterPerCallButSlowerForTheStepIsNotAdopted) {
   EXPECT_GT(st.trial.mean_delta_us, 1000);  // 4 calls x 300 µs
 }
 
-// Once a faster arm has lengthened the step, another faster arm no longer "pays back": its trial
-// waits for the do-no-harm budget the first one spent instead of spending more on a spent budget.
-TEST(StepTrials, AfterAFasterArmLengthenedTheStepOtherFasterArmsWaitForTheBudget) {
-  Learner learner(config(), std::make_shared<ThreeArmCatalog>());
-  // "fast" and "twin" both halve the call and both cost the step 300 µs a call more.
-  const StateStats st = run_steps(learner, {{100, 10}, {50, 310}, {55, 310}}, 400, true);
-  int trials = 0;
-  for (const StateEvent& e : st.events) trials += e.what == "step trial";
-  EXPECT_EQ(trials, 1);
-  EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
-  EXPECT_EQ(st.trial.verdict, "rejected: longer steps");
-}
-
 TEST(StepTrials, AnArmThatShortensTheStepIsAdopted) {
   Learner learner(config(), std::make_shared<TwoArmCatalog>());
   std::vector<uint16_t> last;
