@@ -7,6 +7,8 @@
 
 namespace dynamiccl {
 
+static_assert(kRecoveryArms >= 2, "the incumbent and a challenger are always re-probed");
+
 // Re-open exploration after a change (a CUSUM alarm on the incumbent, `slower` when its cost went
 // up, or a runner-up that became confidently cheaper: `challenger`, always re-probed). The costs
 // measured before it describe another regime, so every arm starts over; after a rise, the

@@ -1,20 +1,22 @@
+// A state's costs folded in and the round's evaluation (docs/learner.md, "The procedure, per call
+// and per round"): switch to a confidently cheaper challenger, eliminate and resolve the others,
+// converge; once converged, re-check the runner-up and the default, wake deferred arms, settle.
+// "Resolved" (a challenger cannot beat the incumbent by the switch margin) is one-sided
+// (kResolveZ) and only stops probing; an undecided near-tie stops after kProbeCapFactor x
+// min_samples probes. After convergence the probing budget decays towards converged_budget by
+// 1/2^kConvergedDecayShift a call: about two runner-up re-checks at the bulk heads' budget.
 #include "policy/policy_state.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
-#include <limits>
-#include <stdexcept>
-#include <string>
 
 namespace dynamiccl {
 
 namespace {
 
-uint32_t to_ppm(double fraction) {
-  // Floor, so the integer budget never exceeds the configured fraction.
-  return static_cast<uint32_t>(std::clamp(fraction, 0.0, 1.0) * kPpmOne);
-}
+// sqrt(pi/2), rounded: a normal sample's median has this many times its mean's standard error.
+// The runner-up re-check and the rollback check bound a median of recent costs with it.
+constexpr double kMedianSeRatio = 1.2533;
 
 // CUSUM spread: the standard deviation of the incumbent's winsorized costs over the regime
 // (stable, unlike a MAD of a short window, and bounded by the winsorizing under heavy tails), but
@@ -25,233 +27,7 @@ double cusum_sigma(const ArmView& v, double switch_margin) {
   return std::max({v.spread, floor, 1e-9});
 }
 
-double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
-
-// Value of a first probe (learner.h, gate (b)), for a cost ratio R to the default that is
-// log-normal around `prior_ratio`: the call count from which the expected saving per call,
-// E[(1 - R)+], times the calls seen exceeds the expected extra of one probe, E[(R - 1)+].
-uint64_t worth_from_call(double prior_ratio) {
-  const double mu = std::log(prior_ratio), s = kPriorSigma;
-  const double mean = std::exp(mu + 0.5 * s * s);
-  const double extra = mean * normal_cdf(mu / s + s) - normal_cdf(mu / s);
-  const double saving = normal_cdf(-mu / s) - mean * normal_cdf(-mu / s - s);
-  constexpr double kNever = 1e15;
-  if (!(saving > extra / kNever)) return static_cast<uint64_t>(kNever);
-  return static_cast<uint64_t>(std::ceil(extra / saving));
-}
-
-// A candidate arm, its prior cost (+inf when the catalog has no estimate) and its footprint.
-struct Ranked {
-  double prior;
-  uint16_t arm;
-  double footprint = 1.0;
-  double analytic = 0;
-  double sigma = NAN;   // the prior's stated confidence (ArmPrior::sigma)
-  bool pruned = false;  // ArmPrior::pruned
-};
-
-// Probe order: arms a prior pruned last, then prior, then arm index.
-bool by_prior(const Ranked& a, const Ranked& b) {
-  if (a.pruned != b.pruned) return b.pruned;
-  return a.prior < b.prior || (a.prior == b.prior && a.arm < b.arm);
-}
-
-// The reference the cut is measured from: the best positive prior, the default's included (an
-// engine may price its default at 0 = "not estimated"; that says nothing about the other arms).
-// +inf when no arm is priced.
-double best_positive_prior(const std::vector<Ranked>& challengers, const Ranked& def) {
-  double best_prior = INFINITY;
-  for (const Ranked& r : challengers) {
-    if (r.prior > 0 && !r.pruned) best_prior = std::min(best_prior, r.prior);
-  }
-  if (def.prior > 0) best_prior = std::min(best_prior, def.prior);
-  return best_prior;
-}
-
-// The state's candidates in probe order (see PolicyState's constructor): the default plus the
-// challengers with the lowest priors, up to max_candidates and the kPriorCutoff cut. An
-// overlapped state also keeps, for each footprint below the default's that the list lacks, the
-// best arm by prior that holds it (within the cut): the rungs of its footprint descent.
-std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, const CollectiveContext& ctx,
-                                    size_t n_arms, int max_candidates, bool overlapped,
-                                    bool cutoff) {
-  const std::vector<ArmPrior> priors = catalog.priors(ctx);
-  const std::vector<double> analytic = catalog.analytic_costs_us(ctx);
-  if (priors.size() != n_arms || analytic.size() != n_arms) {
-    throw std::logic_error("arm catalog priced " + std::to_string(priors.size()) + " arms of op " +
-                           op_name(ctx.op) + ", it offers " + std::to_string(n_arms));
-  }
-  const auto ranked_arm = [&](uint16_t arm) {
-    const double p = priors[arm].cost_us;
-    // An arm without an estimate is tried last.
-    return Ranked{std::isnan(p) ? INFINITY : p,
-                  arm,
-                  catalog.footprint(ctx.op, arm, ctx.effective_bytes),
-                  analytic[arm],
-                  priors[arm].sigma,
-                  priors[arm].pruned};
-  };
-  std::vector<Ranked> ranked;
-  ranked.reserve(n_arms);
-  for (size_t a = 1; a < n_arms; ++a) ranked.push_back(ranked_arm(static_cast<uint16_t>(a)));
-  std::sort(ranked.begin(), ranked.end(), by_prior);
-  const Ranked def = ranked_arm(kDefaultArm);
-  const double best_prior = best_positive_prior(ranked, def);
-  const bool priced = std::isfinite(best_prior);
-  const size_t others = static_cast<size_t>(std::max(max_candidates - 1, 0));
-  size_t keep = 0;
-  while (keep < ranked.size() && keep < others &&
-         (keep < static_cast<size_t>(kMinChallengers) ||
-          (!ranked[keep].pruned &&
-           (!priced || !cutoff || ranked[keep].prior <= kPriorCutoff * best_prior)))) {
-    ++keep;  // sorted: the first arm pruned or beyond the cut ends the list
-  }
-  const std::vector<Ranked> rest(ranked.begin() + keep, ranked.end());
-  ranked.resize(keep);
-  for (const Ranked& r : rest) {  // in prior order: the first of a footprint is its best
-    if (!overlapped || r.pruned || r.footprint >= def.footprint ||
-        (priced && cutoff && r.prior > kPriorCutoff * best_prior))
-      continue;
-    const bool held = std::any_of(ranked.begin(), ranked.end(),
-                                  [&](const Ranked& k) { return k.footprint == r.footprint; });
-    if (!held) ranked.push_back(r);
-  }
-  ranked.push_back(def);
-  std::sort(ranked.begin(), ranked.end(), by_prior);
-  return ranked;
-}
-
 }  // namespace
-
-PolicyState::PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin,
-                         const HeadConfig& head, const ArmCatalog& catalog,
-                         RegretBudget* group_budget, StepTrialBoard* trials,
-                         ArmEvidenceBoard* evidence, RuleSet rules)
-    : id_(id),
-      rules_(rules),
-      role_(ctx.role),
-      op_(ctx.op),
-      size_bin_(size_bin),
-      exposure_(ctx.exposure),
-      fused_(ctx.fused),
-      head_(head),
-      warmup_calls_(static_cast<uint64_t>(std::max(head.warmup_calls, 0))),
-      probe_ppm_(to_ppm(head.probe_budget)),
-      converged_ppm_(std::min(to_ppm(head.converged_budget), to_ppm(head.probe_budget))),
-      need_(static_cast<uint32_t>(std::max(head.min_samples, 1))),
-      budget_ppm_(probe_ppm_),
-      group_(group_budget),
-      trials_(trials),
-      evidence_(evidence) {
-  const std::vector<Arm>& arms = catalog.arms(op_);
-  if (arms.empty() || arms.size() > static_cast<size_t>(std::numeric_limits<int16_t>::max())) {
-    throw std::logic_error(std::string("arm catalog returned ") + std::to_string(arms.size()) +
-                           " arms for op " + op_name(op_) + " (accepted: 1..32767)");
-  }
-  const std::vector<Ranked> ranked = rank_candidates(
-      catalog, ctx, arms.size(), head.max_candidates,
-      exposure_ == Exposure::kOverlapped && on(Rule::kFootprintDescent), on(Rule::kPriorCutoff));
-  slot_of_arm_.assign(arms.size(), -1);
-  slots_.reserve(ranked.size());
-  for (const Ranked& r : ranked) {
-    ArmSlot s;
-    s.arm = r.arm;
-    s.action = arms[r.arm].action;
-    s.prior_us = r.prior;
-    s.analytic_us = r.analytic;
-    s.prior_sigma = r.sigma;
-    s.footprint = r.footprint;
-    has_caps_ = has_caps_ || r.footprint < 1.0;
-    s.gated = r.arm != kDefaultArm;
-    slot_of_arm_[r.arm] = static_cast<int16_t>(slots_.size());
-    if (r.arm == kDefaultArm) default_slot_ = static_cast<int>(slots_.size());
-    slots_.push_back(s);
-  }
-  incumbent_ = default_slot_;
-  if (has_caps_) assumed_channels_ = catalog.default_channels(op_, ctx.effective_bytes);
-  set_prior_ratios();
-  cusum_.configure(head.cusum_threshold, head.cusum_drift);
-  if (warmup_calls_ == 0) begin_probing();
-}
-
-// What the prior says of each arm relative to the default (1 where it says nothing).
-void PolicyState::set_prior_ratios() {
-  const double def_prior = slots_[default_slot_].prior_us;
-  for (ArmSlot& a : slots_) {
-    const double price = priced_us(a);
-    const bool known = def_prior > 0 && std::isfinite(def_prior) && price > 0 &&
-                       std::isfinite(price);
-    const double ratio = known ? price / def_prior : 1.0;
-    a.prior_extra_ratio = a.arm == kDefaultArm ? 0.0 : std::max(0.0, ratio - 1.0);
-    a.worth_from_call = a.arm == kDefaultArm ? 0 : worth_from_call(ratio);
-  }
-}
-
-int PolicyState::uncapped_twin(const ArmSlot& cap) const {
-  for (int i = 0; i < num_slots(); ++i) {
-    const Action& t = slots_[i].action;
-    if (t.channels < 0 && t.algo == cap.action.algo && t.proto == cap.action.proto &&
-        t.chunk_bytes == cap.action.chunk_bytes) {
-      return i;
-    }
-  }
-  return -1;
-}
-
-void PolicyState::exchange_evidence() {
-  const ArmSlot& def = slots_[default_slot_];
-  bool repriced = false;
-  for (int i = 0; i < num_slots(); ++i) {
-    ArmSlot& a = slots_[i];
-    if (a.arm == kDefaultArm) continue;
-    if (a.stats.count() > 0) {  // measured in this regime: its word on the others
-      // Its cost over the default's, and a cap's over the arm it caps, each against the prior's.
-      const auto factor = [&](const ArmSlot& ref) {
-        const double f = ref.view.n > 0
-                             ? (a.view.center / ref.view.center) / (a.prior_us / ref.prior_us)
-                             : 1.0;
-        return std::isfinite(f) ? f : 1.0;
-      };
-      const int t = a.footprint < 1.0 ? uncapped_twin(a) : -1;
-      evidence_->post(id_, a.arm, op_, size_bin_, a.footprint, factor(def),
-                      t >= 0 ? factor(slots_[t]) : 1.0);
-      continue;
-    }
-    // No costs in this regime (a re-open dropped them). The word of an earlier one stands for an
-    // arm that was far beyond the default then (kPriorCutoff): no change of regime makes it a
-    // winner, and a re-open parks it without measuring it again, so withdrawn, the word would let
-    // every state of the same calls pay that probe again (the emulated GPU proof's 25 MiB buckets:
-    // ring/LL at 34x the default, once in each state). Any other word goes with its costs.
-    if (!(a.prev_center > kPriorCutoff * def.prev_center)) {
-      evidence_->post(id_, a.arm, op_, size_bin_, a.footprint, 1.0, 1.0);
-    }
-    if (a.issued > 0) continue;  // its first cost is coming
-    const double same_arm = on(Rule::kSharedEvidence) ? evidence_->arm_factor(op_, size_bin_, a.arm)
-                                                      : 1.0;
-    const double caps = a.footprint < 1.0 && on(Rule::kCapPricing)
-                            ? evidence_->cap_factor(op_, size_bin_, a.footprint)
-                            : 1.0;
-    // A dearer word wins over a cheaper one.
-    const double f = same_arm > 1.0 ? std::max(same_arm, caps) : caps;
-    if (f == a.evidence_factor) continue;
-    if (a.evidence_factor == 1.0) {
-      note(f < 1.0            ? "priced lower by a measured cap"
-           : same_arm >= caps ? "priced by its measured costs"
-                              : "priced by a measured cap",
-           incumbent_, i);
-    }
-    a.evidence_factor = f;
-    repriced = true;
-  }
-  if (!repriced) return;
-  set_prior_ratios();
-  // Gate (b) again for the arms still without a probe: a dearer price may defer them.
-  for (ArmSlot& a : slots_) {
-    if (on(Rule::kWorthProbing) && a.issued == 0 && a.stats.count() == 0 &&
-        calls_ < a.worth_from_call)
-      a.deferred = true;
-  }
-}
 
 // Every live candidate has its need_ calls. Probe the one whose confidence interval will
 // still be widest once its costs in flight arrive: variance / issued, compared by
@@ -316,52 +92,12 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
   return true;
 }
 
-// The state's outlier rate, pooled over its arms (slow calls hit whatever arm runs), and what it
-// implies: the costs an early elimination rests on, so that all of them being outliers is less
-// likely than kHopelessFalseRate (one cost while no outlier has been seen, three at 10%).
-void PolicyState::update_tail() {
-  uint64_t outliers = 0, n_all = 0;
-  for (const ArmSlot& a : slots_) {
-    if (a.unavailable) continue;
-    outliers += a.outliers;
-    n_all += a.view.n;
-  }
-  const double q = n_all > 0 ? static_cast<double>(outliers) / static_cast<double>(n_all) : 0.0;
-  tail_ = q;
-  hopeless_need_ = 1;
-  for (double p = q; p > kHopelessFalseRate && hopeless_need_ < need_; p *= q) {
-    ++hopeless_need_;
-  }
-}
-
-// Early elimination, from a challenger's cheapest cost so far (a pessimistic view of it: its
-// centre can only be higher). It must lie above every recent regular (non-outlier) cost of the
-// incumbent, and rest on enough costs that all of them being outliers is unlikely (update_tail):
-// the tail of the noise, which hits every arm, must not eliminate a good arm, and must not keep a
-// bad one alive either (the incumbent's own outliers are left out of the bound for that). Then the
-// challenger is hopeless when that cost exceeds kHopelessRatio x the incumbent's centre, or when,
-// with the state's own noise level (the incumbent's relative robust spread) as its uncertainty, it
-// is confidently above the incumbent's upper bound: successive elimination without waiting for
-// min_samples costs.
-bool PolicyState::hopeless(const ArmSlot& c, const ArmSlot& inc) const {
-  // Costs seen, not counts restored from a snapshot: `lowest` knows only the former.
-  if (!on(Rule::kHopeless) || static_cast<uint32_t>(c.window.size()) < hopeless_need_ ||
-      inc.view.n < kMinRobustWindow) {
-    return false;
-  }
-  const double center = inc.view.center;
-  if (!(center > 0) || c.lowest <= inc.view.highest_regular) return false;
-  if (c.lowest > kHopelessRatio * center) return true;
-  const double rel = inc.view.robust_sigma / center;
-  return c.lowest * (1.0 - kConfidenceZ * rel) > center + inc.view.half_width;
-}
-
 // Comparisons use the winsorized centre of the current regime with a normal confidence interval:
 // it tracks what a call costs on average, without letting a few outliers (a preempted rank, which
 // hits any arm) decide between arms. The raw mean and the median serve reporting.
 //
 // Reward view: reward = -cost. The two penalties, for switching and for probing
-// (docs/architecture.md, "A state's life cycle"), enter as constraints rather than as terms
+// (docs/learner.md, "One state, one picture"), enter as constraints rather than as terms
 // added to the cost:
 //   - switching: a challenger takes over only if its expected reward beats the incumbent's by
 //     switch_margin * incumbent cost, confidently (its upper bound below the incumbent's lower
@@ -490,41 +226,6 @@ bool PolicyState::resolve_challengers(bool inc_ready, double keep) {
   return all_resolved;
 }
 
-// A prior that states its confidence (a learned one) stands in for repeat probes: the arm's log
-// cost ratio to the incumbent is estimated from the prior (its ratio to the default's, the two
-// sigmas combined) and, once the incumbent has its costs, from the arm's costs so far (the
-// incumbent's relative spread per cost until the arm has two of its own), each weighted by its
-// precision. The arm cannot win once even the optimistic end of that estimate (kResolveZ) does
-// not beat the incumbent by the margin: a twin of the default that the model has seen tie in
-// every past job needs no probe, or a few instead of kProbeCapFactor x min_samples. This only
-// stops probing: eliminations and switches rest on costs alone, so a wrong prior can miss a gain,
-// never put a slower arm in place.
-bool PolicyState::cannot_win_by_prior(const ArmSlot& c) const {
-  if (!on(Rule::kPriorResolves)) return false;
-  const ArmSlot& inc = slots_[incumbent_];
-  const double prior_var = c.prior_sigma * c.prior_sigma + inc.prior_sigma * inc.prior_sigma;
-  const double prior_ratio = priced_us(c) / inc.prior_us;
-  // Priced by measured costs (arm_evidence.h) at kHopelessRatio x the incumbent or more:
-  // resolved, as one cost that far above would eliminate it.
-  if (c.evidence_factor > 1.0 && prior_ratio >= kHopelessRatio) return true;
-  if (!(prior_var > 0) || !std::isfinite(prior_var) || !(prior_ratio > 0) ||
-      !std::isfinite(prior_ratio)) {
-    return false;
-  }
-  double precision = 1.0 / prior_var;
-  double weighted = std::log(prior_ratio) * precision;
-  if (inc.stats.count() >= need_ && c.view.n > 0 && c.view.center > 0 && inc.view.center > 0) {
-    const double rel_inc = inc.view.spread / inc.view.center;
-    const double rel_c = c.view.n >= 2 ? c.view.spread / c.view.center : rel_inc;
-    const double var = rel_c * rel_c / static_cast<double>(c.view.n) +
-                       rel_inc * rel_inc / static_cast<double>(inc.view.n);
-    precision += 1.0 / var;
-    weighted += std::log(c.view.center / inc.view.center) / var;
-  }
-  return weighted / precision - kResolveZ / std::sqrt(precision) >=
-         std::log(1.0 - head_.switch_margin);
-}
-
 // An exploiting round: re-check the runner-up and the default, wake deferred arms, and settle
 // once the state has been quiet for settle_calls.
 void PolicyState::evaluate_exploit(double keep) {
@@ -643,12 +344,6 @@ void PolicyState::unsettle() {
   quiet_since_ = calls_;
 }
 
-void PolicyState::note(const char* what, int from_slot, int to_slot) {
-  if (events_.size() == kMaxEvents) events_.erase(events_.begin());
-  events_.push_back(
-      StateEvent{calls_, trials_->step, what, slots_[from_slot].arm, slots_[to_slot].arm, {}});
-}
-
 // The best available non-incumbent arm by centre (eliminated ones included: the re-check is how an
 // arm that became cheaper gets a second chance); before any costs, the next one by prior.
 int PolicyState::pick_runner_up() const {
@@ -670,217 +365,6 @@ int PolicyState::pick_runner_up() const {
     if (best < 0 || a.view.center < slots_[best].view.center) best = i;
   }
   return best >= 0 ? best : first;
-}
-
-// Lowest centre among available arms with enough costs; the default when none has them.
-int PolicyState::best_known() const {
-  // An arm beats the engine default only on evidence from the same regime: when the default has
-  // no costs since the last re-open, it is the safe answer.
-  const ArmSlot& def = slots_[default_slot_];
-  if (def.stats.count() < need_) return default_slot_;
-  int best = default_slot_;
-  for (int i = 0; i < num_slots(); ++i) {
-    const ArmSlot& a = slots_[i];
-    if (a.unavailable || a.stats.count() < need_) continue;
-    if (a.view.center < slots_[best].view.center) best = i;
-  }
-  return best;
-}
-
-void PolicyState::drop_arm(uint16_t arm) { drop_slot(slot_of(arm), "unavailable on some rank"); }
-
-void PolicyState::note_default_channels(int channels) {
-  if (channels <= reported_channels_) return;
-  reported_channels_ = channels;
-  if (!on(Rule::kMinCapShare)) return;
-  bool dropped = false;
-  for (int i = 0; i < num_slots(); ++i) {
-    const ArmSlot& a = slots_[i];
-    if (a.unavailable || a.action.channels <= 0 || a.action.channels >= kMinCapShare * channels)
-      continue;
-    drop_slot(i, "holds under a quarter of NCCL's channels");
-    dropped = true;
-  }
-  if (dropped) note("caps under a quarter of NCCL's channels dropped", incumbent_, incumbent_);
-}
-
-void PolicyState::drop_slot(int i, const char* why) {
-  // The engine default is "let the engine choose": it cannot be unavailable.
-  if (i < 0 || i == default_slot_) return;
-  ArmSlot& a = slots_[i];
-  a.unavailable = true;
-  a.resolved = false;
-  a.parked = false;
-  if (runner_up_ == i) runner_up_ = -1;
-  if (focus_from_ == i) focus_from_ = -1;
-  if (trial_.challenger == i)
-    end_trial((std::string("rejected: ") + why).c_str(), TrialEnd::kRejected);
-  release_all(a);
-  if (incumbent_ != i) return;
-  // The best arm known in the current regime takes over (the default when none is known: a
-  // focused re-open may have left it unmeasured).
-  const int best = best_known();
-  note((std::string("incumbent ") + why).c_str(), i, best);
-  incumbent_ = best;
-  slots_[incumbent_].eliminated = false;
-  cusum_.reset();
-  // A converged state lost its choice: probe again, keeping the statistics, so an arm already
-  // known to be confidently cheaper takes over at the next round.
-  if (!frozen_ && phase_ == LearnPhase::kExploit) {
-    phase_ = LearnPhase::kProbing;
-    budget_ppm_ = probe_ppm_;
-    rr_cursor_ = 0;
-    unsettle();
-  }
-}
-
-void PolicyState::release_all(ArmSlot& a) {
-  group_->inflight_us = std::max(0.0, group_->inflight_us - a.inflight_extra_us);
-  a.inflight_extra_us = 0;
-  a.inflight_probes = 0;
-}
-
-void PolicyState::freeze() {
-  refresh_views();
-  if (trial_.challenger >= 0) end_trial("stopped: frozen by a guard", TrialEnd::kRejected);
-  frozen_ = true;
-  // A guard fires when the job's own step time or loss says learning hurts: keep an arm other
-  // than the default only if it beats the default by the margin a switch needs. In a state
-  // judged by step time, per call is not enough: only an arm a step trial adopted.
-  int best = default_slot_;
-  if (judged_by_step()) {
-    if (slots_[incumbent_].step_adopted) best = incumbent_;
-  } else {
-    const int known = best_known();
-    const double bar = slots_[default_slot_].view.center * (1.0 - head_.switch_margin);
-    if (slots_[known].view.center < bar) best = known;
-  }
-  note("frozen by a guard", incumbent_, best);
-  incumbent_ = best;
-  runner_up_ = -1;
-  focus_from_ = -1;
-  cusum_.reset();
-}
-
-void PolicyState::restore(const StateSnapshot& snap, const std::vector<Arm>& arms) {
-  for (ArmSlot& a : slots_) {
-    const ArmSnapshot* found = nullptr;
-    for (const ArmSnapshot& s : snap.arms) {
-      if (s.name == arms[a.arm].name) {
-        found = &s;
-        break;
-      }
-    }
-    a.clear_regime();
-    a.parked = false;
-    a.gated = a.arm != kDefaultArm;
-    if (found != nullptr) {
-      // No costs in the window: the restored mean stands for the centre until new costs arrive.
-      a.stats.assign(found->samples, found->mean_us, found->m2);
-      a.trimmed.assign(found->samples, found->mean_us, found->m2);
-      a.eliminated = found->eliminated;
-      a.step_adopted = found->step_adopted;
-      a.step_rejected = found->step_rejected;
-    }
-    a.issued = static_cast<uint32_t>(std::min<uint64_t>(a.stats.count(), UINT32_MAX));
-    a.refresh();
-  }
-  incumbent_ = default_slot_;
-  for (int i = 0; i < num_slots(); ++i) {
-    if (!slots_[i].unavailable && arms[slots_[i].arm].name == snap.incumbent) incumbent_ = i;
-  }
-  slots_[incumbent_].eliminated = false;
-  // A warm start exploits at once: no warm-up, the converged budget, CUSUM against the restored
-  // incumbent cost (a changed cluster then shows up as an alarm and re-opens probing).
-  phase_ = LearnPhase::kExploit;
-  converged_at_call_ = calls_;
-  probes_to_converge_ = 0;
-  unsettle();
-  budget_ppm_ = converged_ppm_;
-  rr_cursor_ = 0;
-  focus_from_ = -1;
-  cusum_.reset();
-  runner_up_ = frozen_ ? -1 : pick_runner_up();  // frozen: the restored incumbent, nothing else
-}
-
-// Unavailable and parked arms are reported as eliminated: they are out of the competition (for
-// good, or until the state re-opens).
-StateStats PolicyState::stats(const std::vector<Arm>& arms) const {
-  StateStats st;
-  st.state_id = id_;
-  st.role = role_;
-  st.op = op_;
-  st.size_bin = size_bin_;
-  st.exposure = exposure_;
-  st.fused = fused_;
-  st.incumbent = slots_[incumbent_].arm;
-  st.phase = frozen_                          ? "frozen"
-             : phase_ == LearnPhase::kWarmup  ? "warmup"
-             : phase_ == LearnPhase::kProbing ? "probing"
-             : settled_                       ? "settled"
-                                              : "exploit";
-  st.calls = calls_;
-  st.measured_calls = measured_calls_;
-  st.extra_us = extra_us_;
-  st.reference_us = ref_us_;
-  st.budget_us = head_.regret_budget * ref_us_ * static_cast<double>(calls_);  // its share
-  st.assumed_channels = assumed_channels_;
-  st.nccl_channels = reported_channels_;
-  st.events = events_;
-  st.probes = probes_;
-  st.probes_to_converge = probes_to_converge_.value_or(probes_);
-  st.alarms = alarms_;
-  st.frozen = frozen_;
-  st.converged_at_call = converged_at_call_;
-  for (size_t arm = 0; arm < slot_of_arm_.size(); ++arm) {  // arm index order
-    if (slot_of_arm_[arm] < 0) continue;
-    const ArmSlot& a = slots_[slot_of_arm_[arm]];
-    ArmStats as;
-    as.arm = static_cast<uint16_t>(arm);
-    as.name = arms[arm].name;
-    as.calls = a.calls;
-    as.samples = a.samples;
-    as.regime_samples = a.stats.count();
-    as.mean_us = a.stats.mean();
-    as.median_us = a.window.median_recent(a.window.size());
-    as.center_us = a.view.center;
-    as.prior_us = a.prior_us;
-    as.prior_sigma = a.prior_sigma;
-    as.eliminated = a.eliminated || a.unavailable || a.parked;
-    st.arms.push_back(std::move(as));
-  }
-  if (*trial_.verdict) {
-    static_cast<TrialEvidence&>(st.trial) = trial_.evidence();
-    st.trial.challenger = arms[trial_.arm].name;
-    st.trial.verdict = trial_.verdict;
-  }
-  return st;
-}
-
-StateSnapshot PolicyState::snapshot(const std::vector<Arm>& arms) const {
-  StateSnapshot snap;
-  snap.role = role_;
-  snap.op = op_;
-  snap.size_bin = size_bin_;
-  snap.exposure = exposure_;
-  snap.fused = fused_;
-  snap.incumbent = arms[slots_[incumbent_].arm].name;
-  snap.converged = frozen_ || phase_ == LearnPhase::kExploit;
-  for (size_t arm = 0; arm < slot_of_arm_.size(); ++arm) {
-    if (slot_of_arm_[arm] < 0) continue;
-    const ArmSlot& a = slots_[slot_of_arm_[arm]];
-    ArmSnapshot as;
-    as.name = arms[arm].name;
-    as.samples = a.stats.count();
-    as.mean_us = a.stats.mean();
-    as.m2 = a.stats.m2();
-    as.analytic_us = std::isfinite(a.analytic_us) && a.analytic_us > 0 ? a.analytic_us : 0;
-    as.eliminated = a.eliminated || a.unavailable || a.parked;
-    as.step_adopted = a.step_adopted;
-    as.step_rejected = a.step_rejected;
-    snap.arms.push_back(std::move(as));
-  }
-  return snap;
 }
 
 }  // namespace dynamiccl

@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "policy/learner.h"
-#include "policy/policy_state.h"  // CallCredit
+#include "policy/budget.h"  // CallCredit
 
 namespace dynamiccl {
 namespace {

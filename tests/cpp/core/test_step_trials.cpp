@@ -20,7 +20,6 @@
 
 #include "contexts.h"
 #include "policy/learner.h"
-#include "policy/policy_state.h"  // kMaxTieTrials
 #include "policy/step_trial_board.h"
 #include "round_feed.h"
 
