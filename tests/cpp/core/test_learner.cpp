@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "policy/learner.h"
 #include "policy/budget.h"  // CallCredit
+#include "policy/learner.h"
 
 namespace dynamiccl {
 namespace {
