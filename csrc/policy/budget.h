@@ -47,6 +47,7 @@ struct CallCredit {
 // a round are all measured. Of the measured calls of a settled non-default incumbent, the head's
 // converged_budget fraction run the default instead (the rollback check), a fraction that halves
 // every time the check confirms the incumbent.
+//
 // What measuring costs the job, as the last consensus round reported it (RoundResult).
 struct MeasureCost {
   double round_us = 0;  // one round; 0 = unknown (measuring is free)

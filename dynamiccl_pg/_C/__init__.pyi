@@ -154,6 +154,9 @@ class ProcessGroupDynamicCCL(torch._C._distributed_c10d.Backend):
     def rounds_applied(self) -> int:
         ...
     @property
+    def rules_off(self) -> list[str]:
+        ...
+    @property
     def shut_down(self) -> bool:
         """
         True once the group was destroyed (shutdown()).
