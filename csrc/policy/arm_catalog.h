@@ -25,7 +25,7 @@ struct ArmPrior {
   // the default itself; NaN where the prior does not say (the analytic ones).
   double sigma = NAN;
   // The prior is sure the arm cannot compete: a candidate only where the state would otherwise
-  // have fewer than two challengers to measure (policy_state.h, kMinChallengers), then the
+  // have fewer than two challengers to measure (policy_state.h, kChallengers), then the
   // cheapest of them by cost_us.
   bool pruned = false;
 };

@@ -97,7 +97,7 @@ struct Learner::Impl {
   uint64_t window_nondefault = 0;  // non-default decisions in the current window
   double baseline_sum = 0;         // step times of default-only rounds
   int baseline_rounds = 0;
-  std::array<double, kFirstRounds> first_times{};  // step times of the job's first rounds
+  std::array<double, kMinRobustWindow> first_times{};  // step times of the job's first rounds
   int first_rounds = 0;
   double last_step_time = 0;      // the previous round's
   SampleWindow step_differences;  // |difference| of successive rounds' step times
@@ -170,9 +170,9 @@ struct Learner::Impl {
       if (!probed_pair ||
           (config.rules.on(Rule::kProbedPairs) && owner.keeps_probed_pair(incumbent.us, us))) {
         // Winsorized (pair_clip): the longer step is brought within `limit` of the other, the
-        // shorter step or kPairClipZ spreads of successive steps' difference, whichever is wider:
+        // shorter step or kOutlierSpreads spreads of successive steps' difference, whichever is wider:
         // a step that holds other work (a checkpoint, another group's calls) is no arm's doing.
-        const double spread = kPairClipZ * kMadToSigma *
+        const double spread = kOutlierSpreads * kMadToSigma *
                               successive_steps.median_recent(SampleWindow::kCapacity);
         const double limit = config.rules.on(Rule::kPairClip)
                                  ? std::max(spread, std::min(incumbent.us, us))
@@ -198,10 +198,10 @@ struct Learner::Impl {
 
   // The median of the first rounds, so that one slowed by set-up or a stray pause does not set it.
   double step_baseline() const {
-    if (baseline_rounds >= kFirstRounds) return baseline_sum / baseline_rounds;
-    std::array<double, kFirstRounds> t = first_times;
-    std::nth_element(t.begin(), t.begin() + kFirstRounds / 2, t.end());
-    return t[kFirstRounds / 2];
+    if (baseline_rounds >= kMinRobustWindow) return baseline_sum / baseline_rounds;
+    std::array<double, kMinRobustWindow> t = first_times;
+    std::nth_element(t.begin(), t.begin() + kMinRobustWindow / 2, t.end());
+    return t[kMinRobustWindow / 2];
   }
 
   // Round-to-round standard deviation of the step time, from the median absolute difference of
@@ -213,13 +213,13 @@ struct Learner::Impl {
 
   // What a round's step time must exceed to count as regressed.
   double regression_bar() const {
-    const int n = std::max(baseline_rounds, kFirstRounds);  // rounds behind the baseline
+    const int n = std::max(baseline_rounds, kMinRobustWindow);  // rounds behind the baseline
     return step_baseline() * (1.0 + config.step_regression) +
            kConfidenceZ * step_noise() * std::sqrt(1.0 + 1.0 / n);
   }
 
   // Guards (docs/learner.md, "Guards"), fed only by the rank-reduced signals of the round:
-  //  - step time (step_baseline()): after the first kFirstRounds rounds, kRegressionRounds
+  //  - step time (step_baseline()): after the first kMinRobustWindow rounds, kRegressionRounds
   //    (kRegressionRoundsUnmarked where rounds are the steps) consecutive rounds slower than
   //    baseline * (1 + step_regression), and beyond the step time's noise (regression_bar()), while
   //    non-default arms ran (a non-default decision or cost in the window) freeze exploration;
@@ -235,7 +235,7 @@ struct Learner::Impl {
         step_differences.push(static_cast<float>(std::fabs(st - last_step_time)));
       }
       last_step_time = st;
-      if (first_rounds < kFirstRounds) {
+      if (first_rounds < kMinRobustWindow) {
         first_times[first_rounds++] = st;
       } else if (nondefault_used) {
         if (st > regression_bar()) {

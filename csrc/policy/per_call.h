@@ -10,7 +10,7 @@ namespace dynamiccl {
 // Candidates and the first probe gate.
 // An arm whose prior cost is more than kPriorCutoff times the best prior of the state is not a
 // candidate (at 100,000 ranks a ring arm is priced 1,500x NCCL's pick and really costs seconds
-// per call), except that the kMinChallengers best arms by prior always are. The cut is wide
+// per call), except that the kChallengers best arms by prior always are. The cut is wide
 // because priors are models: the winners the simulator's library plants sit at up to 4x.
 // Do no harm: a challenger gets a single probe until its first cost is back. Probes are committed
 // on the prior's expectation, and a prior can be wrong (on a 2-core CPU host halving-doubling is

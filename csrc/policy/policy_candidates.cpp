@@ -92,7 +92,7 @@ std::vector<Ranked> rank_candidates(const ArmCatalog& catalog, const CollectiveC
   const size_t others = static_cast<size_t>(std::max(max_candidates - 1, 0));
   size_t keep = 0;
   while (keep < ranked.size() && keep < others &&
-         (keep < static_cast<size_t>(kMinChallengers) ||
+         (keep < static_cast<size_t>(kChallengers) ||
           (!ranked[keep].pruned &&
            (!priced || !cutoff || ranked[keep].prior <= kPriorCutoff * best_prior)))) {
     ++keep;  // sorted: the first arm pruned or beyond the cut ends the list

@@ -7,15 +7,15 @@
 
 namespace dynamiccl {
 
-static_assert(kRecoveryArms >= 2, "the incumbent and a challenger are always re-probed");
+static_assert(kChallengers >= 1, "the incumbent and a challenger are always re-probed");
 
 // Re-open exploration after a change (a CUSUM alarm on the incumbent, `slower` when its cost went
 // up, or a runner-up that became confidently cheaper: `challenger`, always re-probed). The costs
 // measured before it describe another regime, so every arm starts over; after a rise, the
 // incumbent's `keep_incumbent` most recent costs (those the alarm found to belong to the new
 // regime) are kept to judge a provisional switch, and stay only if it loses its place. Rather
-// than re-learning from scratch, only the kRecoveryArms best arms by their last known centre are
-// re-probed; the rest are parked. The incumbent keeps its place until a
+// than re-learning from scratch, the incumbent and its kChallengers best rivals by their last known
+// centre are re-probed; the rest are parked. The incumbent keeps its place until a
 // challenger confidently beats it, except after a large shift (below).
 void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower) {
   const int from = incumbent_;
@@ -24,7 +24,7 @@ void PolicyState::reopen_focused(int challenger, int keep_incumbent, bool slower
     a.prev_center = !a.unavailable && a.view.n > 0 ? a.view.center : INFINITY;
   }
   // Focus set: the incumbent, the challenger, then the best others by previous centre.
-  const int max_focus = on(Rule::kFocusedReopen) ? kRecoveryArms : num_slots();
+  const int max_focus = on(Rule::kFocusedReopen) ? 1 + kChallengers : num_slots();
   std::vector<int> focus(static_cast<size_t>(std::max(max_focus, 2)));
   int n_focus = 0;
   const auto in_focus = [&](int i) {

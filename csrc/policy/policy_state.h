@@ -46,7 +46,7 @@ class PolicyState {
  public:
   // Candidates: the engine default plus at most (max_candidates - 1) arms with the lowest prior
   // cost for this call's size and group, without those a prior pruned or priced beyond
-  // kPriorCutoff x the best prior (the kMinChallengers best always stay, pruned ones last), all
+  // kPriorCutoff x the best prior (the kChallengers best always stay, pruned ones last), all
   // kept in probe order (pruned last, then prior, then arm index).
   PolicyState(uint32_t id, const CollectiveContext& ctx, int size_bin, const HeadConfig& head,
               const ArmCatalog& catalog, RegretBudget* group_budget, StepTrialBoard* trials,

@@ -12,8 +12,10 @@ namespace dynamiccl {
 constexpr double kConfidenceZ = 2.0;     // ~95% two-sided: eliminate, switch, re-check, guards
 constexpr double kClipSpreads = 3.0;     // winsorize costs (and CUSUM inputs) at 3 robust spreads
 constexpr double kMinRelSpread = 0.01;   // spread floor, relative: near-noiseless costs still clip
-constexpr int kMinRobustWindow = 3;      // costs before the robust spread (or hopeless) is trusted
-constexpr double kOutlierSpreads = 6.0;  // a heavy-tail event: ~1 normal cost in a billion
+constexpr int kMinRobustWindow = 3;      // samples before a robust statistic is trusted: an arm's
+                                         // spread, hopeless, the guards' step baseline (a median)
+constexpr double kOutlierSpreads = 6.0;  // a heavy-tail event: ~1 normal cost in a billion;
+                                         // pair_clip: a step beyond it holds other work
 constexpr int kMinOutlierWindow = 8;     // costs before outliers are counted
 // --- Probing (policy_state.h) ------------------------------------------------------------------
 constexpr double kResolveZ = 1.645;      // one-sided 95%: "cannot beat the margin" stops probing
@@ -21,7 +23,8 @@ constexpr int kProbeCapFactor = 4;       // an undecided near-tie: at most 4 x m
 constexpr int kConvergedDecayShift = 4;  // budget decays 1/16 a call: ~2 runner-up re-checks
 constexpr double kPriorCutoff = 8.0;     // prior_cutoff: candidates within 8x the best prior;
                                          // a measured arm beyond 8x stays out through re-opens
-constexpr int kMinChallengers = 2;       // prior_cutoff: the 2 best by prior always stay
+constexpr int kChallengers = 2;          // prior_cutoff: the 2 best by prior always stay;
+                                         // focused_reopen: the incumbent and its 2 best re-probed
 constexpr uint8_t kMaxWaitRounds = 2;    // first_probes: a lost first cost waited 2 rounds
 constexpr double kPriorSigma = 1.0;      // worth_probing: log-normal spread of a prior's ratio
 constexpr double kHopelessRatio = 2.0;   // hopeless: one cost beyond 2x the incumbent suffices
@@ -32,7 +35,6 @@ constexpr double kWatchOverhead = 0.001;          // and 0.1% once settled
 constexpr double kMinWatchFraction = 1.0 / 4096;  // the CUSUM and rollback checks: 1 call in 4096
 // --- Change (policy_state.h, policy_recovery.cpp, cusum.h) --------------------------------------
 constexpr uint64_t kCusumMinReference = 32;  // CUSUM watches once the centre rests on 32 costs
-constexpr int kRecoveryArms = 3;             // focused_reopen: the incumbent and the 2 best others
 constexpr double kProvisionalShift = 0.2;    // provisional_switch: a rise beyond 20% switches now
 // --- Evidence shared between states (arm_evidence.h) -------------------------------------------
 constexpr double kEvidenceFactor = 1.5;  // cap_pricing: a word beyond the prior's own error
@@ -48,10 +50,8 @@ constexpr double kFootprintStep = 0.75;         // footprint_descent: a rung hol
 constexpr double kFootprintMaxSlowdown = 1.5;   // footprint_descent: a rung <= 1.5x per call
 constexpr uint64_t kLastRungPairsScale = 2;     // footprint_descent: the last rung runs on 2x
 constexpr double kProbedPairTolerance = 0.1;    // probed_pairs: steps within 10% count
-constexpr double kPairClipZ = 5.0;  // pair_clip: a step beyond 5 spreads holds other work
-constexpr int kTrialLanes = 2;      // two_lanes: lag 1 and 2 (a third would need lag 4)
+constexpr int kTrialLanes = 2;                  // two_lanes: lag 1 and 2 (a third would need lag 4)
 // --- Guards (learner.cpp) ---------------------------------------------------------------------
-constexpr int kFirstRounds = 3;               // step baseline: median of the first 3 rounds
 constexpr int kRegressionRounds = 2;          // one slow round (a checkpoint) does not freeze
 constexpr int kRegressionRoundsUnmarked = 3;  // rounds as steps are heavier-tailed: 3 in a row
 constexpr int kNoiseRounds = 16;              // that noise over the last 16 rounds
