@@ -28,10 +28,7 @@ void ArmSlot::refresh() {
       v.robust_sigma = std::max(kMadToSigma * r.mad, kMinRelSpread * std::fabs(r.median));
       v.clip_lo = r.median - kClipSpreads * v.robust_sigma;
       v.clip_hi = r.median + kClipSpreads * v.robust_sigma;
-      // A MAD of a handful of costs can be tiny by chance: outliers are only named against a
-      // spread that rests on enough of them.
-      v.outlier_hi = r.n >= kMinOutlierWindow ? r.median + kOutlierSpreads * v.robust_sigma
-                                              : INFINITY;
+      v.outlier_hi = r.median + kOutlierSpreads * v.robust_sigma;
     } else {
       v.robust_sigma = 0;  // set from the spread below
       v.clip_lo = -INFINITY;

@@ -21,8 +21,8 @@ namespace dynamiccl {
 // Costs beyond median +- kClipSpreads robust spreads (MAD-based, at least kMinRelSpread of the
 // median, from the arm's recent window once it holds kMinRobustWindow costs) are clipped before
 // they enter the centre an arm is compared by (a winsorized mean).
-// A cost beyond kOutlierSpreads robust spreads above the median (of a window of at least
-// kMinOutlierWindow costs) counts as an outlier: a heavy-tail event, about one normal cost in a
+// A cost beyond kOutlierSpreads robust spreads above the median (once the window holds
+// kMinRobustWindow costs) counts as an outlier: a heavy-tail event, about one normal cost in a
 // billion. The state's rate of them sets how much evidence its decisions need.
 // Once the window holds only part of a long regime, its order statistics (clip bounds, robust
 // spread, worst recent cost) are recomputed every kSummaryEvery costs rather than every round.

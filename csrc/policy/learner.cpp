@@ -170,8 +170,9 @@ struct Learner::Impl {
       if (!probed_pair ||
           (config.rules.on(Rule::kProbedPairs) && owner.keeps_probed_pair(incumbent.us, us))) {
         // Winsorized (pair_clip): the longer step is brought within `limit` of the other, the
-        // shorter step or kOutlierSpreads spreads of successive steps' difference, whichever is wider:
-        // a step that holds other work (a checkpoint, another group's calls) is no arm's doing.
+        // shorter step or kOutlierSpreads spreads of successive steps' difference, whichever is
+        // wider: a step that holds other work (a checkpoint, another group's calls) is no arm's
+        // doing.
         const double spread = kOutlierSpreads * kMadToSigma *
                               successive_steps.median_recent(SampleWindow::kCapacity);
         const double limit = config.rules.on(Rule::kPairClip)
@@ -208,7 +209,7 @@ struct Learner::Impl {
   // successive rounds: robust to slow drifts (the step shortening as learning converges) and to
   // a minority of outlier rounds.
   double step_noise() const {
-    return kMadToSigma * step_differences.median_recent(kNoiseRounds) / std::sqrt(2.0);
+    return kMadToSigma * step_differences.median_recent(SampleWindow::kCapacity) / std::sqrt(2.0);
   }
 
   // What a round's step time must exceed to count as regressed.

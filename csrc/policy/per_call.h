@@ -16,7 +16,8 @@ namespace dynamiccl {
 // on the prior's expectation, and a prior can be wrong (on a 2-core CPU host halving-doubling is
 // priced cheapest and costs twice the default); the first cost lets the hopeless rule drop the arm
 // before more probes are spent on it, so a wrong prior costs at most one probe per arm.
-// A gated candidate waiting for a cost that does not come stops waiting after kMaxWaitRounds.
+// A gated candidate whose cost is not back within RoundScheduler::kCostLatencyRounds stops
+// waiting for it.
 
 inline int PolicyState::choose(Mode mode, bool* probe, bool* measure) {
   *probe = false;

@@ -7,6 +7,8 @@
 // 1/2^kConvergedDecayShift a call: about two runner-up re-checks at the bulk heads' budget.
 #include "policy/policy_state.h"
 
+#include "policy/round_scheduler.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -73,9 +75,10 @@ bool PolicyState::fold(uint16_t arm, float cost_us, bool probe, bool learning) {
     group_->spent_us += extra;  // savings (negative) count as credit
   }
   // The CUSUM residual is predictive: the cost against the incumbent's view as of the last round,
-  // so a shift within this round's costs cannot pull its own reference along.
+  // so a shift within this round's costs cannot pull its own reference along. It watches once the
+  // centre rests on a full window of costs, the window its spread and clip bounds come from.
   const bool watch = learning && !frozen_ && phase_ == LearnPhase::kExploit && i == incumbent_ &&
-                     a.view.n >= kCusumMinReference;
+                     a.view.n >= static_cast<uint64_t>(SampleWindow::kCapacity);
   a.add(cost_us);
   ++a.samples;
   ++a.fresh;
@@ -214,7 +217,7 @@ bool PolicyState::resolve_challengers(bool inc_ready, double keep) {
     if (ready && c_lcb > inc_ucb) c.eliminated = true;
     // A gated probe whose cost never comes (an engine that could not time it) is not waited
     // for forever.
-    if (awaiting(c) && ++c.waited > kMaxWaitRounds) c.gated = false;
+    if (awaiting(c) && ++c.waited > RoundScheduler::kCostLatencyRounds) c.gated = false;
     // Resolved: confidently worse, or confidently unable to beat the incumbent by the margin,
     // or probed up to the cap without a verdict, or parked by a focused re-open, or not worth a
     // first probe yet (deferred: woken once the state has lived long enough).

@@ -3,10 +3,10 @@
 // of the descent, a near tie), and the verdict its paired step differences give. The group's
 // board of running trials is step_trial_board.h.
 //
-// A converged overlapped state trials an arm that holds at most kFootprintStep of the incumbent's
-// footprint (ArmCatalog::footprint): per call it may be slower, yet free what the compute beside
-// it needs. Arms measured beyond kFootprintMaxSlowdown x the incumbent per call are not tried:
-// that much longer a call would surface in the step whatever it frees.
+// A converged overlapped state trials an arm that holds less than the incumbent's footprint
+// (ArmCatalog::footprint): per call it may be slower, yet free what the compute beside
+// it needs. Arms measured beyond kHopelessRatio x the incumbent per call (hopeless per call) are
+// not tried: that much longer a call would surface in the step whatever it frees.
 // A step trial adopts a challenger that shortens the step by more than kStepTrialMargin of it (with
 // about 3 standard errors to spare): a smaller gain is not worth a switch from an arm chosen per
 // call. A footprint rung is adopted when it shortens the step at all, as confidently: what it frees
@@ -25,7 +25,7 @@ namespace dynamiccl {
 
 // A trial is looked at every round, so its bound is wider than a single test's: about 3 standard
 // errors keeps the chance that a neutral arm is judged either way over 40 looks near 5%. A verdict
-// needs at least kFirstLookPairs pairs (the spread of fewer says little).
+// needs at least kMinRobustWindow pairs (the spread of fewer says little).
 // A trial whose state runs in most steps stops without a verdict after this many steps per pair
 // it needed (max_trial_pairs), if its pairs have not come.
 // Futility: from this share of max_trial_pairs on, a trial whose pairs do not show the step
@@ -86,8 +86,8 @@ void PolicyState::open_trial(int challenger, TrialKind kind) {
   note(kind == TrialKind::kFootprint ? "footprint trial" : "step trial", incumbent_, challenger);
 }
 
-// The descent: among the arms holding at most kFootprintStep of the incumbent's footprint, the
-// one holding the most (the smallest step down; ties to the better prior, the slots' order).
+// The descent: among the arms holding less than the incumbent's footprint, the one holding the
+// most (the smallest step down; ties to the better prior, the slots' order).
 // It continues from each adopted arm and below a rung that shortened the step only on average. A
 // last rung shorter on average runs on once, to kLastRungPairsScale x the pairs. It ends at a
 // trial that confidently shows the step longer, at an inconclusive one (TrialEnd::kInconclusive),
@@ -98,20 +98,20 @@ void PolicyState::propose_footprint_trial() {
   if (footprint_done_ || trial_.challenger >= 0) return;
   const ArmSlot& inc = slots_[incumbent_];
   // Below the incumbent, and below the last rung trialed and not adopted (passed_rung_footprint_).
-  const double ceiling = kFootprintStep * std::min(inc.footprint, passed_rung_footprint_);
+  const double ceiling = std::min(inc.footprint, passed_rung_footprint_);
   int best = -1;
   // A rung the prior rules out that has no cost yet (probed now, or woken later): its first
   // costs may qualify it, so the descent does not end on the prior's word.
   int awaited = -1;
   for (int i = 0; i < num_slots(); ++i) {
     const ArmSlot& c = slots_[i];
-    if (i == incumbent_ || c.unavailable || c.step_rejected || c.footprint > ceiling) {
+    if (i == incumbent_ || c.unavailable || c.step_rejected || !(c.footprint < ceiling)) {
       continue;
     }
     // Per call: its costs, or before its first the prior's ratio to the incumbent's.
     const double per_call = c.stats.count() > 0 ? c.view.center / inc.view.center
                                                 : priced_us(c) / inc.prior_us;
-    if (!(per_call <= kFootprintMaxSlowdown)) {
+    if (!(per_call <= kHopelessRatio)) {
       // Not one priced dearer by measured costs: that is evidence, not the prior's word.
       if (c.stats.count() == 0 && c.evidence_factor <= 1.0 &&
           (awaited < 0 || c.footprint > slots_[awaited].footprint)) {
@@ -149,7 +149,8 @@ bool PolicyState::keeps_probed_pair(double incumbent_step_us, double challenger_
     return true;
   }
   const RunningStats& d = trial_.deltas;
-  return d.count() >= kFirstLookPairs && std::fabs(delta_us - d.mean()) <= kTrialZ * d.stddev();
+  return d.count() >= static_cast<uint64_t>(kMinRobustWindow) &&
+         std::fabs(delta_us - d.mean()) <= kTrialZ * d.stddev();
 }
 
 void PolicyState::add_trial_pair(double incumbent_step_us, double challenger_step_us) {
@@ -170,7 +171,7 @@ double PolicyState::probe_step_extra_us(uint16_t arm, float cost_us) const {
 
 // The verdict: adopted when the challenger confidently shortens the step by kStepTrialMargin of
 // it (a footprint rung: by anything); rejected when it confidently lengthens it (on a spent budget,
-// from the second pair on; otherwise from kFirstLookPairs on, by kTrialZ standard errors at every
+// from the second pair on; otherwise from kMinRobustWindow on, by kTrialZ standard errors at every
 // look); after max_trial_pairs without either,
 // or once futile (kFutilityLook), no effect: the incumbent stays. On a spent budget a trial that
 // does not pay back ends: rejected if its own pairs cost step time, otherwise stopped without a
@@ -204,7 +205,7 @@ void PolicyState::evaluate_trial() {
     }
   }
   const double wanted = head_.trial_pairs;
-  if (pairs < std::min(kFirstLookPairs, wanted)) return;
+  if (pairs < std::min(static_cast<double>(kMinRobustWindow), wanted)) return;
   const double z = kTrialZ;
   const double mean = trial_.deltas.mean();
   const double se = trial_.stderr_us();

@@ -27,6 +27,10 @@ int round_exchanges(int ranks);
 class RoundScheduler {
  public:
   static constexpr uint64_t kAgreementCalls = 1024;
+  // A measured call's cost reaches the learner at most this many rounds after its own round:
+  // applied at the next round's boundary, or a round later where the engine's time is read only
+  // once that round closes (GPU work timed by events). A cost not back by then never comes.
+  static constexpr int kCostLatencyRounds = 2;
 
   explicit RoundScheduler(int round_calls);
 

@@ -33,10 +33,10 @@ namespace dynamiccl {
     "budget; off: every probe waits for the budget")                                              \
   X(kHopeless, "hopeless",                                                                        \
     "Early elimination: a challenger whose cheapest cost is beyond every regular cost of the "    \
-    "incumbent and 2x its centre (or confidently beyond its bound) is eliminated after as few "   \
+    "incumbent and 1.5x its centre (or confidently beyond its bound) is eliminated after as few " \
     "as one cost; off: eliminated only once confidently worse on min_samples costs")              \
   X(kPriorResolves, "prior_resolves",                                                             \
-    "A prior that states its confidence, or measured costs beyond 2x, resolve an arm that "       \
+    "A prior that states its confidence, or measured costs beyond 1.5x, resolve an arm that "     \
     "cannot win by the margin without more probes; off: resolved by costs alone")                 \
   X(kFocusedReopen, "focused_reopen",                                                             \
     "A re-open re-probes only the 3 best arms by their last centre and parks the others; off: "   \
@@ -65,7 +65,7 @@ namespace dynamiccl {
     "pairs; off: it starts afresh")                                                               \
   X(kFootprintDescent, "footprint_descent",                                                       \
     "An overlapped state keeps the best arm of each smaller footprint as a candidate and trials " \
-    "rungs holding at most 0.75x of the incumbent's footprint (per call at most 1.5x), adopted "  \
+    "rungs holding less than the incumbent's footprint (per call at most 1.5x), adopted "         \
     "if they shorten the step at all; the next rung awaiting its first cost is the state's next " \
     "probe; a rung shorter only on average is passed and the descent goes on below it (the last " \
     "such runs on once to 2x the pairs); off: no footprint rungs")                                \
@@ -77,10 +77,10 @@ namespace dynamiccl {
   X(kProbedPairs, "probed_pairs",                                                                 \
     "Steps in which other states probed: what an exposed probe's call added is taken off the "    \
     "step's time, and a trial pair with such a step counts when its steps are within 10% of "     \
-    "each other, or (from 4 pairs) within 3 standard deviations of the pairs' mean; off: probed " \
+    "each other, or (from 3 pairs) within 3 standard deviations of the pairs' mean; off: probed " \
     "pairs are left out")                                                                         \
   X(kPairClip, "pair_clip",                                                                       \
-    "A trial pair's longer step is held within the shorter step, or 5 spreads of successive "     \
+    "A trial pair's longer step is held within the shorter step, or 6 spreads of successive "     \
     "steps' differences; off: pairs as measured")                                                 \
   X(kFutility, "futility",                                                                        \
     "From a third of max_trial_pairs a trial whose pairs' mean does not show the step shorter "   \

@@ -18,6 +18,8 @@
 
 namespace dynamiccl {
 
+static_assert(kTrialLanes == 2, "the board's lanes run at lags 1 and 2 (StepTrialBoard())");
+
 // How trials share the steps (docs/learner.md, "Step trials"). Up to kTrialLanes
 // overlapped states run one at once, each on its own lane. From the step after it opens, a lane's
 // state runs its incumbent and its challenger in blocks of `lag` steps, alternated: lane 0 every
@@ -30,7 +32,7 @@ namespace dynamiccl {
 // waited 45 steps for it.) `step` counts Learner::mark_step() calls: the same on every rank.
 //
 // A pair with a step in which some state probed, and steps more than kProbedPairTolerance apart,
-// is left out while the trial has fewer than kFirstLookPairs pairs, and afterwards only when its
+// is left out while the trial has fewer than kMinRobustWindow pairs, and afterwards only when its
 // difference also lies beyond kTrialZ standard deviations of the trial's pairs from their
 // mean (PolicyState::keeps_probed_pair): a probe of a slow arm (over a second, seen on a GPU)
 // lands in one step of a pair and would be taken for the challenger's doing, while probes of
@@ -69,8 +71,9 @@ struct StepTrialBoard {
   };
   std::deque<Mark> marks;  // the trials' ended steps whose times have not arrived
   // Probes whose costs have not arrived, in decision order: their step and state, in a fixed ring
-  // (decide() allocates nothing). Costs come within two rounds; past kMaxProbesAwaited, the
-  // oldest is taken for one that never will.
+  // (decide() allocates nothing). Costs come within two rounds
+  // (RoundScheduler::kCostLatencyRounds); past kMaxProbesAwaited, the oldest is taken for one that
+  // never will.
   struct Probe {
     uint64_t step;
     uint32_t state;

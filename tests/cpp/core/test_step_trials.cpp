@@ -653,7 +653,7 @@ TEST(StepTrials, EachLanesPairsRunOneArmOfTheOtherLane) {
 TEST(StepTrials, AnArmMuchSlowerPerCallIsNotTrialedForItsFootprint) {
   Learner learner(config(), std::make_shared<FootprintCatalog>());
   // "half" and "quarter" take twice and three times as long per call: beyond
-  // kFootprintMaxSlowdown, they would surface in the step whatever they free.
+  // kHopelessRatio, they would surface in the step whatever they free.
   const StateStats st = run_steps(learner, {{100, 60}, {200, 0}, {300, 0}}, 600, true);
   EXPECT_EQ(st.arms.at(st.incumbent).name, "default");
   EXPECT_TRUE(st.trial.verdict.empty()) << st.trial.verdict;
