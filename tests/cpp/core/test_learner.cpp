@@ -277,61 +277,57 @@ TEST(Learner, ReadaptsAfterAPlantedShift) {
   EXPECT_GT(st.probes, probes_to_converge);
 }
 
+// The settled state of the two watch cases: arm 1 (80 us) beats the default (100) and arm 2 (120)
+// until kSlowsAt, then costs 200. Rounds are free until the state has settled, then cost
+// `round_cost_us` from half-way to the shift on, so that the watch rate is theirs when it comes.
+constexpr uint64_t kSlowsAt = 20000;
+double incumbent_slows(uint64_t call, const CollectiveContext&, uint16_t arm) {
+  const double before[] = {100, 80, 120};
+  const double after[] = {100, 200, 120};
+  return call < kSlowsAt ? before[arm] : after[arm];
+}
+void settle_then_price_rounds(Driver& d, const CollectiveContext& ctx, double round_cost_us) {
+  d.run(ctx, static_cast<int>(kSlowsAt / 2));
+  d.round_cost_us = round_cost_us;
+  d.run(ctx, static_cast<int>(kSlowsAt / 2));
+  const StateStats st = state_stats(d.learner, 0);
+  ASSERT_EQ(st.incumbent, 1);
+  ASSERT_EQ(st.phase, "settled");
+  ASSERT_EQ(st.alarms, 0u);
+}
+
 // Once settled, a state measures only what keeps measuring within kWatchOverhead of its time; where
 // a round costs as much as 10,000 of its calls that is nothing, and the floor (kMinWatchFraction,
 // a call in 4096) is all that lets the CUSUM see its incumbent slow down. Without it the state
 // stays on the slowed arm for good.
 TEST(Learner, ASettledStateWhoseRoundsCostFarMoreThanItsCallsStillSeesAShift) {
-  auto cat = catalog_of(3);
-  Learner l(bulk_config(), cat);
-  const uint64_t shift_at = 20000;
-  Driver d{l, [&](uint64_t call, const CollectiveContext&, uint16_t arm) {
-             const double before[] = {100, 80, 120};
-             const double after[] = {100, 200, 120};
-             return call < shift_at ? before[arm] : after[arm];
-           }};
+  Learner l(bulk_config(), catalog_of(3));
+  Driver d{l, incumbent_slows};
   const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
-  d.run(ctx, static_cast<int>(shift_at / 2));
-  d.round_cost_us = 1e6;  // from here the watch rate is the floor's
-  d.run(ctx, static_cast<int>(shift_at / 2));
-  StateStats st = state_stats(l, 0);
-  ASSERT_EQ(st.incumbent, 1);
-  ASSERT_EQ(st.phase, "settled");
-  const uint32_t alarms = st.alarms;
+  ASSERT_NO_FATAL_FAILURE(settle_then_price_rounds(d, ctx, 1e6));
   d.run(ctx, 400000);
-  st = state_stats(l, 0);
-  EXPECT_GT(st.alarms, alarms);
+  const StateStats st = state_stats(l, 0);
+  EXPECT_GT(st.alarms, 0u);
   EXPECT_EQ(st.incumbent, 0);
 }
 
 // Where rounds are cheap, a settled state measures what kWatchOverhead (0.1% of its time) pays for,
 // here a call in about 800 rather than the floor's one in 4096: a shift is caught sooner.
 TEST(Learner, ASettledStateMeasuresWhatItsWatchOverheadPaysFor) {
-  auto cat = catalog_of(3);
-  Learner l(bulk_config(), cat);
-  const uint64_t shift_at = 20000;
-  Driver d{l, [&](uint64_t call, const CollectiveContext&, uint16_t arm) {
-             const double before[] = {100, 80, 120};
-             const double after[] = {100, 200, 120};
-             return call < shift_at ? before[arm] : after[arm];
-           }};
+  Learner l(bulk_config(), catalog_of(3));
+  Driver d{l, incumbent_slows};
   const CollectiveContext ctx = make_ctx(Role::kDataParallel, 1 << 20);
-  d.run(ctx, static_cast<int>(shift_at / 2));
-  d.round_cost_us = 64;
-  d.run(ctx, static_cast<int>(shift_at / 2));
-  StateStats st = state_stats(l, 0);
-  ASSERT_EQ(st.incumbent, 1);
-  ASSERT_EQ(st.phase, "settled");
+  ASSERT_NO_FATAL_FAILURE(settle_then_price_rounds(d, ctx, 64));
   d.run(ctx, 60000);
-  st = state_stats(l, 0);
+  const StateStats st = state_stats(l, 0);
   ASSERT_EQ(st.alarms, 1u);
   uint64_t reopened_at = 0;
   for (const auto& e : st.events) {
     if (e.what.rfind("reopened", 0) == 0) reopened_at = e.call;
   }
   // About 3,600 calls here, a few measured ones; on the floor's rate alone, 22,800.
-  EXPECT_GT(reopened_at, shift_at);
-  EXPECT_LT(reopened_at, shift_at + 6000);
+  EXPECT_GT(reopened_at, kSlowsAt);
+  EXPECT_LT(reopened_at, kSlowsAt + 6000);
   EXPECT_EQ(st.incumbent, 0);
 }
 
